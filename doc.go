@@ -1,0 +1,2 @@
+// Package idempotency makes unary gRPC calls safe to retry.
+package idempotency

@@ -1,0 +1,155 @@
+// Package policy resolves a method's idempotency policy from its registered
+// proto descriptors, once per method.
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+)
+
+// Policy is what the descriptors say about one method.
+type Policy struct {
+	// Mode is MODE_OPTIONAL, MODE_REQUIRED or MODE_DISABLED, never
+	// MODE_UNSPECIFIED. NO_SIDE_EFFECTS methods resolve to MODE_DISABLED.
+	Mode idempotencyv1.Mode
+	// Retention and Lease are zero when the descriptor does not set them.
+	Retention, Lease time.Duration
+	// KeyField is the request field named by key_field, or nil.
+	KeyField protoreflect.FieldDescriptor
+	// Found reports whether the method's descriptor was found.
+	Found bool
+}
+
+// Resolver looks policies up in a descriptor registry and caches them per
+// full method name.
+type Resolver struct {
+	files *protoregistry.Files
+	cache sync.Map // full method name -> Policy
+}
+
+// NewResolver returns a Resolver over files; nil means
+// protoregistry.GlobalFiles.
+func NewResolver(files *protoregistry.Files) *Resolver {
+	if files == nil {
+		files = protoregistry.GlobalFiles
+	}
+	return &Resolver{files: files}
+}
+
+// Lookup returns the policy of fullMethod ("/pkg.Service/Method"). The first
+// call per method reads the descriptors; later calls hit the cache.
+func (r *Resolver) Lookup(fullMethod string) Policy {
+	if p, ok := r.cache.Load(fullMethod); ok {
+		return p.(Policy)
+	}
+	p := r.resolve(fullMethod)
+	r.cache.Store(fullMethod, p)
+	return p
+}
+
+func (r *Resolver) resolve(fullMethod string) Policy {
+	md := FindMethod(r.files, fullMethod)
+	if md == nil {
+		return Policy{Mode: idempotencyv1.Mode_MODE_OPTIONAL}
+	}
+	p := FromDescriptor(md)
+	p.Found = true
+	return p
+}
+
+// FindMethod returns the descriptor of fullMethod ("/pkg.Service/Method"), or
+// nil when files does not have it.
+func FindMethod(files *protoregistry.Files, fullMethod string) protoreflect.MethodDescriptor {
+	name := strings.Replace(strings.TrimPrefix(fullMethod, "/"), "/", ".", 1)
+	d, err := files.FindDescriptorByName(protoreflect.FullName(name))
+	if err != nil {
+		return nil
+	}
+	md, _ := d.(protoreflect.MethodDescriptor)
+	return md
+}
+
+// Option returns the idempotency.v1.method option of md, or nil.
+func Option(md protoreflect.MethodDescriptor) *idempotencyv1.MethodPolicy {
+	opts, ok := md.Options().(*descriptorpb.MethodOptions)
+	if !ok || opts == nil || !proto.HasExtension(opts, idempotencyv1.E_Method) {
+		return nil
+	}
+	mp, _ := proto.GetExtension(opts, idempotencyv1.E_Method).(*idempotencyv1.MethodPolicy)
+	return mp
+}
+
+// FromDescriptor reads the policy of one method descriptor.
+func FromDescriptor(md protoreflect.MethodDescriptor) Policy {
+	p := Policy{Mode: idempotencyv1.Mode_MODE_OPTIONAL}
+	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok &&
+		opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
+		p.Mode = idempotencyv1.Mode_MODE_DISABLED
+		return p
+	}
+	mp := Option(md)
+	if mp == nil {
+		return p
+	}
+	if mp.GetMode() != idempotencyv1.Mode_MODE_UNSPECIFIED {
+		p.Mode = mp.GetMode()
+	}
+	p.Retention = mp.GetRetention().AsDuration()
+	p.Lease = mp.GetLease().AsDuration()
+	if name := mp.GetKeyField(); name != "" {
+		p.KeyField = md.Input().Fields().ByName(protoreflect.Name(name))
+	}
+	return p
+}
+
+// Validate reports the configuration errors in files: an
+// idempotency.v1.method option on a streaming method, or a key_field that
+// does not name a singular string field of the request.
+func Validate(files *protoregistry.Files) error {
+	if files == nil {
+		files = protoregistry.GlobalFiles
+	}
+	var errs []string
+	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		svcs := fd.Services()
+		for i := range svcs.Len() {
+			methods := svcs.Get(i).Methods()
+			for j := range methods.Len() {
+				if err := validateMethod(methods.Get(j)); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+		}
+		return true
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("idempotency: invalid method options: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func validateMethod(md protoreflect.MethodDescriptor) error {
+	mp := Option(md)
+	if mp == nil {
+		return nil
+	}
+	if md.IsStreamingClient() || md.IsStreamingServer() {
+		return fmt.Errorf("%s is a streaming method; idempotency.v1.method applies to unary methods only", md.FullName())
+	}
+	if name := mp.GetKeyField(); name != "" {
+		f := md.Input().Fields().ByName(protoreflect.Name(name))
+		if f == nil || f.Kind() != protoreflect.StringKind || f.Cardinality() == protoreflect.Repeated {
+			return fmt.Errorf("%s: key_field %q is not a singular string field of %s", md.FullName(), name, md.Input().FullName())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+// Package store defines the contract between the idempotency interceptor and
+// the storage that keeps claims and outcomes.
+//
+// A Store keeps one entry per key. An entry is either in flight (a handler
+// holds it under an owner token until its lease runs out) or completed (it
+// holds the encoded outcome until its retention runs out). Every method is a
+// single atomic step, and one round trip on a networked store: no method
+// reads and then writes in two steps.
+//
+// The interceptor hashes keys and encodes outcomes before they reach a Store,
+// so a Store treats keys, fingerprints and data as opaque bytes.
+//
+// Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore]
+// and [github.com/grpc-idempotency/idempotency/store/redisstore]; each passes
+// the conformance suite in [github.com/grpc-idempotency/idempotency/store/storetest].
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps idempotency claims and outcomes. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Claim atomically claims key for a caller whose request has the given
+	// fingerprint. If no live entry exists under key, Claim creates an
+	// in-flight entry that expires after lease and returns a Claim whose
+	// Token is a fresh owner token. Otherwise it changes nothing and returns
+	// a Claim with an empty Token and the existing Entry (in flight or
+	// completed, with the fingerprint it was claimed with). An entry whose
+	// lease or retention has run out does not exist.
+	//
+	// Claim returns an error wrapping [ErrCorrupt] when the value under key
+	// cannot be read, and [ErrFull] when a bounded store has no room.
+	Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (Claim, error)
+
+	// Complete stores data as the outcome for key and keeps it for
+	// retention, but only while token still owns the in-flight entry.
+	// Otherwise it changes nothing and returns [ErrLeaseLost].
+	Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error
+
+	// Release deletes the in-flight entry for key, but only while token
+	// still owns it. Otherwise it changes nothing and returns [ErrLeaseLost].
+	Release(ctx context.Context, key, token string) error
+
+	// Extend resets the lease of the in-flight entry for key to lease from
+	// now, but only while token still owns it. Otherwise it changes nothing
+	// and returns [ErrLeaseLost].
+	Extend(ctx context.Context, key, token string, lease time.Duration) error
+}
+
+// Claim is the result of [Store.Claim].
+type Claim struct {
+	// Token is the owner token of a new claim; empty when the key was
+	// already taken, in which case Existing describes the entry.
+	Token string
+	// Existing is the entry already under the key when Token is empty.
+	Existing Entry
+}
+
+// Won reports whether the caller now owns the key.
+func (c Claim) Won() bool { return c.Token != "" }
+
+// State is the lifecycle state of an entry.
+type State uint8
+
+const (
+	// StateInFlight means a handler holds the key under an owner token.
+	StateInFlight State = iota + 1
+	// StateCompleted means the outcome is stored.
+	StateCompleted
+)
+
+// String returns "in_flight", "completed" or "unknown".
+func (s State) String() string {
+	switch s {
+	case StateInFlight:
+		return "in_flight"
+	case StateCompleted:
+		return "completed"
+	default:
+		return "unknown"
+	}
+}
+
+// Entry is what a Store keeps under a key.
+type Entry struct {
+	// State is StateInFlight or StateCompleted.
+	State State
+	// Fingerprint is the fingerprint the key was claimed with.
+	Fingerprint []byte
+	// Data is the outcome passed to Complete; nil while in flight.
+	Data []byte
+}
