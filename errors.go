@@ -1,5 +1,16 @@
 package idempotency
 
+import (
+	"errors"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
 // ErrorDomain is the google.rpc.ErrorInfo domain of every error the
 // interceptors return.
 const ErrorDomain = "idempotency.grpc"
@@ -32,3 +43,88 @@ const (
 	// (RESOURCE_EXHAUSTED, retryable later).
 	ReasonStoreFull = "IDEMPOTENCY_STORE_FULL"
 )
+
+// Sentinel errors behind each reason. The interceptor turns them into gRPC
+// statuses in one place at the edge; wrap them with %w to add detail.
+var (
+	ErrKeyMissing          = errors.New("idempotency key required")
+	ErrKeyInvalid          = errors.New("idempotency key invalid")
+	ErrKeyReused           = errors.New("idempotency key was already used with a different request")
+	ErrKeyInUse            = errors.New("a request with this idempotency key is in progress; retry with the same key")
+	ErrStoreUnavailable    = errors.New("idempotency store unavailable")
+	ErrRecordCorrupt       = errors.New("stored idempotency record is unreadable")
+	ErrResponseNotRetained = errors.New("the original response was too large to retain and cannot be replayed")
+	ErrStoreFull           = errors.New("idempotency store is full")
+)
+
+// KeyError says why a key was refused.
+type KeyError struct {
+	// Reason is ReasonKeyMissing or ReasonKeyInvalid.
+	Reason string
+	// Detail says what is wrong, without echoing the key.
+	Detail string
+}
+
+func (e *KeyError) Error() string {
+	if e.Reason == ReasonKeyMissing {
+		return ErrKeyMissing.Error() + ": " + e.Detail
+	}
+	return ErrKeyInvalid.Error() + ": " + e.Detail
+}
+
+// Unwrap returns ErrKeyMissing or ErrKeyInvalid.
+func (e *KeyError) Unwrap() error {
+	if e.Reason == ReasonKeyMissing {
+		return ErrKeyMissing
+	}
+	return ErrKeyInvalid
+}
+
+type failure struct {
+	err     error
+	code    codes.Code
+	reason  string
+	outcome Outcome // reported when the error is returned; 0 when reported elsewhere
+}
+
+var failures = []failure{
+	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, OutcomeKeyMissing},
+	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, OutcomeKeyInvalid},
+	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, OutcomeKeyReused},
+	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, OutcomeInFlight},
+	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, OutcomeStoreError},
+	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt},
+	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0},
+	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull},
+}
+
+// failureOf returns the failure err is one of, if any.
+func failureOf(err error) (failure, bool) {
+	for _, f := range failures {
+		if errors.Is(err, f.err) {
+			return f, true
+		}
+	}
+	return failure{}, false
+}
+
+// statusOf turns an interceptor error into the gRPC status the client sees:
+// the code and ErrorInfo reason of its failure, and a RetryInfo for an
+// in-flight rejection. Only the interceptor's own text reaches the client;
+// store errors are reduced to their sentinel's text.
+func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
+	msg := f.err.Error()
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		msg = ke.Error()
+	}
+	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: f.reason, Domain: ErrorDomain}}
+	if f.reason == ReasonKeyInUse {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
+	}
+	st, derr := status.New(f.code, msg).WithDetails(details...)
+	if derr != nil {
+		return status.New(f.code, msg)
+	}
+	return st
+}

@@ -1,0 +1,23 @@
+package idempotency
+
+import "context"
+
+// Claim identifies the claim a handler runs under.
+type Claim struct {
+	// Key is the hashed store key of the call (method, scope and client key).
+	Key string
+	// Token is the owner token the store issued for this execution. A
+	// handler can pass it to its own systems to fence side effects: an
+	// execution whose lease was lost and taken over carries an older token.
+	Token string
+}
+
+type claimKey struct{}
+
+// ClaimFromContext returns the claim the handler runs under. It reports
+// false when the call is not deduplicated (no key, method disabled, or
+// failing open).
+func ClaimFromContext(ctx context.Context) (Claim, bool) {
+	c, ok := ctx.Value(claimKey{}).(Claim)
+	return c, ok
+}

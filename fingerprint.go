@@ -1,0 +1,35 @@
+package idempotency
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// FingerprintFunc returns the fingerprint of a request to fullMethod. Two
+// requests with the same key must have equal fingerprints to share an
+// outcome.
+type FingerprintFunc func(fullMethod string, req proto.Message) ([]byte, error)
+
+// fingerprintVersion is the first byte of every fingerprint [Fingerprint]
+// returns, so the algorithm can change without matching old records.
+const fingerprintVersion = 1
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// Fingerprint is the default [FingerprintFunc]: a version byte followed by
+// SHA-256 over the full method name and the request's deterministic proto
+// encoding. To leave volatile fields out, clear them on a clone and call
+// Fingerprint on it from your own FingerprintFunc.
+func Fingerprint(fullMethod string, req proto.Message) ([]byte, error) {
+	var buf [256]byte
+	b := binary.AppendUvarint(buf[:0], uint64(len(fullMethod)))
+	b = append(b, fullMethod...)
+	b, err := deterministic.MarshalAppend(b, req)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return append([]byte{fingerprintVersion}, sum[:]...), nil
+}

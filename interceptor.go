@@ -1,0 +1,273 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-idempotency/idempotency/internal/policy"
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// UnaryServerInterceptor returns a server interceptor that runs each keyed
+// call once per key and replays its stored outcome to every retry.
+//
+// It reads the key from request metadata ([MetadataKey]), claims it in s in
+// one atomic step, runs the handler, and stores the response or
+// deterministic error for the retention period. See the package
+// documentation for the behaviour in every situation.
+//
+// Method policies are read from the registered proto descriptors. It panics
+// when the options are invalid or a proto declares an idempotency.v1.method
+// option that cannot work (on a streaming method, or a key_field that is not
+// a string field): both are programming errors found at start-up.
+func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
+	i, err := newInterceptor(s, opts)
+	if err != nil {
+		panic(err)
+	}
+	return i.intercept
+}
+
+type interceptor struct {
+	store   store.Store
+	cfg     *config
+	methods sync.Map // full method name -> *methodConfig
+	flights flights
+}
+
+func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
+	if s == nil {
+		return nil, errors.New("idempotency: store must not be nil")
+	}
+	cfg := newConfig(opts)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := policy.Validate(cfg.files); err != nil {
+		return nil, err
+	}
+	return &interceptor{store: s, cfg: cfg}, nil
+}
+
+// call is one keyed call on its way through the interceptor.
+type call struct {
+	method      string
+	cfg         *methodConfig
+	key         string // hashed store key
+	fingerprint []byte
+	storeTime   time.Duration
+}
+
+func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	m := i.method(info.FullMethod, req)
+	msg, isProto := req.(proto.Message)
+	if m.mode == ModeDisabled || !isProto {
+		return handler(ctx, req)
+	}
+	c, err := i.prepare(ctx, info.FullMethod, m, msg)
+	if err != nil {
+		return nil, i.fail(ctx, info.FullMethod, err, 0)
+	}
+	if c == nil { // OPTIONAL method called without a key
+		return handler(ctx, req)
+	}
+	resp, err := i.run(ctx, c, req, handler)
+	if err != nil {
+		return nil, i.fail(ctx, c.method, err, c.storeTime)
+	}
+	return resp, nil
+}
+
+// prepare reads and validates the key and computes the store key and
+// fingerprint. It returns nil, nil for an OPTIONAL call without a key.
+func (i *interceptor) prepare(ctx context.Context, method string, m *methodConfig, req proto.Message) (*call, error) {
+	key, err := i.clientKey(ctx, m, req)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		if m.mode == ModeRequired {
+			return nil, &KeyError{Reason: ReasonKeyMissing, Detail: "send it in the " + strconv.Quote(i.cfg.metadataKey) + " metadata"}
+		}
+		return nil, nil
+	}
+	var scope string
+	if i.cfg.scope != nil {
+		if scope, err = i.cfg.scope(ctx); err != nil {
+			if st, ok := status.FromError(err); ok {
+				return nil, st.Err()
+			}
+			return nil, status.Error(codes.Internal, "idempotency: resolving the caller's scope failed")
+		}
+	}
+	fp, err := i.cfg.fingerprint(method, req)
+	if err != nil {
+		return nil, status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
+	}
+	return &call{method: method, cfg: m, key: storeKey(method, scope, key), fingerprint: fp}, nil
+}
+
+// run claims the key and then executes, replays or rejects the call.
+func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.UnaryHandler) (any, error) {
+	var until time.Time
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		cl, err := i.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
+		c.storeTime += time.Since(start)
+		if err != nil {
+			return i.claimFailed(ctx, c, err, req, handler)
+		}
+		if cl.Won() {
+			return i.execute(ctx, c, cl.Token, req, handler)
+		}
+		if !bytes.Equal(cl.Existing.Fingerprint, c.fingerprint) {
+			return nil, ErrKeyReused
+		}
+		if cl.Existing.State == store.StateCompleted {
+			resp, err := i.replay(ctx, c.cfg, cl.Existing.Data, c.fingerprint)
+			if !errors.Is(err, ErrRecordCorrupt) {
+				i.observe(ctx, c.method, OutcomeReplayed, c.storeTime, nil)
+			}
+			return resp, err
+		}
+		if i.cfg.wait <= 0 {
+			return nil, ErrKeyInUse
+		}
+		if attempt == 0 {
+			until = time.Now().Add(i.cfg.wait)
+		}
+		if !i.flights.wait(ctx, c.key, until, attempt) {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, ErrKeyInUse
+		}
+	}
+}
+
+// claimFailed handles a Claim error: fail closed, or fail open when
+// configured and the store itself is at fault.
+func (i *interceptor) claimFailed(ctx context.Context, c *call, err error, req any, handler grpc.UnaryHandler) (any, error) {
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, store.ErrCorrupt):
+		return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+	case errors.Is(err, store.ErrFull):
+		return nil, fmt.Errorf("%w: %w", ErrStoreFull, err)
+	case i.cfg.failOpen:
+		i.observe(ctx, c.method, OutcomeFailOpen, c.storeTime, err)
+		return handler(ctx, req)
+	default:
+		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+	}
+}
+
+// execute runs the handler under the claim and stores or releases it.
+func (i *interceptor) execute(ctx context.Context, c *call, token string, req any, handler grpc.UnaryHandler) (any, error) {
+	if i.cfg.wait > 0 {
+		defer i.flights.start(c.key)()
+	}
+	createdAt := time.Now()
+	ren := i.startRenewal(ctx, c.method, c.key, token, c.cfg.lease)
+	stream := &captureStream{ServerTransportStream: grpc.ServerTransportStreamFromContext(ctx)}
+	hctx := context.WithValue(ctx, claimKey{}, Claim{Key: c.key, Token: token})
+	if stream.ServerTransportStream != nil {
+		hctx = grpc.NewContextWithServerTransportStream(hctx, stream)
+	}
+
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked: release and let the panic go on
+			ren.stop()
+			i.release(ctx, c, token, nil)
+		}
+	}()
+	resp, herr := handler(hctx, req)
+	finished = true
+	lost := ren.stop()
+
+	data, keep := i.outcome(ctx, c, createdAt, resp, herr, stream)
+	if !keep {
+		i.release(ctx, c, token, herr)
+		return resp, herr
+	}
+	if lost {
+		// Completing would be refused; the observer was told when renewal
+		// found out. The handler's answer still goes back.
+		return resp, herr
+	}
+	i.complete(ctx, c, token, data)
+	return resp, herr
+}
+
+func (i *interceptor) complete(ctx context.Context, c *call, token string, data []byte) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.storeTimeout)
+	defer cancel()
+	start := time.Now()
+	err := i.store.Complete(sctx, c.key, token, data, c.cfg.retention)
+	c.storeTime += time.Since(start)
+	switch {
+	case err == nil:
+		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+	case errors.Is(err, store.ErrLeaseLost):
+		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+	default:
+		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
+	}
+}
+
+func (i *interceptor) release(ctx context.Context, c *call, token string, cause error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.storeTimeout)
+	defer cancel()
+	start := time.Now()
+	err := i.store.Release(sctx, c.key, token)
+	c.storeTime += time.Since(start)
+	switch {
+	case err == nil:
+		i.observe(ctx, c.method, OutcomeReleased, c.storeTime, cause)
+	case errors.Is(err, store.ErrLeaseLost):
+		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+	default:
+		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
+	}
+}
+
+func (i *interceptor) observe(ctx context.Context, method string, o Outcome, took time.Duration, err error) {
+	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: o, StoreTime: took, Err: err})
+}
+
+// fail reports the interceptor's own errors to the observer and turns them
+// into the status the client sees. Handler errors and replayed statuses pass
+// through unchanged.
+func (i *interceptor) fail(ctx context.Context, method string, err error, storeTime time.Duration) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if _, ok := status.FromError(err); !ok {
+			return status.FromContextError(err).Err()
+		}
+		return err
+	}
+	f, own := failureOf(err)
+	if !own {
+		return err
+	}
+	if f.outcome != 0 {
+		i.observe(ctx, method, f.outcome, storeTime, err)
+	}
+	if f.reason == ReasonKeyInUse {
+		ms := strconv.FormatInt(i.cfg.retryAfter.Milliseconds(), 10)
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", ms))
+	}
+	return statusOf(f, err, i.cfg.retryAfter).Err()
+}

@@ -1,0 +1,67 @@
+// Package record encodes and decodes the outcome records the interceptor
+// keeps in a store. Decode treats its input as untrusted.
+package record
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+)
+
+// Version is the record format version this package writes and reads.
+const Version = 1
+
+// ErrUnreadable is wrapped by every Decode error.
+var ErrUnreadable = errors.New("record unreadable")
+
+var marshalOptions = proto.MarshalOptions{Deterministic: true}
+
+// Encode returns the deterministic encoding of r.
+func Encode(r *idempotencyv1.Record) ([]byte, error) {
+	return marshalOptions.Marshal(r)
+}
+
+// Decode parses data and checks that it is a completed record of a known
+// version, consistent with its outcome, for the given fingerprint.
+func Decode(data, fingerprint []byte) (*idempotencyv1.Record, error) {
+	r := &idempotencyv1.Record{}
+	if err := proto.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if err := validate(r, fingerprint); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	return r, nil
+}
+
+func validate(r *idempotencyv1.Record, fingerprint []byte) error {
+	switch {
+	case r.GetVersion() != Version:
+		return fmt.Errorf("format version %d, want %d", r.GetVersion(), Version)
+	case r.GetState() != idempotencyv1.State_STATE_COMPLETED:
+		return fmt.Errorf("state %v, want completed", r.GetState())
+	case !bytes.Equal(r.GetFingerprint(), fingerprint):
+		return errors.New("fingerprint does not match the store entry")
+	}
+	switch r.GetOutcome() {
+	case idempotencyv1.Outcome_OUTCOME_RESPONSE:
+		if r.GetResponseType() == "" {
+			return errors.New("response record without a response type")
+		}
+	case idempotencyv1.Outcome_OUTCOME_ERROR:
+		if r.GetStatus().GetCode() == 0 {
+			return errors.New("error record without an error code")
+		}
+		if c := r.GetStatus().GetCode(); c < 0 || c > 16 {
+			return fmt.Errorf("error record with unknown code %d", c)
+		}
+	case idempotencyv1.Outcome_OUTCOME_NOT_RETAINED:
+	default:
+		return fmt.Errorf("unknown outcome %v", r.GetOutcome())
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"strconv"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// Wire names.
+const (
+	// MetadataKey is the request metadata key that carries the client's
+	// idempotency key.
+	MetadataKey = "idempotency-key"
+	// ReplayedKey is set to "true" on a replayed answer: in the response
+	// header of a replayed success, in the trailer of a replayed error.
+	ReplayedKey = "idempotency-replayed"
+	// MaxKeyLen is the longest key accepted, in bytes.
+	MaxKeyLen = 255
+)
+
+// ValidateKey reports whether key is acceptable: 1 to [MaxKeyLen] bytes of
+// printable ASCII (0x21 to 0x7E). The error is a [*KeyError] and never
+// echoes the key.
+func ValidateKey(key string) error {
+	if key == "" {
+		return &KeyError{Reason: ReasonKeyInvalid, Detail: "key is empty"}
+	}
+	if len(key) > MaxKeyLen {
+		return &KeyError{Reason: ReasonKeyInvalid, Detail: "key is longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x21 || c > 0x7e {
+			return &KeyError{Reason: ReasonKeyInvalid, Detail: "key has a byte outside printable ASCII at offset " + strconv.Itoa(i)}
+		}
+	}
+	return nil
+}
+
+// clientKey returns the key of the call: from metadata, else from the
+// method's key field. It returns "" with no error when there is none.
+func (i *interceptor) clientKey(ctx context.Context, m *methodConfig, req proto.Message) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md[i.cfg.metadataKey]
+	switch {
+	case len(vals) > 1:
+		return "", &KeyError{Reason: ReasonKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(i.cfg.metadataKey)}
+	case len(vals) == 1:
+		return vals[0], ValidateKey(vals[0])
+	case m.keyField != nil:
+		k := req.ProtoReflect().Get(m.keyField).String()
+		if k == "" {
+			return "", nil
+		}
+		return k, ValidateKey(k)
+	}
+	return "", nil
+}
+
+// storeKey namespaces the client key by method and scope and hashes it, so
+// no client key shapes the store's key space and no caller can reach
+// another scope's records.
+func storeKey(method, scope, key string) string {
+	var buf [512]byte
+	b := buf[:0]
+	for _, s := range [...]string{method, scope, key} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	sum := sha256.Sum256(b)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}

@@ -1,0 +1,91 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Observer is told of every decision the server interceptor makes. Observe
+// runs on the request path and must not block.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+type nopObserver struct{}
+
+func (nopObserver) Observe(context.Context, Event) {}
+
+// Event describes one decision.
+type Event struct {
+	// Method is the full method name.
+	Method string
+	// Outcome is what happened.
+	Outcome Outcome
+	// StoreTime is the time spent in store calls for this decision.
+	StoreTime time.Duration
+	// Err is the store or handler error behind the outcome, if any.
+	Err error
+}
+
+// Outcome is the kind of an [Event].
+type Outcome int
+
+// Outcomes.
+const (
+	// OutcomeExecuted: the handler ran under a claim and its outcome was
+	// stored.
+	OutcomeExecuted Outcome = iota + 1
+	// OutcomeReplayed: a stored outcome was replayed; the handler did not run.
+	OutcomeReplayed
+	// OutcomeInFlight: the key was in flight; the call was rejected with
+	// ABORTED.
+	OutcomeInFlight
+	// OutcomeKeyReused: the key was used with a different request.
+	OutcomeKeyReused
+	// OutcomeKeyMissing: a REQUIRED method was called without a key.
+	OutcomeKeyMissing
+	// OutcomeKeyInvalid: the key was malformed.
+	OutcomeKeyInvalid
+	// OutcomeStoreError: the store failed; the call failed closed.
+	OutcomeStoreError
+	// OutcomeFailOpen: the store failed; the handler ran without
+	// deduplication ([WithFailOpen]).
+	OutcomeFailOpen
+	// OutcomeReleased: the handler failed with a retryable error or panicked;
+	// the claim was released so a retry runs it again.
+	OutcomeReleased
+	// OutcomeLeaseRenewed: a running handler's lease was renewed.
+	OutcomeLeaseRenewed
+	// OutcomeLeaseLost: a running handler lost its claim; its outcome was
+	// returned but not stored.
+	OutcomeLeaseLost
+	// OutcomeRecordCorrupt: the stored record could not be read.
+	OutcomeRecordCorrupt
+	// OutcomeNotRetained: the response was larger than the limit; the key
+	// was completed with a record that refuses replays.
+	OutcomeNotRetained
+	// OutcomeStoreFull: a bounded store had no room for a new key.
+	OutcomeStoreFull
+)
+
+var outcomeNames = [...]string{
+	OutcomeExecuted: "executed", OutcomeReplayed: "replayed", OutcomeInFlight: "in_flight",
+	OutcomeKeyReused: "key_reused", OutcomeKeyMissing: "key_missing", OutcomeKeyInvalid: "key_invalid",
+	OutcomeStoreError: "store_error", OutcomeFailOpen: "fail_open", OutcomeReleased: "released",
+	OutcomeLeaseRenewed: "lease_renewed", OutcomeLeaseLost: "lease_lost",
+	OutcomeRecordCorrupt: "record_corrupt", OutcomeNotRetained: "not_retained", OutcomeStoreFull: "store_full",
+}
+
+// String returns the outcome's snake_case name, for logs and metric labels.
+func (o Outcome) String() string {
+	if o > 0 && int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}

@@ -1,0 +1,220 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// Defaults of the server options.
+const (
+	DefaultRetention        = 24 * time.Hour
+	MinRetention            = time.Hour
+	DefaultLease            = 60 * time.Second
+	DefaultMaxResponseBytes = 4 << 20
+	DefaultRetryAfter       = time.Second
+	// DefaultStoreTimeout bounds the store calls that must finish after the
+	// caller has gone: storing an outcome, releasing a claim, renewing a
+	// lease.
+	DefaultStoreTimeout = 10 * time.Second
+)
+
+// DefaultStoredCodes are the error codes a handler's error is stored and
+// replayed for: the outcome would be the same on a retry.
+var DefaultStoredCodes = []codes.Code{
+	codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
+}
+
+// Option configures [UnaryServerInterceptor].
+type Option func(*config)
+
+type config struct {
+	metadataKey      string
+	scope            func(context.Context) (string, error)
+	retention        time.Duration
+	lease            time.Duration
+	wait             time.Duration
+	failOpen         bool
+	maxResponseBytes int
+	storedCodes      [17]bool
+	fingerprint      FingerprintFunc
+	methods          map[string]MethodPolicy
+	observer         Observer
+	files            *protoregistry.Files
+	retryAfter       time.Duration
+	storeTimeout     time.Duration
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		metadataKey:      MetadataKey,
+		retention:        DefaultRetention,
+		lease:            DefaultLease,
+		maxResponseBytes: DefaultMaxResponseBytes,
+		fingerprint:      Fingerprint,
+		observer:         nopObserver{},
+		files:            protoregistry.GlobalFiles,
+		retryAfter:       DefaultRetryAfter,
+		storeTimeout:     DefaultStoreTimeout,
+	}
+	WithStoredCodes(DefaultStoredCodes...)(c)
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// WithMetadataKey reads the client's key from metadata key name instead of
+// [MetadataKey] ("idempotency-key"). The name is lower-cased as gRPC
+// metadata keys are.
+func WithMetadataKey(name string) Option {
+	return func(c *config) { c.metadataKey = lowerASCII(name) }
+}
+
+// WithScope sets the function that returns the caller's scope, for example
+// the authenticated principal or tenant. Keys are namespaced by scope, so
+// one caller can never read another caller's answer by sending the same key.
+// An error from scope is returned to the caller as is when it is a gRPC
+// status, and as INTERNAL otherwise. Default: every caller shares the empty
+// scope.
+func WithScope(scope func(context.Context) (string, error)) Option {
+	return func(c *config) { c.scope = scope }
+}
+
+// WithRetention keeps completed outcomes for d, for methods whose proto
+// option or [WithMethodPolicy] does not say. Default [DefaultRetention]
+// (24h); values below [MinRetention] (1h) are raised to it.
+func WithRetention(d time.Duration) Option {
+	return func(c *config) { c.retention = d }
+}
+
+// WithLease sets how long an in-flight claim lives without renewal, for
+// methods whose proto option or [WithMethodPolicy] does not say. The lease
+// is renewed every d/3 while the handler runs, so d bounds how long a
+// crashed server blocks a key, not how long a handler may run. Default
+// [DefaultLease] (60s).
+func WithLease(d time.Duration) Option {
+	return func(c *config) { c.lease = d }
+}
+
+// WithWaitForInFlight makes a duplicate that finds its key in flight wait up
+// to d (and never past its own deadline) for the original's outcome and
+// replay it, instead of failing at once with ABORTED. Waiters in the same
+// process are woken the moment the original finishes; waiters elsewhere
+// poll the store with backoff. Default 0: reject at once.
+func WithWaitForInFlight(d time.Duration) Option {
+	return func(c *config) { c.wait = d }
+}
+
+// WithFailOpen runs the handler without deduplication when the store
+// cannot be reached, and reports [OutcomeFailOpen] to the observer.
+// Default: fail closed with UNAVAILABLE and [ReasonStoreUnavailable].
+func WithFailOpen() Option {
+	return func(c *config) { c.failOpen = true }
+}
+
+// WithMaxResponseBytes sets the largest encoded response that is stored for
+// replay. A larger response is returned to the caller, and its key is
+// completed with a record that replays FAILED_PRECONDITION with
+// [ReasonResponseNotRetained], so a retry never runs the handler twice.
+// Default [DefaultMaxResponseBytes] (4 MiB).
+func WithMaxResponseBytes(n int) Option {
+	return func(c *config) { c.maxResponseBytes = n }
+}
+
+// WithStoredCodes replaces the set of error codes whose errors are stored
+// and replayed. Errors with any other code release the claim, so a retry
+// runs the handler again. Default [DefaultStoredCodes].
+func WithStoredCodes(cs ...codes.Code) Option {
+	return func(c *config) {
+		c.storedCodes = [17]bool{}
+		for _, code := range cs {
+			if code > codes.OK && int(code) < len(c.storedCodes) {
+				c.storedCodes[code] = true
+			}
+		}
+	}
+}
+
+// WithFingerprint replaces the request fingerprint, for example to leave
+// out volatile fields such as a client timestamp. Default [Fingerprint].
+func WithFingerprint(f FingerprintFunc) Option {
+	return func(c *config) { c.fingerprint = f }
+}
+
+// WithMethodPolicy sets the policy of one method (full name,
+// "/pkg.Service/Method"), overriding its proto options field by field: the
+// zero value of a field keeps what the proto says.
+func WithMethodPolicy(fullMethod string, p MethodPolicy) Option {
+	return func(c *config) {
+		if c.methods == nil {
+			c.methods = make(map[string]MethodPolicy)
+		}
+		c.methods[fullMethod] = p
+	}
+}
+
+// WithObserver sets the observer told of every decision. Default: none.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o != nil {
+			c.observer = o
+		}
+	}
+}
+
+// WithDescriptors resolves method options from files instead of
+// protoregistry.GlobalFiles.
+func WithDescriptors(files *protoregistry.Files) Option {
+	return func(c *config) { c.files = files }
+}
+
+// WithRetryAfter sets the delay an in-flight rejection asks the client to
+// wait, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer.
+// Default [DefaultRetryAfter] (1s).
+func WithRetryAfter(d time.Duration) Option {
+	return func(c *config) { c.retryAfter = d }
+}
+
+// WithStoreTimeout bounds each store call made after the handler ran
+// (storing its outcome, releasing its claim) and each lease renewal; those
+// calls outlive the caller's context so that a cancelled caller never
+// leaves a half-finished claim. Default [DefaultStoreTimeout] (10s).
+func WithStoreTimeout(d time.Duration) Option {
+	return func(c *config) { c.storeTimeout = d }
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.lease <= 0:
+		return fmt.Errorf("idempotency: lease must be positive, got %v", c.lease)
+	case c.maxResponseBytes < 0:
+		return fmt.Errorf("idempotency: max response bytes must not be negative, got %d", c.maxResponseBytes)
+	case c.metadataKey == "":
+		return fmt.Errorf("idempotency: metadata key must not be empty")
+	case c.files == nil:
+		return fmt.Errorf("idempotency: descriptor registry must not be nil")
+	case c.storeTimeout <= 0:
+		return fmt.Errorf("idempotency: store timeout must be positive, got %v", c.storeTimeout)
+	}
+	for m, p := range c.methods {
+		if p.Lease < 0 || p.Retention < 0 {
+			return fmt.Errorf("idempotency: %s: negative lease or retention", m)
+		}
+	}
+	return nil
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if 'A' <= ch && ch <= 'Z' {
+			b[i] = ch + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
