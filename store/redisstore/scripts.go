@@ -1,0 +1,73 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts work on KEYS[1] alone, so each runs on the one Cluster node
+// that owns the key. An entry is a hash:
+//
+//	s  state: "i" in flight, "c" completed
+//	f  fingerprint
+//	o  owner token, only while in flight
+//	d  data, only once completed
+//
+// A key holding anything but a hash is reported by its Redis type, never
+// touched, so foreign values are read as corrupt instead of failing inside
+// the script.
+
+// claimScript: ARGV = fingerprint, token, lease in milliseconds.
+// Replies {"new"} after claiming a free key, {"hit", s, f, d} for an
+// existing hash (missing fields as nil), or {"type", t} for a key of
+// another Redis type.
+var claimScript = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'none' then
+  redis.call('HSET', KEYS[1], 's', 'i', 'f', ARGV[1], 'o', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {'new'}
+end
+if t ~= 'hash' then
+  return {'type', t}
+end
+local v = redis.call('HMGET', KEYS[1], 's', 'f', 'd')
+return {'hit', v[1], v[2], v[3]}
+`)
+
+// ownerCheck is the start of the fenced scripts: it returns 0 when the key
+// is free or ARGV[1] does not own it, and the Redis type of a key that is
+// not a hash.
+const ownerCheck = `
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' then
+  if t == 'none' then return 0 end
+  return t
+end
+if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+  return 0
+end
+`
+
+// completeScript: ARGV = token, data, retention in milliseconds. Replies
+// 1 when completed, 0 when the token does not own the key, or the type of
+// a key that is not a hash.
+var completeScript = redis.NewScript(ownerCheck + `
+redis.call('HSET', KEYS[1], 's', 'c', 'd', ARGV[2])
+redis.call('HDEL', KEYS[1], 'o')
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
+
+// releaseScript: ARGV = token. Replies as completeScript.
+var releaseScript = redis.NewScript(ownerCheck + `
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
+// extendScript: ARGV = token, lease in milliseconds. Replies as
+// completeScript.
+var extendScript = redis.NewScript(ownerCheck + `
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
+// scripts lists every script, for [Store.LoadScripts].
+var scripts = []*redis.Script{claimScript, completeScript, releaseScript, extendScript}
