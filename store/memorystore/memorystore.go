@@ -1,0 +1,204 @@
+package memorystore
+
+import (
+	"errors"
+	"hash/maphash"
+	"math"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// shardBits is log2 of the number of shards.
+const (
+	shardBits = 6
+	numShards = 1 << shardBits
+)
+
+var (
+	errLease     = errors.New("memorystore: lease must be positive")
+	errRetention = errors.New("memorystore: retention must be positive")
+)
+
+// Store is an in-memory [store.Store]. It is safe for concurrent use. The
+// zero value is not usable: make one with [New], and call [Store.Close]
+// when done with it.
+type Store struct {
+	st *state
+	// cleanup stops the sweeper if the Store is dropped without Close.
+	cleanup runtime.Cleanup
+}
+
+// state is everything the Store holds; the sweeper goroutine refers to it
+// and not to the Store, so a Store that is dropped without Close can still
+// be collected.
+type state struct {
+	seed  maphash.Seed
+	epoch time.Time // expiry times are monotonic nanoseconds since epoch
+
+	maxEntries int64        // 0: unbounded
+	count      atomic.Int64 // entries held, tracked only when bounded
+	// earliest is at most the expiry of every entry held, tracked only
+	// when bounded, so a full store knows without a scan that nothing
+	// has expired. Valid whenever roomMu is not held by a sweep.
+	earliest atomic.Int64
+	roomMu   sync.Mutex // serializes sweeps
+
+	shards [numShards]shard
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{} // closed when the sweeper has returned; nil without one
+}
+
+type shard struct {
+	mu  sync.Mutex
+	seq uint64 // claims granted by this shard
+	m   map[string]entry
+	_   [40]byte // one shard per cache line
+}
+
+type entry struct {
+	fingerprint []byte
+	data        []byte
+	expires     int64  // nanoseconds since state.epoch
+	token       uint64 // owner token while in flight; 0 once completed
+	state       store.State
+}
+
+// New returns an empty Store and starts its background sweeper.
+func New(opts ...Option) *Store {
+	c := newConfig(opts)
+	st := &state{
+		seed:       maphash.MakeSeed(),
+		epoch:      time.Now(),
+		maxEntries: int64(c.maxEntries),
+		stop:       make(chan struct{}),
+	}
+	st.earliest.Store(math.MaxInt64)
+	for i := range st.shards {
+		st.shards[i].m = make(map[string]entry)
+	}
+	s := &Store{st: st}
+	if c.sweepInterval > 0 {
+		st.done = make(chan struct{})
+		go st.sweepEvery(c.sweepInterval)
+		s.cleanup = runtime.AddCleanup(s, (*state).stopSweeper, st)
+	}
+	return s
+}
+
+// Close stops the background sweeper and waits for it to return. It is
+// safe to call more than once and always returns nil. The Store keeps
+// working after Close; expired entries are then removed only lazily.
+func (s *Store) Close() error {
+	s.cleanup.Stop()
+	s.st.stopSweeper()
+	if s.st.done != nil {
+		<-s.st.done
+	}
+	return nil
+}
+
+// Len returns the number of entries the store holds, including expired
+// entries not removed yet. It locks each shard in turn, so it is meant for
+// metrics and tests, not for the request path.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.st.shards {
+		sh := &s.st.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func (st *state) stopSweeper() {
+	st.stopOnce.Do(func() { close(st.stop) })
+}
+
+// shard returns the shard of key and its number.
+func (st *state) shard(key string) (*shard, uint64) {
+	i := maphash.String(st.seed, key) & (numShards - 1)
+	return &st.shards[i], i
+}
+
+// now returns the monotonic time in nanoseconds since the epoch.
+func (st *state) now() int64 { return int64(time.Since(st.epoch)) }
+
+// deadline returns now+d, saturating instead of overflowing.
+func deadline(now int64, d time.Duration) int64 {
+	if int64(d) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}
+
+// bounded reports whether the store counts its entries.
+func (st *state) bounded() bool { return st.maxEntries > 0 }
+
+// reserve counts a new entry, or reports false when the store is full.
+func (st *state) reserve() bool {
+	if st.count.Add(1) > st.maxEntries {
+		st.count.Add(-1)
+		return false
+	}
+	return true
+}
+
+// forget uncounts a removed entry.
+func (st *state) forget() {
+	if st.bounded() {
+		st.count.Add(-1)
+	}
+}
+
+// noteExpiry keeps earliest at most exp.
+func (st *state) noteExpiry(exp int64) {
+	if !st.bounded() {
+		return
+	}
+	for {
+		cur := st.earliest.Load()
+		if exp >= cur || st.earliest.CompareAndSwap(cur, exp) {
+			return
+		}
+	}
+}
+
+// formatToken renders an owner token.
+func formatToken(v uint64) string { return strconv.FormatUint(v, 36) }
+
+// parseToken is the exact inverse of formatToken: it accepts only the
+// canonical form (lower case, no leading zero), so one token has one
+// spelling.
+func parseToken(s string) (uint64, bool) {
+	if s == "" || s[0] == '0' || len(s) > 13 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var d uint64
+		switch {
+		case '0' <= c && c <= '9':
+			d = uint64(c - '0')
+		case 'a' <= c && c <= 'z':
+			d = uint64(c-'a') + 10
+		default:
+			return 0, false
+		}
+		if v > (math.MaxUint64-d)/36 {
+			return 0, false
+		}
+		v = v*36 + d
+	}
+	return v, true
+}

@@ -1,0 +1,139 @@
+package memorystore
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// Claim implements [store.Store.Claim]. It never blocks on anything but
+// one shard's mutex, so it ignores ctx. The Fingerprint and Data of a
+// returned Existing entry are shared with the store: do not modify them.
+// It returns an error when lease is not positive, and [store.ErrFull] when
+// the store is bounded by [WithMaxEntries], full, and holds nothing that
+// has expired.
+func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+	if lease <= 0 {
+		return store.Claim{}, errLease
+	}
+	st := s.st
+	sh, idx := st.shard(key)
+	for retried := false; ; retried = true {
+		now := st.now()
+		sh.mu.Lock()
+		e, found := sh.m[key]
+		if found && e.expires > now {
+			sh.mu.Unlock()
+			return store.Claim{Existing: store.Entry{State: e.state, Fingerprint: e.fingerprint, Data: e.data}}, nil
+		}
+		// An expired entry under key is replaced in place: no room needed.
+		if !found && st.bounded() && !st.reserve() {
+			sh.mu.Unlock()
+			if retried || !st.makeRoom() {
+				return store.Claim{}, store.ErrFull
+			}
+			continue // the key may have been claimed meanwhile
+		}
+		sh.seq++
+		token := sh.seq<<shardBits | idx
+		exp := deadline(now, lease)
+		sh.m[key] = entry{
+			fingerprint: bytes.Clone(fingerprint),
+			expires:     exp,
+			token:       token,
+			state:       store.StateInFlight,
+		}
+		st.noteExpiry(exp)
+		sh.mu.Unlock()
+		return store.Claim{Token: formatToken(token)}, nil
+	}
+}
+
+// Complete implements [store.Store.Complete]. It copies data before taking
+// the shard's lock and ignores ctx. It returns an error when retention is
+// not positive.
+func (s *Store) Complete(_ context.Context, key, token string, data []byte, retention time.Duration) error {
+	if retention <= 0 {
+		return errRetention
+	}
+	tok, ok := parseToken(token)
+	if !ok {
+		return store.ErrLeaseLost
+	}
+	data = bytes.Clone(data)
+	st := s.st
+	sh, _ := st.shard(key)
+	now := st.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, owned := st.owned(sh, key, tok, now)
+	if !owned {
+		return store.ErrLeaseLost
+	}
+	e.state, e.token, e.data = store.StateCompleted, 0, data
+	e.expires = deadline(now, retention)
+	sh.m[key] = e
+	st.noteExpiry(e.expires)
+	return nil
+}
+
+// Release implements [store.Store.Release]. It ignores ctx.
+func (s *Store) Release(_ context.Context, key, token string) error {
+	tok, ok := parseToken(token)
+	if !ok {
+		return store.ErrLeaseLost
+	}
+	st := s.st
+	sh, _ := st.shard(key)
+	now := st.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, owned := st.owned(sh, key, tok, now); !owned {
+		return store.ErrLeaseLost
+	}
+	delete(sh.m, key)
+	st.forget()
+	return nil
+}
+
+// Extend implements [store.Store.Extend]. It ignores ctx, and returns an
+// error when lease is not positive.
+func (s *Store) Extend(_ context.Context, key, token string, lease time.Duration) error {
+	if lease <= 0 {
+		return errLease
+	}
+	tok, ok := parseToken(token)
+	if !ok {
+		return store.ErrLeaseLost
+	}
+	st := s.st
+	sh, _ := st.shard(key)
+	now := st.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, owned := st.owned(sh, key, tok, now)
+	if !owned {
+		return store.ErrLeaseLost
+	}
+	e.expires = deadline(now, lease)
+	sh.m[key] = e
+	st.noteExpiry(e.expires)
+	return nil
+}
+
+// owned returns the entry under key and whether token owns it; it removes
+// the entry if it has expired. The caller holds sh.mu.
+func (st *state) owned(sh *shard, key string, token uint64, now int64) (entry, bool) {
+	e, found := sh.m[key]
+	if !found {
+		return entry{}, false
+	}
+	if e.expires <= now {
+		delete(sh.m, key)
+		st.forget()
+		return entry{}, false
+	}
+	return e, e.state == store.StateInFlight && e.token == token
+}

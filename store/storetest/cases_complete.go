@@ -1,0 +1,49 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+)
+
+func completeCases() []testCase {
+	data := func(name string, d []byte) testCase {
+		return testCase{name, func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, d)
+			e.wantCompleted(key, fp, d)
+			e.wantCompleted(key, fp, d) // a replay does not consume it
+		}}
+	}
+	return []testCase{
+		data("Data", []byte("the stored outcome")),
+		data("BinaryData", append([]byte{0, 0xff, '\r', '\n', 0}, randomData(1024)...)),
+		data("LargeData4MiB", randomData(4<<20)),
+		data("NilData", nil),
+		data("EmptyData", []byte{}),
+		{"CompleteCopiesData", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			want := randomData(256)
+			mine := bytes.Clone(want)
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, mine)
+			for i := range mine {
+				mine[i] ^= 0xff
+			}
+			e.wantCompleted(key, fp, want)
+		}},
+		{"SecondCompleteRefused", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, []byte("first"))
+			e.wantLeaseLost("second Complete with the owner token", e.s.Complete(e.ctx, key, tok, []byte("second"), longTTL))
+			e.wantCompleted(key, fp, []byte("first"))
+		}},
+		{"CompleteFreeKeyRefused", func(t *testing.T, e *env) {
+			// Complete never creates an entry.
+			key := e.key()
+			e.wantLeaseLost("Complete of a key never claimed", e.s.Complete(e.ctx, key, "1", []byte("x"), longTTL))
+			e.wantFree(key)
+		}},
+	}
+}

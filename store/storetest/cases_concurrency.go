@@ -1,0 +1,249 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+func concurrencyCases() []testCase {
+	return []testCase{
+		{"OneWinnerAmongThousand", oneWinnerAmongThousand},
+		{"RacingOwnersNeverOverlap", racingOwnersNeverOverlap},
+		{"ManyKeysCompletedOnce", manyKeysCompletedOnce},
+	}
+}
+
+// oneWinnerAmongThousand claims one key from 1000 goroutines at once, each
+// with a fingerprint of its own: exactly one wins, and every other one
+// sees the winner's claim in flight with the winner's fingerprint.
+func oneWinnerAmongThousand(t *testing.T, e *env) {
+	const n = 1000
+	key := e.key()
+	type result struct {
+		c   store.Claim
+		err error
+	}
+	results := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			c, err := e.s.Claim(e.ctx, key, []byte("claimer-"+strconv.Itoa(i)), longTTL)
+			results[i] = result{c, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	winner := -1
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("claimer %d: %v", i, r.err)
+		}
+		if r.c.Won() {
+			if winner >= 0 {
+				t.Fatalf("two winners: claimers %d and %d (tokens %q, %q)", winner, i, results[winner].c.Token, r.c.Token)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no claimer won")
+	}
+	wantFP := []byte("claimer-" + strconv.Itoa(winner))
+	for i, r := range results {
+		if i == winner {
+			continue
+		}
+		x := r.c.Existing
+		if r.c.Token != "" || x.State != store.StateInFlight || !bytes.Equal(x.Fingerprint, wantFP) || x.Data != nil {
+			t.Fatalf("claimer %d: token %q existing %s, want in_flight with the winner's fingerprint %q", i, r.c.Token, describe(x), wantFP)
+		}
+	}
+	e.complete(key, results[winner].c.Token, []byte("winner"))
+	e.wantCompleted(key, wantFP, []byte("winner"))
+}
+
+// racingOwnersNeverOverlap has workers claim, extend and release one key
+// over and over while the others attack it with tokens they held before;
+// then they race to complete it. At no moment may two workers own the key,
+// no stale token may succeed, and exactly one Complete lands.
+func racingOwnersNeverOverlap(t *testing.T, e *env) {
+	const workers, rounds = 8, 60
+	key := e.key()
+	var owner atomic.Int64 // id+1 of the worker that owns the key, 0 if none
+	var wins, completes atomic.Int64
+	var completedBy atomic.Int64
+	completedBy.Store(-1)
+	lost := func(op string, err error) {
+		if !errors.Is(err, store.ErrLeaseLost) {
+			t.Errorf("%s with a stale token: got %v, want store.ErrLeaseLost", op, err)
+		}
+	}
+	attack := func(rng *rand.Rand, stale []string) {
+		if len(stale) == 0 {
+			return
+		}
+		tok := stale[rng.IntN(len(stale))]
+		switch rng.IntN(3) {
+		case 0:
+			lost("Complete", e.s.Complete(e.ctx, key, tok, []byte("stale"), longTTL))
+		case 1:
+			lost("Extend", e.s.Extend(e.ctx, key, tok, longTTL))
+		default:
+			lost("Release", e.s.Release(e.ctx, key, tok))
+		}
+	}
+	var wg, phase1 sync.WaitGroup
+	phase1.Add(workers)
+	for w := range workers {
+		id := int64(w + 1)
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(id), 1))
+			fp := []byte("worker-" + strconv.FormatInt(id, 10))
+			stale := claimExtendRelease(t, e, key, id, rounds, &owner, &wins, rng, attack)
+			phase1.Done()
+			phase1.Wait() // nobody completes while others still expect in_flight
+			if t.Failed() {
+				return
+			}
+			// Phase 2: race to complete.
+			for {
+				c, err := e.s.Claim(e.ctx, key, fp, longTTL)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if c.Won() {
+					attack(rng, stale)
+					if err := e.s.Complete(e.ctx, key, c.Token, fp, longTTL); err != nil {
+						t.Errorf("worker %d: Complete with its own token: %v", id, err)
+						return
+					}
+					completes.Add(1)
+					completedBy.Store(id)
+					attack(rng, append(stale, c.Token))
+					return
+				}
+				if c.Existing.State == store.StateCompleted {
+					attack(rng, stale)
+					return
+				}
+				if t.Failed() {
+					return // the winner gave up: stop spinning
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if wins.Load() == 0 {
+		t.Fatal("no worker ever won the key in phase 1")
+	}
+	if n := completes.Load(); n != 1 {
+		t.Fatalf("%d Completes landed, want exactly 1", n)
+	}
+	fp := []byte("worker-" + strconv.FormatInt(completedBy.Load(), 10))
+	e.wantCompleted(key, fp, fp)
+}
+
+// manyKeysCompletedOnce has workers claim and complete a set of shared
+// keys in different orders: each key is completed exactly once, by its
+// one winner, and keeps that winner's outcome.
+func manyKeysCompletedOnce(t *testing.T, e *env) {
+	const workers, keys = 8, 64
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = e.key()
+	}
+	var winners [keys]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		id := int64(w + 1)
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(id), 2))
+			fp := []byte(fmt.Sprintf("worker-%d", id))
+			for _, k := range rng.Perm(keys) {
+				c, err := e.s.Claim(e.ctx, names[k], fp, longTTL)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if !c.Won() {
+					continue
+				}
+				if !winners[k].CompareAndSwap(0, id) {
+					t.Errorf("key %d won by workers %d and %d", k, winners[k].Load(), id)
+					return
+				}
+				if err := e.s.Complete(e.ctx, names[k], c.Token, fp, longTTL); err != nil {
+					t.Errorf("Complete: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for k := range keys {
+		id := winners[k].Load()
+		if id == 0 {
+			t.Fatalf("key %d: nobody won it", k)
+		}
+		fp := []byte(fmt.Sprintf("worker-%d", id))
+		e.wantCompleted(names[k], fp, fp)
+	}
+}
+
+// claimExtendRelease is phase 1 of racingOwnersNeverOverlap for worker
+// id: it returns the tokens the worker held and released.
+func claimExtendRelease(t *testing.T, e *env, key string, id int64, rounds int, owner, wins *atomic.Int64, rng *rand.Rand, attack func(*rand.Rand, []string)) []string {
+	fp := []byte("worker-" + strconv.FormatInt(id, 10))
+	var stale []string
+	for range rounds {
+		c, err := e.s.Claim(e.ctx, key, fp, longTTL)
+		if err != nil {
+			t.Errorf("Claim: %v", err)
+			return stale
+		}
+		if !c.Won() {
+			if c.Existing.State != store.StateInFlight {
+				t.Errorf("worker %d: existing %s while nobody completes, want in_flight", id, describe(c.Existing))
+				return stale
+			}
+			attack(rng, stale)
+			runtime.Gosched()
+			continue
+		}
+		if !owner.CompareAndSwap(0, id) {
+			t.Errorf("worker %d won the key while worker %d owns it", id, owner.Load())
+			return stale
+		}
+		wins.Add(1)
+		attack(rng, stale)
+		if err := e.s.Extend(e.ctx, key, c.Token, longTTL); err != nil {
+			t.Errorf("worker %d: Extend with its own token: %v", id, err)
+		}
+		owner.Store(0)
+		if err := e.s.Release(e.ctx, key, c.Token); err != nil {
+			t.Errorf("worker %d: Release with its own token: %v", id, err)
+		}
+		stale = append(stale, c.Token)
+	}
+	return stale
+}

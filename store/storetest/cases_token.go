@@ -1,0 +1,181 @@
+package storetest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// refusedAll calls Complete, Extend and Release with token on key and
+// fails the case unless each returns store.ErrLeaseLost.
+func (e *env) refusedAll(what, key, token string) {
+	e.t.Helper()
+	e.wantLeaseLost("Complete with "+what, e.s.Complete(e.ctx, key, token, []byte("intruder"), longTTL))
+	e.wantLeaseLost("Extend with "+what, e.s.Extend(e.ctx, key, token, longTTL))
+	e.wantLeaseLost("Release with "+what, e.s.Release(e.ctx, key, token))
+}
+
+func tokenCases() []testCase {
+	return []testCase{
+		{"ForeignTokenChangesNothing", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			other := e.key()
+			otherTok := e.claimWin(other, fingerprint(), longTTL)
+			for _, bad := range []struct{ what, token string }{
+				{"an empty token", ""},
+				{"a made-up token", "storetest-not-a-token"},
+				{"the owner token with a suffix", tok + "0"},
+				{"a prefix of the owner token", tok[:len(tok)-1]},
+				{"the token of another key", otherTok},
+			} {
+				if bad.token == tok {
+					continue // a one-character token has no distinct prefix
+				}
+				e.refusedAll(bad.what, key, bad.token)
+				e.wantInFlight(key, fp)
+			}
+			// The owner still owns it.
+			e.ok("Extend with the owner token", e.s.Extend(e.ctx, key, tok, longTTL))
+			e.complete(key, tok, []byte("owner"))
+			e.wantCompleted(key, fp, []byte("owner"))
+		}},
+		{"StaleTokenChangesNothing", func(t *testing.T, e *env) {
+			key := e.key()
+			old := e.claimWin(key, fingerprint(), longTTL)
+			e.ok("Release with the owner token", e.s.Release(e.ctx, key, old))
+			fp := fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			if tok == old {
+				t.Fatalf("reclaim after release reused token %q", tok)
+			}
+			e.refusedAll("the previous owner's token", key, old)
+			e.wantInFlight(key, fp)
+			e.complete(key, tok, []byte("new owner"))
+			e.refusedAll("the previous owner's token", key, old)
+			e.wantCompleted(key, fp, []byte("new owner"))
+		}},
+		{"CompletedRefusesEveryToken", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, []byte("done"))
+			e.refusedAll("the token that completed it", key, tok)
+			e.refusedAll("an empty token", key, "")
+			e.refusedAll("a made-up token", key, "storetest-not-a-token")
+			e.wantCompleted(key, fp, []byte("done"))
+		}},
+		{"FreeKeyRefusesEveryToken", func(t *testing.T, e *env) {
+			key := e.key()
+			e.refusedAll("a made-up token on a free key", key, "storetest-not-a-token")
+			e.refusedAll("an empty token on a free key", key, "")
+			e.wantFree(key)
+		}},
+		{"TokensAreUnique", func(t *testing.T, e *env) {
+			seen := map[string]string{}
+			add := func(tok, where string) {
+				t.Helper()
+				if tok == "" {
+					t.Fatalf("%s: empty token", where)
+				}
+				if prev, dup := seen[tok]; dup {
+					t.Fatalf("token %q issued twice: %s and %s", tok, prev, where)
+				}
+				seen[tok] = where
+			}
+			// One key claimed and released over and over.
+			key := e.key()
+			for i := range 50 {
+				tok := e.claimWin(key, fingerprint(), longTTL)
+				add(tok, fmt.Sprintf("reclaim %d", i))
+				e.ok("Release", e.s.Release(e.ctx, key, tok))
+			}
+			// Many keys claimed at once.
+			const workers, perWorker = 8, 25
+			toks := make([][]string, workers)
+			errs := make(chan error, workers*perWorker)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					for range perWorker {
+						c, err := e.s.Claim(e.ctx, e.key(), fingerprint(), longTTL)
+						if err != nil || !c.Won() {
+							errs <- fmt.Errorf("claim of a fresh key: won=%v err=%v", c.Won(), err)
+							continue
+						}
+						toks[w] = append(toks[w], c.Token)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			for w, ts := range toks {
+				for i, tok := range ts {
+					add(tok, fmt.Sprintf("concurrent claim %d/%d", w, i))
+				}
+			}
+			if len(seen) != 50+workers*perWorker {
+				t.Fatalf("got %d tokens, want %d", len(seen), 50+workers*perWorker)
+			}
+		}},
+	}
+}
+
+func releaseCases() []testCase {
+	return []testCase{
+		{"FreesKey", func(t *testing.T, e *env) {
+			key := e.key()
+			tok := e.claimWin(key, fingerprint(), longTTL)
+			e.ok("Release with the owner token", e.s.Release(e.ctx, key, tok))
+			next := e.wantFree(key)
+			if next == tok {
+				t.Fatalf("claim after release got the released token %q again", tok)
+			}
+		}},
+		{"TwiceRefused", func(t *testing.T, e *env) {
+			key := e.key()
+			tok := e.claimWin(key, fingerprint(), longTTL)
+			e.ok("Release with the owner token", e.s.Release(e.ctx, key, tok))
+			e.wantLeaseLost("second Release", e.s.Release(e.ctx, key, tok))
+			e.wantLeaseLost("Complete after Release", e.s.Complete(e.ctx, key, tok, []byte("x"), longTTL))
+			e.wantLeaseLost("Extend after Release", e.s.Extend(e.ctx, key, tok, longTTL))
+			e.wantFree(key)
+		}},
+		{"AfterCompleteRefused", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, []byte("kept"))
+			e.wantLeaseLost("Release after Complete", e.s.Release(e.ctx, key, tok))
+			e.wantCompleted(key, fp, []byte("kept"))
+		}},
+	}
+}
+
+func extendCases() []testCase {
+	return []testCase{
+		{"KeepsEntry", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			for range 3 {
+				e.ok("Extend with the owner token", e.s.Extend(e.ctx, key, tok, longTTL))
+			}
+			e.wantInFlight(key, fp)
+			e.complete(key, tok, []byte("after extend"))
+			e.wantCompleted(key, fp, []byte("after extend"))
+		}},
+		{"AfterCompleteRefused", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, []byte("kept"))
+			e.wantLeaseLost("Extend after Complete", e.s.Extend(e.ctx, key, tok, longTTL))
+			e.wantCompleted(key, fp, []byte("kept"))
+		}},
+		{"FreeKeyNotCreated", func(t *testing.T, e *env) {
+			key := e.key()
+			e.wantLeaseLost("Extend of a free key", e.s.Extend(e.ctx, key, "1", longTTL))
+			e.wantFree(key)
+		}},
+	}
+}

@@ -1,0 +1,47 @@
+// Package storetest is the conformance suite for implementations of
+// [store.Store].
+//
+// Every implementation runs the same suite from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store {
+//			s := memorystore.New()
+//			t.Cleanup(func() { _ = s.Close() })
+//			return s
+//		})
+//	}
+//
+// [Run] runs every case of the contract as a named parallel subtest, so a
+// single case can be selected with go test -run, for example
+// -run 'TestConformance/Token/ForeignToken'. Each subtest asks the factory
+// for its own store. A networked store may hand out clients of one shared
+// backend: every case uses keys of its own, made from the subtest name and a
+// random suffix.
+//
+// # Time
+//
+// The suite uses real time. Cases about expiry claim with a short lease
+// ([WithLease], default 250ms) or complete with a short retention
+// ([WithRetention], default 250ms) and sleep past them, so a store with
+// real expiry (Redis PX) runs the suite unchanged. Every other case uses a
+// lease and a retention of one minute, long enough that nothing expires
+// while it runs. Checks that an entry is still alive are only asserted
+// while the suite can prove, by measuring, that the entry's lease or
+// retention has not run out, so a slow machine makes the suite log, not
+// fail.
+//
+// # Cancelled contexts
+//
+// A store may honour a context that is already cancelled or ignore it. The
+// suite accepts either, but not a mix: an operation called with a cancelled
+// context either returns an error matching errors.Is(err, context.Canceled)
+// and changes nothing, or returns nil and behaves exactly as with a live
+// context. It must never panic.
+//
+// # Empty data
+//
+// A completed entry stored with nil or empty data may come back as either
+// nil or an empty slice: the suite checks its length. An in-flight entry
+// must come back with nil Data. A winning [store.Claim] must have a zero
+// Existing entry.
+package storetest
