@@ -1,0 +1,191 @@
+package storetest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// refStore is the simplest correct Store (one mutex, one map) with
+// switches that plant one bug each, to prove the suite catches them.
+type refStore struct {
+	mu  sync.Mutex
+	m   map[string]*refEntry
+	seq int
+	bug string
+}
+
+type refEntry struct {
+	state   store.State
+	token   string
+	fp      []byte
+	data    []byte
+	expires time.Time
+}
+
+func newRefStore(bug string) *refStore {
+	return &refStore{m: map[string]*refEntry{}, bug: bug}
+}
+
+func (s *refStore) live(key string) *refEntry {
+	e := s.m[key]
+	if e != nil && (s.bug == "never-expires" || time.Now().Before(e.expires)) {
+		return e
+	}
+	delete(s.m, key)
+	return nil
+}
+
+func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.Claim, error) {
+	if err := s.cancelled(ctx); err != nil {
+		return store.Claim{}, err
+	}
+	s.mu.Lock()
+	e := s.live(key)
+	if e != nil {
+		s.mu.Unlock()
+		x := store.Entry{State: e.state, Fingerprint: e.fp, Data: e.data}
+		switch s.bug {
+		case "echo-fingerprint":
+			x.Fingerprint = fp
+		case "inflight-empty-data":
+			if x.Data == nil {
+				x.Data = []byte{}
+			}
+		case "truncate-data":
+			x.Data = x.Data[:min(len(x.Data), 1<<20)]
+		}
+		return store.Claim{Existing: x}, nil
+	}
+	if s.bug == "read-then-write" {
+		s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		s.mu.Lock()
+	}
+	s.seq++
+	tok := strconv.Itoa(s.seq)
+	if s.bug == "constant-token" {
+		tok = "t"
+	}
+	stored := fp
+	if s.bug != "keep-fingerprint" {
+		stored = bytes.Clone(fp)
+	}
+	s.m[key] = &refEntry{state: store.StateInFlight, token: tok, fp: stored, expires: time.Now().Add(lease)}
+	s.mu.Unlock()
+	c := store.Claim{Token: tok}
+	if s.bug == "winner-existing" {
+		c.Existing = store.Entry{State: store.StateInFlight, Fingerprint: fp}
+	}
+	return c, nil
+}
+
+// owned returns the entry token owns, or nil.
+func (s *refStore) owned(key, token string, op string) *refEntry {
+	e := s.m[key]
+	if s.bug != "expired-owner-ok" {
+		e = s.live(key)
+	}
+	if e == nil {
+		return nil
+	}
+	if s.bug == op+"-ignores-token" && e.state == store.StateInFlight {
+		return e
+	}
+	if s.bug == "empty-token-completed" && token == e.token {
+		return e
+	}
+	if e.state != store.StateInFlight || e.token != token {
+		return nil
+	}
+	return e
+}
+
+func (s *refStore) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
+	if err := s.cancelled(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.owned(key, token, "complete")
+	if e == nil {
+		if s.bug != "complete-creates" {
+			return store.ErrLeaseLost
+		}
+		e = &refEntry{}
+		s.m[key] = e
+	}
+	if s.bug != "no-copy-data" {
+		data = bytes.Clone(data)
+	}
+	e.state, e.data = store.StateCompleted, data
+	if s.bug != "empty-token-completed" {
+		e.token = "-"
+	} else {
+		e.token = ""
+	}
+	if s.bug != "complete-keeps-lease" {
+		e.expires = time.Now().Add(retention)
+	}
+	return nil
+}
+
+func (s *refStore) Release(ctx context.Context, key, token string) error {
+	if err := s.cancelled(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owned(key, token, "release") == nil {
+		return store.ErrLeaseLost
+	}
+	delete(s.m, key)
+	return nil
+}
+
+func (s *refStore) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	if err := s.cancelled(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.owned(key, token, "extend")
+	if e == nil {
+		return store.ErrLeaseLost
+	}
+	switch s.bug {
+	case "extend-no-effect":
+	case "extend-only-longer":
+		e.expires = later(e.expires, time.Now().Add(lease))
+	default:
+		e.expires = time.Now().Add(lease)
+	}
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// cancelled is how the reference store treats a cancelled context: it
+// refuses the call. The bugs get it wrong.
+func (s *refStore) cancelled(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	switch s.bug {
+	case "cancel-wrong-error":
+		return errors.New("gave up")
+	case "cancel-panics":
+		panic("cancelled")
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,93 @@
+package storetest_test
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/storetest"
+)
+
+// TestReferenceStore runs the suite against the correct reference store.
+func TestReferenceStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return newRefStore("") })
+}
+
+// mutantEnv names the bug TestMutant plants; TestMutant does nothing
+// without it.
+const mutantEnv = "STORETEST_MUTANT"
+
+// TestMutant runs the suite against a reference store with one bug. It is
+// run by TestSuiteCatchesBugs in a child process, and expected to fail.
+func TestMutant(t *testing.T) {
+	bug := os.Getenv(mutantEnv)
+	if bug == "" {
+		t.Skip("run by TestSuiteCatchesBugs")
+	}
+	storetest.Run(t, func(t *testing.T) store.Store { return newRefStore(bug) })
+}
+
+// TestSuiteCatchesBugs proves that the suite's checks can fail: for each
+// planted bug, the cases named must fail (and the run must not pass).
+func TestSuiteCatchesBugs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		bug  string
+		fail []string // group/case names that must fail
+	}{
+		{"complete-ignores-token", []string{"Token/ForeignTokenChangesNothing", "Token/StaleTokenChangesNothing"}},
+		{"release-ignores-token", []string{"Token/ForeignTokenChangesNothing", "Token/StaleTokenChangesNothing"}},
+		{"extend-ignores-token", []string{"Token/ForeignTokenChangesNothing", "Token/StaleTokenChangesNothing"}},
+		{"empty-token-completed", []string{"Token/CompletedRefusesEveryToken"}},
+		{"constant-token", []string{"Token/TokensAreUnique", "Token/StaleTokenChangesNothing"}},
+		{"complete-creates", []string{"Complete/CompleteFreeKeyRefused"}},
+		{"no-copy-data", []string{"Complete/CompleteCopiesData"}},
+		{"truncate-data", []string{"Complete/LargeData4MiB"}},
+		{"keep-fingerprint", []string{"Claim/ClaimCopiesFingerprint"}},
+		{"echo-fingerprint", []string{"Claim/ExistingReportsStoredFingerprint", "Claim/BinaryKey"}},
+		{"inflight-empty-data", []string{"Claim/SecondClaimSeesInFlight"}},
+		{"winner-existing", []string{"Claim/NewKeyWins"}},
+		{"never-expires", []string{"Expiry/LeaseExpiryFreesKey", "Expiry/RetentionExpiryFreesKey", "Expiry/ExtendSetsLeaseFromNow"}},
+		{"expired-owner-ok", []string{"Expiry/ExpiredLeaseRefusesOwner"}},
+		{"extend-no-effect", []string{"Expiry/ExtendKeepsClaimAlive"}},
+		{"extend-only-longer", []string{"Expiry/ExtendSetsLeaseFromNow"}},
+		{"complete-keeps-lease", []string{"Expiry/CompletedOutlivesLease"}},
+		{"read-then-write", []string{"Concurrency/OneWinnerAmongThousand", "Concurrency/ManyKeysCompletedOnce"}},
+		{"cancel-wrong-error", []string{"Context/CancelledClaim", "Context/CancelledComplete"}},
+		{"cancel-panics", []string{"Context/CancelledClaim"}},
+	} {
+		t.Run(tc.bug, func(t *testing.T) {
+			t.Parallel()
+			// Run only the cases expected to fail; they mostly sleep, so
+			// run them all at once.
+			var groups, cases []string
+			for _, name := range tc.fail {
+				g, c, _ := strings.Cut(name, "/")
+				groups, cases = append(groups, g), append(cases, c)
+			}
+			run := "^TestMutant$/^(" + strings.Join(groups, "|") + ")$/^(" + strings.Join(cases, "|") + ")$"
+			cmd := exec.CommandContext(t.Context(), os.Args[0],
+				"-test.run="+run, "-test.v", "-test.count=1", "-test.parallel=16")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+tc.bug)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed a store with bug %q:\n%s", tc.bug, out)
+			}
+			for _, name := range tc.fail {
+				if tc.bug == "cancel-panics" {
+					if !regexp.MustCompile(`panic: cancelled`).Match(out) {
+						t.Errorf("bug %q: no panic reported:\n%s", tc.bug, out)
+					}
+					continue
+				}
+				if !strings.Contains(string(out), "--- FAIL: TestMutant/"+name+" ") {
+					t.Errorf("bug %q: case %s did not fail:\n%s", tc.bug, name, out)
+				}
+			}
+		})
+	}
+}
