@@ -1,0 +1,82 @@
+package redisstore_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+)
+
+// TestRoundTrips checks that each operation is exactly one round trip once
+// the scripts are loaded, on a single node and on a Cluster.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	for name, start := range map[string]func(t *testing.T) redis.UniversalClient{
+		"Standalone": func(t *testing.T) redis.UniversalClient { return redistest.StartServer(t).Client() },
+		"Cluster":    func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t).Client() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rdb := start(t)
+			ctx := t.Context()
+			st := redisstore.New(rdb)
+			if err := st.LoadScripts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var rt redistest.RoundTrips
+			rdb.AddHook(&rt)
+			key, fingerprint := newKey(t), fp()
+			step := func(op string, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%s: %v", op, err)
+				}
+				if rt.Count() != 1 {
+					t.Fatalf("%s took %d round trips %q, want 1", op, rt.Count(), rt.Commands())
+				}
+				rt.Reset()
+			}
+			c, err := st.Claim(ctx, key, fingerprint, longTTL)
+			step("Claim", err)
+			step("Extend", st.Extend(ctx, key, c.Token, longTTL))
+			step("Complete", st.Complete(ctx, key, c.Token, []byte("x"), longTTL))
+			_, err = st.Claim(ctx, key, fingerprint, longTTL)
+			step("Claim of a completed key (replay)", err)
+			other := newKey(t) + "-other"
+			c, err = st.Claim(ctx, other, fingerprint, longTTL)
+			step("Claim", err)
+			step("Release", st.Release(ctx, other, c.Token))
+		})
+	}
+}
+
+// TestRoundTripsWithoutLoadScripts shows the cost of skipping LoadScripts:
+// the first run of a script on a node is EVALSHA, answered NOSCRIPT, then
+// EVAL; every later run is one EVALSHA.
+func TestRoundTripsWithoutLoadScripts(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.StartServer(t).Client()
+	ctx := t.Context()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var rt redistest.RoundTrips
+	rdb.AddHook(&rt)
+	st := redisstore.New(rdb)
+	if _, err := st.Claim(ctx, newKey(t), fp(), longTTL); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rt.Commands(), []string{"evalsha", "eval"}; !slices.Equal(got, want) {
+		t.Fatalf("first Claim: %q, want %q", got, want)
+	}
+	rt.Reset()
+	if _, err := st.Claim(ctx, newKey(t), fp(), longTTL); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rt.Commands(), []string{"evalsha"}; !slices.Equal(got, want) {
+		t.Fatalf("second Claim: %q, want %q", got, want)
+	}
+}
