@@ -24,6 +24,11 @@ var _ store.Store = (*Store)(nil)
 // New returns a Store on rdb: a redis.Client, a redis.ClusterClient or a
 // Sentinel-backed client from redis.NewFailoverClient. The caller owns rdb
 // and closes it after the last use of the Store.
+//
+// A cancelled context is honoured before anything is sent. go-redis bounds
+// the network I/O of a call by the client's ReadTimeout and WriteTimeout,
+// and by the context's deadline only when the client's options set
+// ContextTimeoutEnabled; set it so a caller's deadline bounds every step.
 func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	c := newConfig(opts)
 	return &Store{rdb: rdb, prefix: c.prefix}
