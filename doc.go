@@ -1,2 +1,49 @@
 // Package idempotency makes unary gRPC calls safe to retry.
+//
+// A client sends an idempotency key in request metadata ([MetadataKey]). The
+// server interceptor claims the key atomically in a [store.Store], runs the
+// handler once, and stores its response or deterministic error. A retry with
+// the same key gets the stored answer, marked with [ReplayedKey], without
+// running the handler; a concurrent duplicate is held off with ABORTED; the
+// same key with a different request is refused with FAILED_PRECONDITION.
+//
+// # Server
+//
+// [UnaryServerInterceptor] takes a store and options:
+//
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
+//		idempotency.UnaryServerInterceptor(memorystore.New()),
+//	))
+//
+// Methods are configured in their .proto files with the idempotency.v1.method
+// option (mode OPTIONAL, REQUIRED or DISABLED, retention, lease, key_field);
+// methods marked idempotency_level = NO_SIDE_EFFECTS are left untouched.
+// [WithMethodPolicy] overrides a method's proto options in code. Keys are
+// namespaced by method and by the caller's scope ([WithScope]) and hashed
+// before they reach the store. Errors carry google.rpc.ErrorInfo with
+// [ErrorDomain] and one of the Reason constants, so clients branch on the
+// reason, never on the message.
+//
+// Handlers that must fence their own side effects read their claim with
+// [ClaimFromContext].
+//
+// # Client
+//
+// [UnaryClientInterceptor] mints one key per logical call and retries
+// UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key.
+// [WithKey] supplies the key for one call.
+//
+// # Stores
+//
+// [github.com/grpc-idempotency/idempotency/store/memorystore] keeps records
+// in process, the default for one server.
+// [github.com/grpc-idempotency/idempotency/store/redisstore] keeps them in
+// Redis (single node, Sentinel or Cluster) so that many servers share them.
+//
+// # Chaining
+//
+// On the server, place the interceptor after recovery, logging and
+// authentication (so [WithScope] can read the principal) and before
+// validation and the handler. On the client, place the key interceptor
+// before any retry interceptor, so every retry carries the same key.
 package idempotency

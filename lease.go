@@ -28,7 +28,9 @@ type renewal struct {
 
 func (i *interceptor) startRenewal(ctx context.Context, method, key, token string, lease time.Duration) *renewal {
 	r := &renewal{i: i, ctx: context.WithoutCancel(ctx), method: method, key: key, token: token, lease: lease}
+	r.mu.Lock() // renew waits until timer is set
 	r.timer = time.AfterFunc(lease/3, r.renew)
+	r.mu.Unlock()
 	return r
 }
 

@@ -1,0 +1,123 @@
+// Package faultstore wraps a real store.Store to inject faults and record
+// calls in tests: a store that is down, renewals that never land, records
+// that come back corrupt. It is a decorator, not a fake: every call that is
+// not failed goes to the real store underneath.
+package faultstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// ErrDown is what a store that is down returns.
+var ErrDown = errors.New("faultstore: connection refused to 10.0.0.1:6379")
+
+// Store decorates a real store.
+type Store struct {
+	store.Store
+
+	// Down makes every call fail with ErrDown.
+	Down atomic.Bool
+	// SkipExtend makes Extend report success without renewing: the
+	// process looks alive while its lease runs out.
+	SkipExtend atomic.Bool
+	// CorruptData makes Complete store Garbage instead of the record.
+	CorruptData atomic.Bool
+
+	mu    sync.Mutex
+	calls []Call
+}
+
+// Garbage is what CorruptData stores.
+var Garbage = []byte("\x0a\xff\xffnot a record")
+
+// Call is one recorded call.
+type Call struct {
+	Op       string // "claim", "complete", "release", "extend"
+	Key      string
+	Duration time.Duration // lease or retention passed in
+	Err      error
+}
+
+// New wraps s.
+func New(s store.Store) *Store { return &Store{Store: s} }
+
+// Calls returns the calls made so far.
+func (s *Store) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// Count returns how many calls of op were made.
+func (s *Store) Count(op string) int {
+	n := 0
+	for _, c := range s.Calls() {
+		if c.Op == op {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Store) record(op, key string, d time.Duration, err error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Op: op, Key: key, Duration: d, Err: err})
+	s.mu.Unlock()
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.Claim, error) {
+	if s.Down.Load() {
+		s.record("claim", key, lease, ErrDown)
+		return store.Claim{}, ErrDown
+	}
+	c, err := s.Store.Claim(ctx, key, fp, lease)
+	s.record("claim", key, lease, err)
+	return c, err
+}
+
+// Complete implements store.Store.
+func (s *Store) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
+	if s.Down.Load() {
+		s.record("complete", key, retention, ErrDown)
+		return ErrDown
+	}
+	if s.CorruptData.Load() {
+		data = Garbage
+	}
+	err := s.Store.Complete(ctx, key, token, data, retention)
+	s.record("complete", key, retention, err)
+	return err
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if s.Down.Load() {
+		s.record("release", key, 0, ErrDown)
+		return ErrDown
+	}
+	err := s.Store.Release(ctx, key, token)
+	s.record("release", key, 0, err)
+	return err
+}
+
+// Extend implements store.Store.
+func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	if s.Down.Load() {
+		s.record("extend", key, lease, ErrDown)
+		return ErrDown
+	}
+	if s.SkipExtend.Load() {
+		s.record("extend", key, lease, nil)
+		return nil
+	}
+	err := s.Store.Extend(ctx, key, token, lease)
+	s.record("extend", key, lease, err)
+	return err
+}
