@@ -1,7 +1,6 @@
 package memorystore
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -40,7 +39,7 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 		token := sh.seq<<shardBits | idx
 		exp := deadline(now, lease)
 		sh.m[key] = entry{
-			fingerprint: bytes.Clone(fingerprint),
+			fingerprint: clone(fingerprint),
 			expires:     exp,
 			token:       token,
 			state:       store.StateInFlight,
@@ -62,7 +61,7 @@ func (s *Store) Complete(_ context.Context, key, token string, data []byte, rete
 	if !ok {
 		return store.ErrLeaseLost
 	}
-	data = bytes.Clone(data)
+	data = clone(data)
 	st := s.st
 	sh, _ := st.shard(key)
 	now := st.now()
@@ -136,4 +135,15 @@ func (st *state) owned(sh *shard, key string, token uint64, now int64) (entry, b
 		return entry{}, false
 	}
 	return e, e.state == store.StateInFlight && e.token == token
+}
+
+// clone copies b; nil stays nil. Unlike bytes.Clone it allocates exactly
+// len(b) bytes, without append's growth path.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }
