@@ -10,6 +10,11 @@
 // The interceptor hashes keys and encodes outcomes before they reach a Store,
 // so a Store treats keys, fingerprints and data as opaque bytes.
 //
+// Leases and retentions are positive; a Store returns an argument error for
+// a zero or negative one and changes nothing. A networked store may spend
+// one extra round trip the first time a server sees an operation (loading a
+// script); that is the only exception to one round trip per operation.
+//
 // Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore]
 // and [github.com/grpc-idempotency/idempotency/store/redisstore]; each passes
 // the conformance suite in [github.com/grpc-idempotency/idempotency/store/storetest].
@@ -33,11 +38,15 @@ type Store interface {
 	//
 	// Claim returns an error wrapping [ErrCorrupt] when the value under key
 	// cannot be read, and [ErrFull] when a bounded store has no room.
+	// Fingerprint and Data of the returned Entry are read-only: they may be
+	// shared with the store.
 	Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (Claim, error)
 
 	// Complete stores data as the outcome for key and keeps it for
 	// retention, but only while token still owns the in-flight entry.
-	// Otherwise it changes nothing and returns [ErrLeaseLost].
+	// Otherwise it changes nothing and returns [ErrLeaseLost] (which may also
+	// match [ErrCorrupt] when the value under key is not the store's). The
+	// store keeps its own copy of data.
 	Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error
 
 	// Release deletes the in-flight entry for key, but only while token
@@ -55,7 +64,8 @@ type Claim struct {
 	// Token is the owner token of a new claim; empty when the key was
 	// already taken, in which case Existing describes the entry.
 	Token string
-	// Existing is the entry already under the key when Token is empty.
+	// Existing is the entry already under the key when Token is empty, and
+	// the zero Entry otherwise.
 	Existing Entry
 }
 
