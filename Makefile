@@ -16,11 +16,12 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- $(GENERATED_DIRS) proto internal/proto)" || \
 		{ git status --porcelain -- $(GENERATED_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
-## lint: buf lint, gofmt, go vet.
+## lint: buf lint, gofmt, go vet, staticcheck.
 lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	go vet ./...
+	$(TOOL) staticcheck ./...
 
 ## test: the test command the README gives.
 test:

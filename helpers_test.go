@@ -2,7 +2,6 @@ package idempotency_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -107,8 +106,6 @@ func statusError(c codes.Code, msg string) error {
 	}
 	return st.Err()
 }
-
-var errTest = errors.New("test")
 
 // waitFor polls cond until it holds or the test's deadline nears.
 func waitFor(t *testing.T, cond func() bool) {
