@@ -212,19 +212,32 @@ func (i *interceptor) execute(ctx context.Context, c *call, token string, req an
 	return resp, herr
 }
 
+// complete stores the outcome. A transient store error is retried with
+// backoff until the store timeout, since giving up leaves the key in flight
+// until its lease ends, after which a retry would run the handler again.
 func (i *interceptor) complete(ctx context.Context, c *call, token string, data []byte) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.storeTimeout)
 	defer cancel()
-	start := time.Now()
-	err := i.store.Complete(sctx, c.key, token, data, c.cfg.retention)
-	c.storeTime += time.Since(start)
-	switch {
-	case err == nil:
-		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
-	case errors.Is(err, store.ErrLeaseLost):
-		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
-	default:
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		err := i.store.Complete(sctx, c.key, token, data, c.cfg.retention)
+		c.storeTime += time.Since(start)
+		switch {
+		case err == nil:
+			i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+			return
+		case errors.Is(err, store.ErrLeaseLost):
+			i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+			return
+		}
 		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
+		t := time.NewTimer(pollDelay(attempt))
+		select {
+		case <-t.C:
+		case <-sctx.Done():
+			t.Stop()
+			return
+		}
 	}
 }
 

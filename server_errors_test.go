@@ -238,3 +238,21 @@ func TestStoreFull(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
+
+func TestCompleteRetriedThroughStoreBlip(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.store.FailCompletes(2)
+	ctx := withKey(t.Context(), "k-blip")
+	for range 2 {
+		if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.srv.Service.Executions(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1: the outcome was stored on the third try", n)
+	}
+	if n := f.store.Count("complete"); n != 3 {
+		t.Fatalf("complete calls %d, want 3", n)
+	}
+}

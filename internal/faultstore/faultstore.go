@@ -29,6 +29,8 @@ type Store struct {
 	// CorruptData makes Complete store Garbage instead of the record.
 	CorruptData atomic.Bool
 
+	failCompletes atomic.Int64
+
 	mu    sync.Mutex
 	calls []Call
 }
@@ -88,6 +90,10 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 		s.record("complete", key, retention, ErrDown)
 		return ErrDown
 	}
+	if s.failCompletes.Add(-1) >= 0 {
+		s.record("complete", key, retention, ErrDown)
+		return ErrDown
+	}
 	if s.CorruptData.Load() {
 		data = Garbage
 	}
@@ -121,3 +127,6 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 	s.record("extend", key, lease, err)
 	return err
 }
+
+// FailCompletes makes the next n Complete calls fail with ErrDown.
+func (s *Store) FailCompletes(n int64) { s.failCompletes.Store(n) }
