@@ -1,0 +1,152 @@
+package idempotency
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	"github.com/grpc-idempotency/idempotency/internal/policy"
+)
+
+// UnaryClientInterceptor returns a client interceptor that gives each call
+// one idempotency key and retries it, with that same key, when a retry is
+// safe.
+//
+// The key comes from [WithKey], else from the outgoing metadata under
+// [MetadataKey] (when both are given they must agree), else from the key
+// generator ([WithKeyGenerator]); it is
+// set in the outgoing metadata once, before the first attempt, so every
+// attempt carries it, including those made by retry layers below this
+// interceptor. A caller-supplied key that [ValidateKey] refuses fails the
+// call with INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
+//
+// A failed attempt is retried on UNAVAILABLE, and on ABORTED only when its
+// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain]: a plain
+// ABORTED is not safe to retry (AIP-194). Nothing else is retried. Retries
+// wait for the backoff ([WithBackoff]) or the server's pushback
+// (google.rpc.RetryInfo, grpc-retry-pushback-ms), whichever is longer; a
+// wait that would end after the caller's deadline is not started and the
+// last error is returned at once, and a context cancelled after a failed
+// attempt ends the call with CANCELED, as grpc-go's own retries do.
+// Otherwise the last attempt's error is returned as is, with its details.
+//
+// Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
+// whose idempotency.v1.method mode is DISABLED get no key and no retries;
+// the policy is read from protoregistry.GlobalFiles once per method.
+func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
+	c := &clientInterceptor{cfg: newClientConfig(opts), resolver: policy.NewResolver(nil)}
+	c.keyed.Store(&map[string]bool{})
+	return c.intercept
+}
+
+// WithKey makes a call use key as its idempotency key instead of a fresh
+// one, for example a key stored with the operation so that a retry after a
+// crash reuses it. It needs [UnaryClientInterceptor] on the connection; on
+// methods that get no key (NO_SIDE_EFFECTS, DISABLED) it is ignored.
+func WithKey(key string) grpc.CallOption {
+	return keyCallOption{key: key}
+}
+
+// keyCallOption carries the key of [WithKey] to the interceptor; gRPC
+// itself ignores it.
+type keyCallOption struct {
+	grpc.EmptyCallOption
+	key string
+}
+
+type clientInterceptor struct {
+	cfg      clientConfig
+	resolver *policy.Resolver
+
+	// keyed maps a full method name to whether its calls get a key. It is
+	// copied on write (once per method), so the hot path is one map read
+	// without locks or allocations.
+	keyed atomic.Pointer[map[string]bool]
+	mu    sync.Mutex // serialises writers of keyed
+}
+
+func (c *clientInterceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if !c.isKeyed(method) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	ctx, err := c.attachKey(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if c.cfg.maxAttempts == 1 && c.cfg.perAttemptTimeout == 0 {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	return c.invokeWithRetry(ctx, method, req, reply, cc, invoker, opts)
+}
+
+// isKeyed reports whether calls to method get a key.
+func (c *clientInterceptor) isKeyed(method string) bool {
+	if k, ok := (*c.keyed.Load())[method]; ok {
+		return k
+	}
+	k := c.resolver.Lookup(method).Mode != idempotencyv1.Mode_MODE_DISABLED
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.keyed.Load()
+	m := make(map[string]bool, len(old)+1)
+	for name, v := range old {
+		m[name] = v
+	}
+	m[method] = k
+	c.keyed.Store(&m)
+	return k
+}
+
+// attachKey returns ctx with the call's key in its outgoing metadata. A key
+// already there is kept as is.
+func (c *clientInterceptor) attachKey(ctx context.Context, opts []grpc.CallOption) (context.Context, error) {
+	var key string
+	var fromOption bool
+	for _, o := range opts {
+		if k, ok := o.(keyCallOption); ok {
+			key, fromOption = k.key, true
+		}
+	}
+	switch md := metadata.ValueFromOutgoingContext(ctx, MetadataKey); {
+	case len(md) > 1:
+		return ctx, keyInvalid("the outgoing metadata carries more than one key")
+	case len(md) == 1 && fromOption && md[0] != key:
+		return ctx, keyInvalid("WithKey and the outgoing metadata carry different keys")
+	case len(md) == 1:
+		return ctx, keyStatus(ValidateKey(md[0]))
+	case !fromOption:
+		key = c.cfg.newKey()
+	}
+	if err := ValidateKey(key); err != nil {
+		return ctx, keyStatus(err)
+	}
+	return metadata.AppendToOutgoingContext(ctx, MetadataKey, key), nil
+}
+
+func keyInvalid(detail string) error {
+	return keyStatus(&KeyError{Reason: ReasonKeyInvalid, Detail: detail})
+}
+
+// keyStatus turns a key error found on the client into the status the
+// server would have returned for it: INVALID_ARGUMENT with an ErrorInfo.
+func keyStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	reason := ReasonKeyInvalid
+	if ke, ok := err.(*KeyError); ok && ke.Reason != "" {
+		reason = ke.Reason
+	}
+	st := status.New(codes.InvalidArgument, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: reason}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}

@@ -1,0 +1,165 @@
+package idempotency_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/grpc-idempotency/idempotency"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+// clientRig is a bufconn server running the real server interceptor over a
+// memory store. Outside it sit a recorder of every attempt and an optional
+// fault layer: recorder → fault → idempotency → handler.
+type clientRig struct {
+	srv      *testserver.Server
+	attempts *attemptLog
+}
+
+// rigConfig configures newClientRig.
+type rigConfig struct {
+	handler testserver.HandlerFunc
+	fault   grpc.UnaryServerInterceptor
+	server  []idempotency.Option
+}
+
+func newClientRig(t *testing.T, cfg rigConfig) *clientRig {
+	t.Helper()
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	log := &attemptLog{}
+	chain := []grpc.UnaryServerInterceptor{log.record}
+	if cfg.fault != nil {
+		chain = append(chain, cfg.fault)
+	}
+	chain = append(chain, idempotency.UnaryServerInterceptor(mem, cfg.server...))
+	srv := testserver.New(t, &testserver.Service{Handler: cfg.handler}, grpc.ChainUnaryInterceptor(chain...))
+	return &clientRig{srv: srv, attempts: log}
+}
+
+// client dials the rig with the client interceptors given, chained in that
+// order.
+func (r *clientRig) client(t *testing.T, interceptors ...grpc.UnaryClientInterceptor) testingv1.TestServiceClient {
+	t.Helper()
+	return r.srv.Client(t, grpc.WithChainUnaryInterceptor(interceptors...))
+}
+
+// executions is how many times the handler ran.
+func (r *clientRig) executions() int64 { return r.srv.Service.Executions() }
+
+// attempt is one call as the server saw it, before the idempotency
+// interceptor.
+type attempt struct {
+	method string
+	keys   []string // values of the idempotency-key metadata
+	at     time.Time
+}
+
+// attemptLog records every attempt the server sees.
+type attemptLog struct {
+	mu   sync.Mutex
+	list []attempt
+}
+
+func (l *attemptLog) record(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	a := attempt{method: info.FullMethod, keys: metadata.ValueFromIncomingContext(ctx, idempotency.MetadataKey), at: time.Now()}
+	l.mu.Lock()
+	l.list = append(l.list, a)
+	l.mu.Unlock()
+	return handler(ctx, req)
+}
+
+func (l *attemptLog) all() []attempt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]attempt(nil), l.list...)
+}
+
+// wantOneKey fails the test unless every attempt carried exactly one key,
+// the same one, and returns it.
+func wantOneKey(t *testing.T, attempts []attempt) string {
+	t.Helper()
+	if len(attempts) == 0 {
+		t.Fatal("the server saw no attempt")
+	}
+	for i, a := range attempts {
+		if len(a.keys) != 1 || a.keys[0] != attempts[0].keys[0] {
+			t.Fatalf("attempt %d carried keys %q, attempt 1 carried %q", i+1, a.keys, attempts[0].keys)
+		}
+	}
+	return attempts[0].keys[0]
+}
+
+// loseResponses lets the handler (and the idempotency interceptor) run and
+// then replaces the result of the first n attempts with UNAVAILABLE, as if
+// the response were lost on the way back.
+func loseResponses(n int64) grpc.UnaryServerInterceptor {
+	var seen atomic.Int64
+	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if seen.Add(1) <= n {
+			return nil, status.Error(codes.Unavailable, "response lost")
+		}
+		return resp, err
+	}
+}
+
+// errorWith returns a status error with an ErrorInfo detail, and a
+// RetryInfo when retryAfter is positive.
+func errorWith(c codes.Code, domain, reason string, retryAfter time.Duration) error {
+	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Domain: domain, Reason: reason}}
+	if retryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
+	}
+	st, err := status.New(c, "test error").WithDetails(details...)
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+// clientReason returns the ErrorInfo reason of err in the library's
+// domain, or "".
+func clientReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == idempotency.ErrorDomain {
+			return ei.GetReason()
+		}
+	}
+	return ""
+}
+
+// methodOf returns the client's method by short name; "" is Do.
+func methodOf(c testingv1.TestServiceClient, name string) func(context.Context, *testingv1.DoRequest, ...grpc.CallOption) (*testingv1.DoResponse, error) {
+	switch name {
+	case "", "Do":
+		return c.Do
+	case "Required":
+		return c.Required
+	case "Disabled":
+		return c.Disabled
+	case "Read":
+		return c.Read
+	case "Keyed":
+		return c.Keyed
+	case "Tuned":
+		return c.Tuned
+	}
+	panic("unknown method " + name)
+}
+
+// noBackoff retries at once unless the server asks for a wait.
+func noBackoff(context.Context, uint) time.Duration { return 0 }

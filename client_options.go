@@ -1,0 +1,106 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+)
+
+// Defaults of the client options.
+const (
+	// DefaultMaxAttempts is how many attempts [UnaryClientInterceptor]
+	// makes per call, the first one included.
+	DefaultMaxAttempts = 5
+	// DefaultBackoffBase and DefaultBackoffMax shape the default backoff:
+	// before retry n the client waits a random time between 0 and
+	// DefaultBackoffBase·2^n, at most DefaultBackoffMax (exponential
+	// backoff with full jitter).
+	DefaultBackoffBase = 50 * time.Millisecond
+	DefaultBackoffMax  = 5 * time.Second
+)
+
+// ClientOption configures [UnaryClientInterceptor].
+type ClientOption func(*clientConfig)
+
+type clientConfig struct {
+	maxAttempts       int
+	perAttemptTimeout time.Duration
+	backoff           func(ctx context.Context, attempt uint) time.Duration
+	onRetry           func(ctx context.Context, attempt int, err error)
+	newKey            func() string
+}
+
+func newClientConfig(opts []ClientOption) clientConfig {
+	c := clientConfig{
+		maxAttempts: DefaultMaxAttempts,
+		// Jitter fraction 1 draws from [0, 2·base·2^(n-1)): full jitter.
+		backoff: retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
+		newKey:  uuid.NewString,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	c.maxAttempts = max(c.maxAttempts, 1)
+	c.perAttemptTimeout = max(c.perAttemptTimeout, 0)
+	if c.backoff == nil {
+		c.backoff = func(context.Context, uint) time.Duration { return 0 }
+	}
+	if c.newKey == nil {
+		c.newKey = uuid.NewString
+	}
+	return c
+}
+
+// WithMaxAttempts sets how many attempts a call makes at most, the first
+// one included: WithMaxAttempts(1) never retries. Values below 1 mean 1.
+// Default [DefaultMaxAttempts] (5).
+func WithMaxAttempts(n int) ClientOption {
+	return func(c *clientConfig) { c.maxAttempts = n }
+}
+
+// WithoutRetry makes [UnaryClientInterceptor] only attach keys and never
+// retry, for use before another retry layer such as go-grpc-middleware's
+// retry.UnaryClientInterceptor or under grpc-go's native retryPolicy. It is
+// WithMaxAttempts(1). Default: retries on.
+func WithoutRetry() ClientOption {
+	return WithMaxAttempts(1)
+}
+
+// WithPerAttemptTimeout bounds each attempt by d, within the caller's own
+// deadline. An attempt that runs out of its time is retried with the same
+// key (the server either replays its outcome, rejects the retry as in
+// flight, or has released the claim), unless the caller's deadline has
+// passed. Default 0: attempts are bounded by the caller's deadline only.
+func WithPerAttemptTimeout(d time.Duration) ClientOption {
+	return func(c *clientConfig) { c.perAttemptTimeout = d }
+}
+
+// WithBackoff sets the wait before each retry; attempt is 1 before the
+// first retry. A go-grpc-middleware retry.BackoffFunc can be passed as is,
+// for example retry.BackoffExponentialWithJitter(100*time.Millisecond, 0.2).
+// The server's pushback (google.rpc.RetryInfo or the grpc-retry-pushback-ms
+// trailer) raises the wait when it is longer. A nil backoff retries at once
+// unless the server asks for a wait. Default: exponential with full jitter,
+// a random wait between 0 and [DefaultBackoffBase]·2^attempt, at most
+// [DefaultBackoffMax].
+func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) ClientOption {
+	return func(c *clientConfig) { c.backoff = backoff }
+}
+
+// WithOnRetry sets a hook called just before each retry starts, after the
+// wait, with the number of the attempt about to start (2 for the first
+// retry) and the error that caused it. Default: none.
+func WithOnRetry(hook func(ctx context.Context, attempt int, err error)) ClientOption {
+	return func(c *clientConfig) { c.onRetry = hook }
+}
+
+// WithKeyGenerator sets the function that mints a key for a call that has
+// none. It is called once per logical call, before the first attempt; a
+// key it returns that [ValidateKey] refuses fails the call with
+// INVALID_ARGUMENT. Default uuid.NewString from github.com/google/uuid (a
+// random UUIDv4).
+func WithKeyGenerator(generate func() string) ClientOption {
+	return func(c *clientConfig) { c.newKey = generate }
+}

@@ -1,0 +1,146 @@
+package idempotency
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// pushbackKey is the trailer in which a server asks for a retry delay, in
+// milliseconds (gRFC A6).
+const pushbackKey = "grpc-retry-pushback-ms"
+
+// invokeWithRetry makes up to maxAttempts attempts of a call whose key is
+// already in ctx's outgoing metadata.
+func (c *clientInterceptor) invokeWithRetry(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	// Capture each attempt's trailer for its pushback. gRPC fills every
+	// Trailer and Header option of an attempt, so a caller's own options
+	// still end up with the last attempt's metadata.
+	var trailer metadata.MD
+	attemptOpts := make([]grpc.CallOption, len(opts), len(opts)+1)
+	copy(attemptOpts, opts)
+	attemptOpts = append(attemptOpts, grpc.Trailer(&trailer))
+
+	for attempt := 1; ; attempt++ {
+		trailer = nil
+		err := c.attempt(ctx, method, req, reply, cc, invoker, attemptOpts)
+		if err == nil || attempt >= c.cfg.maxAttempts {
+			return err
+		}
+		st, retryable := c.retryable(err)
+		if !retryable {
+			return err
+		}
+		delay, ok := c.delay(ctx, attempt, st, trailer)
+		if !ok {
+			return err
+		}
+		if deadline, has := ctx.Deadline(); has && time.Until(deadline) <= delay {
+			return err // the next attempt could not start in time
+		}
+		if werr := wait(ctx, delay); werr != nil {
+			return werr // cancelled: CANCELED, as grpc-go's own retries do
+		}
+		if c.cfg.onRetry != nil {
+			c.cfg.onRetry(ctx, attempt+1, err)
+		}
+	}
+}
+
+// attempt makes one attempt, within the per-attempt timeout if one is set.
+func (c *clientInterceptor) attempt(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
+	if c.cfg.perAttemptTimeout <= 0 {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.perAttemptTimeout)
+	defer cancel()
+	return invoker(actx, method, req, reply, cc, opts...)
+}
+
+// retryable reports whether a call that failed with err may be retried with
+// its key: UNAVAILABLE; ABORTED with ReasonKeyInUse in ErrorDomain; and
+// DEADLINE_EXCEEDED when a per-attempt timeout is set (if the caller's own
+// deadline has passed, the deadline check returns the error instead).
+func (c *clientInterceptor) retryable(err error) (*status.Status, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil, false
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		return st, true
+	case codes.Aborted:
+		return st, keyInUse(st)
+	case codes.DeadlineExceeded:
+		return st, c.cfg.perAttemptTimeout > 0
+	}
+	return st, false
+}
+
+// keyInUse reports whether st is the server's in-flight rejection.
+func keyInUse(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == ErrorDomain && ei.GetReason() == ReasonKeyInUse {
+			return true
+		}
+	}
+	return false
+}
+
+// delay returns the wait before the retry that follows attempt: the
+// backoff, raised to the server's pushback when that is longer. It reports
+// false when the server's pushback trailer asks for no retry (a negative or
+// malformed value, gRFC A6).
+func (c *clientInterceptor) delay(ctx context.Context, attempt int, st *status.Status, trailer metadata.MD) (time.Duration, bool) {
+	d := max(c.cfg.backoff(ctx, uint(attempt)), 0)
+	if vals := trailer.Get(pushbackKey); len(vals) > 0 {
+		ms, err := strconv.ParseInt(vals[0], 10, 64)
+		if err != nil || ms < 0 {
+			return 0, false
+		}
+		d = max(d, millis(ms))
+	}
+	for _, detail := range st.Details() {
+		if ri, ok := detail.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().IsValid() {
+			d = max(d, ri.GetRetryDelay().AsDuration())
+		}
+	}
+	return d, true
+}
+
+func millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// wait sleeps for d or until ctx is done, and then returns ctx's error as
+// a status.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return statusOfContext(ctx.Err())
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return statusOfContext(ctx.Err())
+	}
+}
+
+func statusOfContext(err error) error {
+	if err == nil {
+		return nil
+	}
+	return status.FromContextError(err).Err()
+}

@@ -1,0 +1,155 @@
+package idempotency_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-idempotency/idempotency"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+)
+
+func TestClientKeySources(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		method string   // "Do" when empty
+		md     []string // outgoing metadata values under idempotency-key
+		opts   []grpc.CallOption
+		want   string // "" means a fresh UUIDv4
+	}{
+		{name: "minted"},
+		{name: "WithKey", opts: []grpc.CallOption{idempotency.WithKey("k-call")}, want: "k-call"},
+		{name: "metadata", md: []string{"k-md"}, want: "k-md"},
+		{name: "metadata and the same WithKey", md: []string{"k-same"}, opts: []grpc.CallOption{idempotency.WithKey("k-same")}, want: "k-same"},
+		{name: "last WithKey wins", opts: []grpc.CallOption{idempotency.WithKey("k-1"), idempotency.WithKey("k-2")}, want: "k-2"},
+		{name: "REQUIRED method", method: "Required"},
+		{name: "tuned method", method: "Tuned", opts: []grpc.CallOption{idempotency.WithKey("k-tuned")}, want: "k-tuned"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newClientRig(t, rigConfig{})
+			client := rig.client(t, idempotency.UnaryClientInterceptor())
+			ctx := t.Context()
+			for _, k := range tt.md {
+				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, k)
+			}
+			if _, err := methodOf(client, tt.method)(ctx, &testingv1.DoRequest{Payload: "p"}, tt.opts...); err != nil {
+				t.Fatal(err)
+			}
+			got := wantOneKey(t, rig.attempts.all())
+			switch {
+			case tt.want != "" && got != tt.want:
+				t.Fatalf("server saw key %q, want %q", got, tt.want)
+			case tt.want == "":
+				if u, err := uuid.Parse(got); err != nil || u.Version() != 4 {
+					t.Fatalf("minted key %q is not a UUIDv4 (%v)", got, err)
+				}
+			}
+		})
+	}
+}
+
+func TestClientKeyRefusedLocally(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		md   []string
+		opts []grpc.CallOption
+		cfg  []idempotency.ClientOption
+	}{
+		{name: "WithKey with a space", opts: []grpc.CallOption{idempotency.WithKey("bad key")}},
+		{name: "empty WithKey", opts: []grpc.CallOption{idempotency.WithKey("")}},
+		{name: "WithKey too long", opts: []grpc.CallOption{idempotency.WithKey(strings.Repeat("k", idempotency.MaxKeyLen+1))}},
+		{name: "metadata with a control byte", md: []string{"k\x01"}},
+		{name: "two keys in metadata", md: []string{"k-1", "k-2"}},
+		{name: "WithKey differs from metadata", md: []string{"k-md"}, opts: []grpc.CallOption{idempotency.WithKey("k-call")}},
+		{name: "generator mints a bad key", cfg: []idempotency.ClientOption{idempotency.WithKeyGenerator(func() string { return "bad key" })}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newClientRig(t, rigConfig{})
+			client := rig.client(t, idempotency.UnaryClientInterceptor(tt.cfg...))
+			ctx := t.Context()
+			for _, k := range tt.md {
+				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, k)
+			}
+			_, err := client.Do(ctx, &testingv1.DoRequest{}, tt.opts...)
+			if status.Code(err) != codes.InvalidArgument || clientReason(err) != idempotency.ReasonKeyInvalid {
+				t.Fatalf("err = %v, want INVALID_ARGUMENT with %s", err, idempotency.ReasonKeyInvalid)
+			}
+			if n := len(rig.attempts.all()); n != 0 {
+				t.Fatalf("the server saw %d attempts, want none", n)
+			}
+		})
+	}
+}
+
+func TestClientKeyMintedOncePerCall(t *testing.T) {
+	t.Parallel()
+	rig := newClientRig(t, rigConfig{fault: loseResponses(2)})
+	var minted atomic.Int64
+	gen := func() string { minted.Add(1); return uuid.NewString() }
+	client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithKeyGenerator(gen), idempotency.WithBackoff(noBackoff)))
+
+	if _, err := client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	first := rig.attempts.all()
+	if len(first) != 3 {
+		t.Fatalf("server saw %d attempts, want 3 (two lost responses, then the replay)", len(first))
+	}
+	key := wantOneKey(t, first)
+	if minted.Load() != 1 {
+		t.Fatalf("generator called %d times for one call, want 1", minted.Load())
+	}
+
+	if _, err := client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	second := rig.attempts.all()[3:]
+	if minted.Load() != 2 || wantOneKey(t, second) == key {
+		t.Fatalf("a second call reused the key or minted %d keys in all, want a new key", minted.Load())
+	}
+}
+
+// Methods with no side effects and DISABLED methods get no key and no
+// retries, even when they fail with UNAVAILABLE.
+func TestClientUntouchedMethods(t *testing.T) {
+	t.Parallel()
+	for _, method := range []string{"Read", "Disabled"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			unavailable := func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+				return nil, status.Error(codes.Unavailable, "down")
+			}
+			rig := newClientRig(t, rigConfig{handler: unavailable})
+			client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff)))
+			call := methodOf(client, method)
+			for range 2 { // the second call hits the per-method cache
+				_, err := call(t.Context(), &testingv1.DoRequest{}, idempotency.WithKey("k-ignored"))
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("err = %v, want UNAVAILABLE", err)
+				}
+			}
+			attempts := rig.attempts.all()
+			if len(attempts) != 2 || rig.executions() != 2 {
+				t.Fatalf("server saw %d attempts and %d executions for 2 calls, want 2 and 2", len(attempts), rig.executions())
+			}
+			for _, a := range attempts {
+				if len(a.keys) != 0 {
+					t.Fatalf("%s carried keys %q, want none", a.method, a.keys)
+				}
+			}
+		})
+	}
+}
