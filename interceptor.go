@@ -129,6 +129,12 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 			return i.claimFailed(ctx, c, err, req, handler)
 		}
 		if cl.Won() {
+			if err := ctx.Err(); err != nil {
+				// The caller gave up while the claim was under way (a slow
+				// store): nobody would get the answer, so don't run it.
+				i.release(ctx, c, cl.Token, err)
+				return nil, err
+			}
 			return i.execute(ctx, c, cl.Token, req, handler)
 		}
 		if !bytes.Equal(cl.Existing.Fingerprint, c.fingerprint) {
