@@ -1,0 +1,163 @@
+package idempotency_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// chaosProxy starts a fault proxy in front of target and closes it when
+// the test ends (after the clients that use it, which are registered
+// later and so closed first).
+func chaosProxy(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// chaosRedis returns a go-redis client for addr, closed when the test ends.
+// contextTimeout sets ContextTimeoutEnabled, which makes go-redis bound its
+// network I/O by the context's deadline instead of ReadTimeout alone.
+func chaosRedis(t *testing.T, addr string, contextTimeout bool) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: contextTimeout,
+		DialTimeout:           time.Second,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// outcomeCounts counts observer events per outcome; safe for concurrent
+// use and cheap enough for a soak.
+type outcomeCounts struct {
+	n [32]atomic.Int64
+}
+
+// Observe implements idempotency.Observer.
+func (c *outcomeCounts) Observe(_ context.Context, e idempotency.Event) {
+	if int(e.Outcome) < len(c.n) {
+		c.n[e.Outcome].Add(1)
+	}
+}
+
+func (c *outcomeCounts) get(o idempotency.Outcome) int64 { return c.n[o].Load() }
+
+// String lists the non-zero counts, for logs.
+func (c *outcomeCounts) String() string {
+	s := ""
+	for o := range c.n {
+		if n := c.n[o].Load(); n > 0 {
+			if s != "" {
+				s += " "
+			}
+			s += idempotency.Outcome(o).String() + "=" + strconv.FormatInt(n, 10)
+		}
+	}
+	return s
+}
+
+// serverResults is an outer server interceptor that sends the idempotency
+// interceptor's result on a channel, so a test knows when the server side
+// of a call has finished, after the client has given up.
+type serverResults chan error
+
+func (r serverResults) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	select {
+	case r <- err:
+	default: // full: the test reads only the results it waits for
+	}
+	return resp, err
+}
+
+// signalStore decorates a store and closes completing the first time
+// Complete is called, before the call goes through; it keeps the error of
+// the last Complete.
+type signalStore struct {
+	store.Store
+	completing chan struct{}
+	once       sync.Once
+
+	mu          sync.Mutex
+	completeErr error
+}
+
+func newSignalStore(s store.Store) *signalStore {
+	return &signalStore{Store: s, completing: make(chan struct{})}
+}
+
+// Complete implements store.Store.
+func (s *signalStore) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
+	s.once.Do(func() { close(s.completing) })
+	err := s.Store.Complete(ctx, key, token, data, retention)
+	s.mu.Lock()
+	s.completeErr = err
+	s.mu.Unlock()
+	return err
+}
+
+func (s *signalStore) lastCompleteErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.completeErr
+}
+
+// callUntilNotInUse calls fn until its answer is not ABORTED with
+// IDEMPOTENCY_KEY_IN_USE, pausing pause between attempts, and returns the
+// last answer. It stops when ctx ends.
+func callUntilNotInUse(ctx context.Context, pause time.Duration, fn func() (*testingv1.DoResponse, error)) (*testingv1.DoResponse, error) {
+	for {
+		resp, err := fn()
+		if status.Code(err) != codes.Aborted || clientReason(err) != idempotency.ReasonKeyInUse {
+			return resp, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+	}
+}
+
+// atomicCounter counts handler executions.
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) add() int64  { return c.n.Add(1) }
+func (c *atomicCounter) load() int64 { return c.n.Load() }
+
+// redisKeysNow returns every key in rdb (a single node), found with SCAN.
+func redisKeysNow(ctx context.Context, t *testing.T, rdb redis.Cmdable) []string {
+	t.Helper()
+	var keys []string
+	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("SCAN: %v", err)
+	}
+	return keys
+}
