@@ -86,15 +86,27 @@ func toRecordMD(md metadata.MD) []*idempotencyv1.Metadata {
 	return out
 }
 
-func fromRecordMD(md []*idempotencyv1.Metadata, extra ...string) metadata.MD {
-	out := make(metadata.MD, len(md)+len(extra)/2)
+// replayedMD is the replay marker alone, shared read-only: grpc-go copies
+// the metadata it is given.
+var replayedMD = metadata.Pairs(ReplayedKey, "true")
+
+// fromRecordMD converts stored metadata back, adding the replay marker when
+// marked is true. It returns nil when there is nothing to send.
+func fromRecordMD(md []*idempotencyv1.Metadata, marked bool) metadata.MD {
+	if len(md) == 0 {
+		if marked {
+			return replayedMD
+		}
+		return nil
+	}
+	out := make(metadata.MD, len(md)+1)
 	for _, e := range md {
 		if replayable(e.GetKey()) {
-			out[e.GetKey()] = append([]string(nil), e.GetValues()...)
+			out[e.GetKey()] = e.GetValues()
 		}
 	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		out[extra[i]] = append(out[extra[i]], extra[i+1])
+	if marked {
+		out[ReplayedKey] = replayedMD[ReplayedKey]
 	}
 	return out
 }

@@ -18,6 +18,9 @@ type claimKey struct{}
 // false when the call is not deduplicated (no key, method disabled, or
 // failing open).
 func ClaimFromContext(ctx context.Context) (Claim, bool) {
-	c, ok := ctx.Value(claimKey{}).(Claim)
-	return c, ok
+	c, ok := ctx.Value(claimKey{}).(*Claim)
+	if !ok {
+		return Claim{}, false
+	}
+	return *c, true
 }

@@ -23,13 +23,18 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 // encoding. To leave volatile fields out, clear them on a clone and call
 // Fingerprint on it from your own FingerprintFunc.
 func Fingerprint(fullMethod string, req proto.Message) ([]byte, error) {
-	var buf [256]byte
-	b := binary.AppendUvarint(buf[:0], uint64(len(fullMethod)))
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b := binary.AppendUvarint((*buf)[:0], uint64(len(fullMethod)))
 	b = append(b, fullMethod...)
 	b, err := deterministic.MarshalAppend(b, req)
+	*buf = b
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(b)
-	return append([]byte{fingerprintVersion}, sum[:]...), nil
+	fp := make([]byte, 1+sha256.Size)
+	fp[0] = fingerprintVersion
+	copy(fp[1:], sum[:])
+	return fp, nil
 }

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	"github.com/grpc-idempotency/idempotency/internal/policy"
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -60,13 +62,23 @@ func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
 	return &interceptor{store: s, cfg: cfg}, nil
 }
 
-// call is one keyed call on its way through the interceptor.
+// call is one keyed call on its way through the interceptor. It holds
+// everything an execution needs, so that an executed call allocates it once.
 type call struct {
 	method      string
 	cfg         *methodConfig
 	key         string // hashed store key
 	fingerprint []byte
 	storeTime   time.Duration
+
+	claim   Claim         // set when this call owns the key
+	renewal renewal       // lease renewal while the handler runs
+	stream  captureStream // the handler's header and trailer
+
+	// The outcome record and its timestamps, built in place once the
+	// handler returns.
+	record               idempotencyv1.Record
+	createdAt, completed timestamppb.Timestamp
 }
 
 func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -186,44 +198,48 @@ func (i *interceptor) execute(ctx context.Context, c *call, token string, req an
 		defer i.flights.start(c.key)()
 	}
 	createdAt := time.Now()
-	ren := i.startRenewal(ctx, c.method, c.key, token, c.cfg.lease)
-	stream := &captureStream{ServerTransportStream: grpc.ServerTransportStreamFromContext(ctx)}
-	hctx := context.WithValue(ctx, claimKey{}, Claim{Key: c.key, Token: token})
-	if stream.ServerTransportStream != nil {
-		hctx = grpc.NewContextWithServerTransportStream(hctx, stream)
+	c.createdAt.Seconds, c.createdAt.Nanos = createdAt.Unix(), int32(createdAt.Nanosecond())
+	c.claim = Claim{Key: c.key, Token: token}
+	c.renewal.start(i, ctx, c)
+	hctx := context.WithValue(ctx, claimKey{}, &c.claim)
+	if c.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); c.stream.ServerTransportStream != nil {
+		hctx = grpc.NewContextWithServerTransportStream(hctx, &c.stream)
 	}
 
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: release and let the panic go on
-			ren.stop()
+			c.renewal.stop()
 			i.release(ctx, c, token, nil)
 		}
 	}()
 	resp, herr := handler(hctx, req)
 	finished = true
-	lost := ren.stop()
+	lost := c.renewal.stop()
 
-	data, keep := i.outcome(ctx, c, createdAt, resp, herr, stream)
+	data, keep := i.outcome(ctx, c, resp, herr)
 	if !keep {
 		i.release(ctx, c, token, herr)
 		return resp, herr
 	}
+	defer putBuffer(data)
 	if lost {
 		// Completing would be refused; the observer was told when renewal
 		// found out. The handler's answer still goes back.
 		return resp, herr
 	}
-	i.complete(ctx, c, token, data)
+	i.complete(ctx, c, token, *data)
 	return resp, herr
 }
 
 // complete stores the outcome. A transient store error is retried with
-// backoff until the store timeout, since giving up leaves the key in flight
-// until its lease ends, after which a retry would run the handler again.
+// backoff for up to the store timeout, since giving up leaves the key in
+// flight until its lease ends, after which a retry would run the handler
+// again. The store call is detached from the caller's cancellation: the
+// handler ran, so its outcome must land even if the caller has gone.
 func (i *interceptor) complete(ctx context.Context, c *call, token string, data []byte) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.storeTimeout)
-	defer cancel()
+	sctx := context.WithoutCancel(ctx)
+	giveUp := time.Now().Add(i.cfg.storeTimeout)
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		err := i.store.Complete(sctx, c.key, token, data, c.cfg.retention)
@@ -237,21 +253,17 @@ func (i *interceptor) complete(ctx context.Context, c *call, token string, data 
 			return
 		}
 		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
-		t := time.NewTimer(pollDelay(attempt))
-		select {
-		case <-t.C:
-		case <-sctx.Done():
-			t.Stop()
+		wait := pollDelay(attempt)
+		if time.Now().Add(wait).After(giveUp) {
 			return
 		}
+		time.Sleep(wait)
 	}
 }
 
 func (i *interceptor) release(ctx context.Context, c *call, token string, cause error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), i.cfg.storeTimeout)
-	defer cancel()
 	start := time.Now()
-	err := i.store.Release(sctx, c.key, token)
+	err := i.store.Release(context.WithoutCancel(ctx), c.key, token)
 	c.storeTime += time.Since(start)
 	switch {
 	case err == nil:

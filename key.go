@@ -44,8 +44,7 @@ func ValidateKey(key string) error {
 // clientKey returns the key of the call: from metadata, else from the
 // method's key field. It returns "" with no error when there is none.
 func (i *interceptor) clientKey(ctx context.Context, m *methodConfig, req proto.Message) (string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md[i.cfg.metadataKey]
+	vals := metadata.ValueFromIncomingContext(ctx, i.cfg.metadataKey)
 	switch {
 	case len(vals) > 1:
 		return "", &KeyError{Reason: ReasonKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(i.cfg.metadataKey)}

@@ -13,12 +13,9 @@ import (
 // It uses a timer, not a goroutine, so a handler that finishes within a
 // third of its lease costs no store call and no goroutine.
 type renewal struct {
-	i      *interceptor
-	ctx    context.Context
-	method string
-	key    string
-	token  string
-	lease  time.Duration
+	i   *interceptor
+	ctx context.Context // the caller's; detached from its cancellation when renewing
+	c   *call
 
 	mu      sync.Mutex // held while renewing, so stop waits for a renewal under way
 	timer   *time.Timer
@@ -26,12 +23,11 @@ type renewal struct {
 	lost    bool
 }
 
-func (i *interceptor) startRenewal(ctx context.Context, method, key, token string, lease time.Duration) *renewal {
-	r := &renewal{i: i, ctx: context.WithoutCancel(ctx), method: method, key: key, token: token, lease: lease}
+func (r *renewal) start(i *interceptor, ctx context.Context, c *call) {
+	r.i, r.ctx, r.c = i, ctx, c
 	r.mu.Lock() // renew waits until timer is set
-	r.timer = time.AfterFunc(lease/3, r.renew)
+	r.timer = time.AfterFunc(c.cfg.lease/3, r.renew)
 	r.mu.Unlock()
-	return r
 }
 
 func (r *renewal) renew() {
@@ -40,23 +36,25 @@ func (r *renewal) renew() {
 	if r.stopped || r.lost {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, min(r.i.cfg.storeTimeout, r.lease/3))
+	lease := r.c.cfg.lease
+	octx := context.WithoutCancel(r.ctx)
+	ctx, cancel := context.WithTimeout(octx, min(r.i.cfg.storeTimeout, lease/3))
 	start := time.Now()
-	err := r.i.store.Extend(ctx, r.key, r.token, r.lease)
+	err := r.i.store.Extend(ctx, r.c.key, r.c.claim.Token, lease)
 	cancel()
 	took := time.Since(start)
 	switch {
 	case err == nil:
-		r.i.observe(r.ctx, r.method, OutcomeLeaseRenewed, took, nil)
+		r.i.observe(octx, r.c.method, OutcomeLeaseRenewed, took, nil)
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
-		r.i.observe(r.ctx, r.method, OutcomeLeaseLost, took, err)
+		r.i.observe(octx, r.c.method, OutcomeLeaseLost, took, err)
 		return
 	default:
 		// The store is failing; keep trying while the lease may still hold.
-		r.i.observe(r.ctx, r.method, OutcomeStoreError, took, err)
+		r.i.observe(octx, r.c.method, OutcomeStoreError, took, err)
 	}
-	r.timer.Reset(r.lease / 3)
+	r.timer.Reset(lease / 3)
 }
 
 // stop ends renewal and reports whether the lease was already known lost.

@@ -16,9 +16,8 @@ const (
 	DefaultLease            = 60 * time.Second
 	DefaultMaxResponseBytes = 4 << 20
 	DefaultRetryAfter       = time.Second
-	// DefaultStoreTimeout bounds the store calls that must finish after the
-	// caller has gone: storing an outcome, releasing a claim, renewing a
-	// lease.
+	// DefaultStoreTimeout bounds retries of the store calls that must
+	// finish after the caller has gone, and each lease renewal.
 	DefaultStoreTimeout = 10 * time.Second
 )
 
@@ -180,10 +179,13 @@ func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.retryAfter = d }
 }
 
-// WithStoreTimeout bounds each store call made after the handler ran
-// (storing its outcome, releasing its claim) and each lease renewal; those
-// calls outlive the caller's context so that a cancelled caller never
-// leaves a half-finished claim. Default [DefaultStoreTimeout] (10s).
+// WithStoreTimeout bounds how long the interceptor keeps retrying to store
+// an outcome through transient store errors, and each lease renewal. Store
+// calls made after the handler ran (storing its outcome, releasing its
+// claim) are detached from the caller's cancellation, so that a caller who
+// leaves never strands a half-finished claim; each such call is bounded by
+// the store's own timeouts (go-redis: its read and write timeouts). Default
+// [DefaultStoreTimeout] (10s).
 func WithStoreTimeout(d time.Duration) Option {
 	return func(c *config) { c.storeTimeout = d }
 }

@@ -6,24 +6,23 @@ import (
 
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
 
-// outcome encodes the record of the handler's result. It reports false when
-// the result must not be kept: a retryable error, or a response that cannot
-// be encoded.
-func (i *interceptor) outcome(ctx context.Context, c *call, createdAt time.Time, resp any, herr error, stream *captureStream) ([]byte, bool) {
-	rec := &idempotencyv1.Record{
-		Version:     record.Version,
-		State:       idempotencyv1.State_STATE_COMPLETED,
-		Fingerprint: c.fingerprint,
-		CreatedAt:   timestamppb.New(createdAt),
-		CompletedAt: timestamppb.Now(),
-	}
-	rec.Header, rec.Trailer = stream.recorded()
+// outcome encodes the record of the handler's result into a pooled buffer,
+// which the caller returns with putBuffer. It reports false when the result
+// must not be kept: a retryable error, or a response that cannot be encoded.
+func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error) (*[]byte, bool) {
+	now := time.Now()
+	c.completed.Seconds, c.completed.Nanos = now.Unix(), int32(now.Nanosecond())
+	rec := &c.record
+	rec.Version = record.Version
+	rec.State = idempotencyv1.State_STATE_COMPLETED
+	rec.Fingerprint = c.fingerprint
+	rec.CreatedAt, rec.CompletedAt = &c.createdAt, &c.completed
+	rec.Header, rec.Trailer = c.stream.recorded()
 	if herr != nil {
 		st, ok := status.FromError(herr)
 		if !ok || !i.cfg.storedCodes[st.Code()] {
@@ -37,7 +36,10 @@ func (i *interceptor) outcome(ctx context.Context, c *call, createdAt time.Time,
 		if !ok {
 			return nil, false
 		}
-		b, err := deterministic.Marshal(msg)
+		respBuf := getBuffer()
+		defer putBuffer(respBuf)
+		b, err := deterministic.MarshalAppend((*respBuf)[:0], msg)
+		*respBuf = b
 		if err != nil {
 			return nil, false
 		}
@@ -50,8 +52,11 @@ func (i *interceptor) outcome(ctx context.Context, c *call, createdAt time.Time,
 			rec.Response = b
 		}
 	}
-	data, err := record.Encode(rec)
+	data := getBuffer()
+	b, err := record.AppendEncode((*data)[:0], rec)
+	*data = b
 	if err != nil {
+		putBuffer(data)
 		return nil, false
 	}
 	return data, true

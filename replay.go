@@ -29,14 +29,14 @@ func (i *interceptor) replay(ctx context.Context, m *methodConfig, data, fingerp
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 		}
-		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), ReplayedKey, "true"), fromRecordMD(rec.GetTrailer()))
+		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), true), fromRecordMD(rec.GetTrailer(), false))
 		return resp, nil
 	case idempotencyv1.Outcome_OUTCOME_ERROR:
 		s := rec.GetStatus()
-		setReplayMD(ctx, fromRecordMD(rec.GetHeader()), fromRecordMD(rec.GetTrailer(), ReplayedKey, "true"))
+		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), false), fromRecordMD(rec.GetTrailer(), true))
 		return nil, status.FromProto(&spb.Status{Code: s.GetCode(), Message: s.GetMessage(), Details: s.GetDetails()}).Err()
 	default: // OUTCOME_NOT_RETAINED; Decode admits no other.
-		setReplayMD(ctx, fromRecordMD(rec.GetHeader()), fromRecordMD(rec.GetTrailer(), ReplayedKey, "true"))
+		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), false), fromRecordMD(rec.GetTrailer(), true))
 		return nil, ErrResponseNotRetained
 	}
 }

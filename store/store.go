@@ -10,6 +10,10 @@
 // The interceptor hashes keys and encodes outcomes before they reach a Store,
 // so a Store treats keys, fingerprints and data as opaque bytes.
 //
+// The interceptor calls Complete and Release with a context detached from
+// the caller's cancellation, so implementations bound their own network
+// calls (go-redis does, with its read and write timeouts).
+//
 // Leases and retentions are positive; a Store returns an argument error for
 // a zero or negative one and changes nothing. A networked store may spend
 // one extra round trip the first time a server sees an operation (loading a

@@ -65,3 +65,8 @@ func validate(r *idempotencyv1.Record, fingerprint []byte) error {
 	}
 	return nil
 }
+
+// AppendEncode appends the deterministic encoding of r to b.
+func AppendEncode(b []byte, r *idempotencyv1.Record) ([]byte, error) {
+	return marshalOptions.MarshalAppend(b, r)
+}

@@ -1,0 +1,144 @@
+package memorystore_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	"github.com/grpc-idempotency/idempotency/internal/record"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+// storeKey returns a key shaped like the interceptor's: base64url SHA-256.
+func storeKey(i int) string {
+	sum := sha256.Sum256(binary.AppendUvarint(nil, uint64(i)))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// record200 is an encoded outcome record holding a 200-byte response, the
+// way the interceptor stores one.
+func record200(fp []byte) []byte {
+	now := timestamppb.Now()
+	data, err := record.Encode(&idempotencyv1.Record{
+		Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: fp,
+		Outcome: idempotencyv1.Outcome_OUTCOME_RESPONSE, ResponseType: "shop.v1.PlaceOrderResponse",
+		Response: make([]byte, 200), CreatedAt: now, CompletedAt: now,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// fillRecords completes n keys with a 200-byte-response record.
+func fillRecords(tb testing.TB, s *memorystore.Store, n int, fp, data []byte) {
+	ctx := context.Background()
+	for i := range n {
+		k := storeKey(i)
+		c, err := s.Claim(ctx, k, fp, time.Minute)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := s.Complete(ctx, k, c.Token, data, time.Hour); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScale measures claim latency (a new key, released afterwards so
+// the number of live records stays put) and replay latency (a claim that
+// finds a completed key) with 1,000 and with 1,000,000 live records, and
+// reports p50 and p99 per operation: the cost must stay flat. The
+// replay-while-sweeping rows run the sweeper back to back (every
+// millisecond) and report the worst latency too: a stop-the-world scan
+// would show there. It also reports heap bytes per stored record for a
+// 200-byte response.
+func BenchmarkScale(b *testing.B) {
+	fp := make([]byte, 33)
+	data := record200(fp)
+	for _, n := range []int{1_000, 1_000_000} {
+		b.Run("records="+strconv.Itoa(n), func(b *testing.B) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			s := memorystore.New()
+			b.Cleanup(func() { _ = s.Close() })
+			fillRecords(b, s, n, fp, data)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			perRecord := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+
+			b.Run("claim", func(b *testing.B) {
+				ctx := context.Background()
+				lat := make([]time.Duration, 0, b.N)
+				i := n
+				for b.Loop() {
+					k := storeKey(i)
+					i++
+					start := time.Now()
+					c, err := s.Claim(ctx, k, fp, time.Minute)
+					lat = append(lat, time.Since(start))
+					if err != nil || !c.Won() {
+						b.Fatalf("claim: won=%v err=%v", c.Won(), err)
+					}
+					if err := s.Release(ctx, k, c.Token); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportLatency(b, lat)
+				b.ReportMetric(perRecord, "B/record")
+			})
+			b.Run("replay", func(b *testing.B) { benchReplay(b, s, n, fp) })
+			b.Run("replay-while-sweeping", func(b *testing.B) {
+				sweeping := memorystore.New(memorystore.WithSweepInterval(time.Millisecond))
+				b.Cleanup(func() { _ = sweeping.Close() })
+				b.StopTimer()
+				fillRecords(b, sweeping, n, fp, data)
+				b.StartTimer()
+				benchReplay(b, sweeping, n, fp)
+			})
+		})
+	}
+}
+
+// benchReplay claims 512 completed keys spread over the n stored ones: the
+// same working set at every size, so only the size of the store differs.
+func benchReplay(b *testing.B, s *memorystore.Store, n int, fp []byte) {
+	ctx := context.Background()
+	keys := make([]string, 512)
+	for j := range keys {
+		keys[j] = storeKey(j * n / len(keys))
+	}
+	lat := make([]time.Duration, 0, b.N)
+	j := 0
+	for b.Loop() {
+		k := keys[j%len(keys)]
+		j++
+		start := time.Now()
+		c, err := s.Claim(ctx, k, fp, time.Minute)
+		lat = append(lat, time.Since(start))
+		if err != nil || c.Won() {
+			b.Fatalf("replay claim: won=%v err=%v", c.Won(), err)
+		}
+	}
+	reportLatency(b, lat)
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns")
+}
