@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -71,7 +72,7 @@ func newConfig(opts []Option) *config {
 // [MetadataKey] ("idempotency-key"). The name is lower-cased as gRPC
 // metadata keys are.
 func WithMetadataKey(name string) Option {
-	return func(c *config) { c.metadataKey = lowerASCII(name) }
+	return func(c *config) { c.metadataKey = strings.ToLower(name) }
 }
 
 // WithScope sets the function that returns the caller's scope, for example
@@ -200,6 +201,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("idempotency: metadata key must not be empty")
 	case c.files == nil:
 		return fmt.Errorf("idempotency: descriptor registry must not be nil")
+	case c.retryAfter < 0:
+		return fmt.Errorf("idempotency: retry-after delay must not be negative, got %v", c.retryAfter)
 	case c.storeTimeout <= 0:
 		return fmt.Errorf("idempotency: store timeout must be positive, got %v", c.storeTimeout)
 	}
@@ -209,14 +212,4 @@ func (c *config) validate() error {
 		}
 	}
 	return nil
-}
-
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, ch := range b {
-		if 'A' <= ch && ch <= 'Z' {
-			b[i] = ch + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
