@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -181,5 +182,40 @@ func TestIsolationRedisKeysAreHashed(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestIsolationRedisACL runs the store as a Redis ACL user limited to the
+// store's key prefix and the commands it needs, as SECURITY.md advises:
+// calls execute and replay, and the user cannot touch other keys.
+func TestIsolationRedisACL(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	rs := redistest.StartServer(t)
+	admin := rs.Client()
+	err := admin.Do(ctx, "ACL", "SETUSER", "idem", "on", ">s3cret", "resetkeys", "~"+redisstore.DefaultPrefix+"*", "-@all",
+		"+evalsha", "+eval", "+script|load", "+type", "+hset", "+hmget", "+hget", "+hdel", "+del", "+pexpire",
+		"+ping", "+hello").Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := rs.Options()
+	opts.Username, opts.Password = "idem", "s3cret"
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	st := redisstore.New(rdb)
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(st)))
+	client := srv.Client(t)
+	for i := range 2 {
+		resp, err := client.Do(withKey(ctx, "k-acl"), &testingv1.DoRequest{Payload: "p"})
+		if err != nil || resp.GetExecution() != 1 {
+			t.Fatalf("call %d as the restricted user: %v, %v; want execution 1", i+1, resp, err)
+		}
+	}
+	if err := rdb.Set(ctx, "other:key", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("SET outside the prefix: %v, want NOPERM", err)
 	}
 }
