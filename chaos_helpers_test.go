@@ -61,8 +61,6 @@ func (c *outcomeCounts) Observe(_ context.Context, e idempotency.Event) {
 	}
 }
 
-func (c *outcomeCounts) get(o idempotency.Outcome) int64 { return c.n[o].Load() }
-
 // String lists the non-zero counts, for logs.
 func (c *outcomeCounts) String() string {
 	s := ""
