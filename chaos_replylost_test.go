@@ -2,7 +2,6 @@ package idempotency_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -17,19 +16,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
-
-// knownBugEnv set to "1" runs the assertions that knownBug would skip, to
-// show the bug (and, once fixed, that it is fixed).
-const knownBugEnv = "IDEMPOTENCY_RUN_KNOWN_BUGS"
-
-// knownBug skips the rest of the test with the bug's description unless
-// knownBugEnv is "1". Call it right before the assertion that fails.
-func knownBug(t *testing.T, msg string) {
-	t.Helper()
-	if os.Getenv(knownBugEnv) != "1" {
-		t.Skip("BUG: " + msg + " (set " + knownBugEnv + "=1 to run)")
-	}
-}
 
 // replyLostRig is one server over a redisstore whose go-redis client
 // reaches Redis through a fault proxy.
@@ -76,7 +62,6 @@ func TestChaosClaimReplyLostRetriedByGoRedis(t *testing.T) {
 	if status.Code(err) != codes.Aborted && err != nil {
 		t.Fatalf("got %v, want an answer (or, with the bug, ABORTED)", err)
 	}
-	knownBug(t, "store/redisstore/scripts.go claimScript treats a go-redis retry of its own claim as another owner's claim in flight")
 	if err != nil || resp.GetExecution() != 1 {
 		t.Fatalf("got %v, %v; want the handler to run: the claim in Redis is this call's own", resp, err)
 	}
@@ -102,7 +87,6 @@ func TestChaosClaimReplyLostFreesKey(t *testing.T) {
 	if status.Code(err) != codes.Aborted && err != nil {
 		t.Fatalf("retry got %v, want an answer (or, with the bug, ABORTED)", err)
 	}
-	knownBug(t, "store/redisstore/store.go Claim leaves an ownerless claim behind when its reply is lost")
 	if err != nil || resp.GetExecution() != 1 {
 		t.Fatalf("retry got %v, %v; want the handler to run", resp, err)
 	}
@@ -133,7 +117,6 @@ func TestChaosCompleteReplyLost(t *testing.T) {
 	if proxy.Cuts() != 1 || r.srv.Service.Executions() != 1 {
 		t.Fatalf("cuts %d, executions %d; want 1 and 1", proxy.Cuts(), r.srv.Service.Executions())
 	}
-	knownBug(t, "store/redisstore/scripts.go completeScript refuses a go-redis retry of the Complete that already landed, so the observer reports lease_lost")
 	if n := r.events.count(idempotency.OutcomeLeaseLost); n != 0 {
 		t.Fatalf("observer saw %d lease_lost for an outcome that was stored", n)
 	}

@@ -48,9 +48,11 @@ type Store interface {
 
 	// Complete stores data as the outcome for key and keeps it for
 	// retention, but only while token still owns the in-flight entry.
-	// Otherwise it changes nothing and returns [ErrLeaseLost] (which may also
-	// match [ErrCorrupt] when the value under key is not the store's). The
-	// store keeps its own copy of data.
+	// Complete repeated with the token that completed the entry returns nil
+	// and changes nothing, so a Complete retried after its reply was lost
+	// reports success. Otherwise it changes nothing and returns
+	// [ErrLeaseLost] (which may also match [ErrCorrupt] when the value under
+	// key is not the store's). The store keeps its own copy of data.
 	Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error
 
 	// Release deletes the in-flight entry for key, but only while token

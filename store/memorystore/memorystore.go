@@ -68,7 +68,7 @@ type entry struct {
 	fingerprint []byte
 	data        []byte
 	expires     int64  // nanoseconds since state.epoch
-	token       uint64 // owner token while in flight; 0 once completed
+	token       uint64 // owner token while in flight; the token that completed it after
 	state       store.State
 }
 

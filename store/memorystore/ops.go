@@ -69,9 +69,12 @@ func (s *Store) Complete(_ context.Context, key, token string, data []byte, rete
 	defer sh.mu.Unlock()
 	e, owned := st.owned(sh, key, tok, now)
 	if !owned {
+		if e.state == store.StateCompleted && e.token == tok {
+			return nil // a retried Complete of the same owner
+		}
 		return store.ErrLeaseLost
 	}
-	e.state, e.token, e.data = store.StateCompleted, 0, data
+	e.state, e.data = store.StateCompleted, data // e.token stays: it completed the entry
 	e.expires = deadline(now, retention)
 	sh.m[key] = e
 	st.noteExpiry(e.expires)

@@ -44,7 +44,7 @@
 //
 // Measured with MEMORY USAGE on Redis 7.0 (TestMemoryPerRecord), for a
 // 43-character key (the interceptor's base64url SHA-256), a 33-byte
-// fingerprint and 200 bytes of data: 184 bytes in flight, 568 bytes
+// fingerprint and 200 bytes of data: 184 bytes in flight, 632 bytes
 // completed. Redis keeps a hash whose values all fit in
 // hash-max-listpack-value (64 bytes by default) as a compact listpack;
 // 200 bytes of data exceed it, so the entry becomes a hashtable. Raising

@@ -42,7 +42,7 @@ func TestLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = rdb.HGetAll(ctx, rkey).Val()
-	want = map[string]string{"s": "c", "f": string(fingerprint), "d": "data"}
+	want = map[string]string{"s": "c", "f": string(fingerprint), "d": "data", "o": c.Token}
 	if !equalMaps(got, want) {
 		t.Fatalf("completed hash = %q, want %q", got, want)
 	}

@@ -7,7 +7,8 @@ import "github.com/redis/go-redis/v9"
 //
 //	s  state: "i" in flight, "c" completed
 //	f  fingerprint
-//	o  owner token, only while in flight
+//	o  owner token while in flight; once completed, the token that
+//	   completed the entry (so a resent Complete is recognised)
 //	d  data, only once completed
 //
 // A key holding anything but a hash is reported by its Redis type, never
@@ -17,7 +18,9 @@ import "github.com/redis/go-redis/v9"
 // claimScript: ARGV = fingerprint, token, lease in milliseconds.
 // Replies {"new"} after claiming a free key, {"hit", s, f, d} for an
 // existing hash (missing fields as nil), or {"type", t} for a key of
-// another Redis type.
+// another Redis type. A key this very token already owns replies {"new"}:
+// go-redis resent the claim after losing the reply to the first send, and
+// the claim is ours.
 var claimScript = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1]).ok
 if t == 'none' then
@@ -28,7 +31,10 @@ end
 if t ~= 'hash' then
   return {'type', t}
 end
-local v = redis.call('HMGET', KEYS[1], 's', 'f', 'd')
+local v = redis.call('HMGET', KEYS[1], 's', 'f', 'd', 'o')
+if v[1] == 'i' and v[4] == ARGV[2] then
+  return {'new'}
+end
 return {'hit', v[1], v[2], v[3]}
 `)
 
@@ -41,17 +47,27 @@ if t ~= 'hash' then
   if t == 'none' then return 0 end
   return t
 end
-if redis.call('HGET', KEYS[1], 'o') ~= ARGV[1] then
+local o = redis.call('HMGET', KEYS[1], 'o', 's')
+if o[1] ~= ARGV[1] or o[2] ~= 'i' then
   return 0
 end
 `
 
 // completeScript: ARGV = token, data, retention in milliseconds. Replies
-// 1 when completed, 0 when the token does not own the key, or the type of
-// a key that is not a hash.
-var completeScript = redis.NewScript(ownerCheck + `
+// 1 when completed, or already completed by this token (a resend after a
+// lost reply), 0 when the token does not own the key, or the type of a key
+// that is not a hash.
+var completeScript = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' then
+  if t == 'none' then return 0 end
+  return t
+end
+local v = redis.call('HMGET', KEYS[1], 'o', 's')
+if v[1] ~= ARGV[1] then return 0 end
+if v[2] == 'c' then return 1 end
+if v[2] ~= 'i' then return 0 end
 redis.call('HSET', KEYS[1], 's', 'c', 'd', ARGV[2])
-redis.call('HDEL', KEYS[1], 'o')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,6 +69,9 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		if redis.HasErrorPrefix(err, "OOM") {
 			return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w: %w", rkey, store.ErrFull, err)
 		}
+		if mayHaveLanded(err) {
+			s.releaseUnanswered(ctx, rkey, token)
+		}
 		return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
 	}
 	c, err := decodeClaimReply(reply, token)
@@ -123,6 +128,37 @@ func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, key, to
 		return fmt.Errorf("redisstore: %s %q: %w", op, rkey, err)
 	}
 	return nil
+}
+
+// unansweredReleaseTimeout bounds the release of a claim whose reply was
+// lost.
+const unansweredReleaseTimeout = 500 * time.Millisecond
+
+// releaseUnanswered deletes the claim token may have made when the claim's
+// reply was lost (a connection cut after sending, a timeout while
+// reading): the caller is told the claim failed, so a claim that did land
+// would otherwise block the key for a whole lease. The release is fenced
+// by the token, so it can only delete this caller's own claim. Best
+// effort: errors are ignored.
+func (s *Store) releaseUnanswered(ctx context.Context, rkey, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredReleaseTimeout)
+	defer cancel()
+	_ = releaseScript.Run(ctx, s.rdb, []string{rkey}, token).Err()
+}
+
+// mayHaveLanded reports whether a failed command may still have run on
+// the server: not when Redis answered with an error, nor when no
+// connection was had (a dial error, a pool timeout).
+func mayHaveLanded(err error) bool {
+	var rerr redis.Error
+	var operr *net.OpError
+	switch {
+	case errors.As(err, &rerr), errors.Is(err, redis.ErrPoolTimeout):
+		return false
+	case errors.As(err, &operr) && operr.Op == "dial":
+		return false
+	}
+	return true
 }
 
 // millis converts a TTL to whole milliseconds for PEXPIRE, rounding up so

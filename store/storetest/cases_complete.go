@@ -32,11 +32,22 @@ func completeCases() []testCase {
 			}
 			e.wantCompleted(key, fp, want)
 		}},
-		{"SecondCompleteRefused", func(t *testing.T, e *env) {
+		{"SecondCompleteIsANoOp", func(t *testing.T, e *env) {
+			// A retried Complete whose first reply was lost must report
+			// success, and must not overwrite what the first one stored.
 			key, fp := e.key(), fingerprint()
 			tok := e.claimWin(key, fp, longTTL)
 			e.complete(key, tok, []byte("first"))
-			e.wantLeaseLost("second Complete with the owner token", e.s.Complete(e.ctx, key, tok, []byte("second"), longTTL))
+			if err := e.s.Complete(e.ctx, key, tok, []byte("second"), longTTL); err != nil {
+				t.Fatalf("second Complete with the token that completed the key: %v, want nil", err)
+			}
+			e.wantCompleted(key, fp, []byte("first"))
+		}},
+		{"CompleteOfAnotherOwnersRecordRefused", func(t *testing.T, e *env) {
+			key, fp := e.key(), fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.complete(key, tok, []byte("first"))
+			e.wantLeaseLost("Complete with a foreign token after completion", e.s.Complete(e.ctx, key, tok+"x", []byte("second"), longTTL))
 			e.wantCompleted(key, fp, []byte("first"))
 		}},
 		{"CompleteFreeKeyRefused", func(t *testing.T, e *env) {

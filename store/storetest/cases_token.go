@@ -56,10 +56,14 @@ func tokenCases() []testCase {
 			e.wantCompleted(key, fp, []byte("new owner"))
 		}},
 		{"CompletedRefusesEveryToken", func(t *testing.T, e *env) {
+			// Every token is refused, but for the one that completed the
+			// entry, whose Complete is a no-op (a resend after a lost reply).
 			key, fp := e.key(), fingerprint()
 			tok := e.claimWin(key, fp, longTTL)
 			e.complete(key, tok, []byte("done"))
-			e.refusedAll("the token that completed it", key, tok)
+			e.ok("Complete again with the token that completed it", e.s.Complete(e.ctx, key, tok, []byte("intruder"), longTTL))
+			e.wantLeaseLost("Extend with the token that completed it", e.s.Extend(e.ctx, key, tok, longTTL))
+			e.wantLeaseLost("Release with the token that completed it", e.s.Release(e.ctx, key, tok))
 			e.refusedAll("an empty token", key, "")
 			e.refusedAll("a made-up token", key, "storetest-not-a-token")
 			e.wantCompleted(key, fp, []byte("done"))

@@ -23,6 +23,7 @@ type refStore struct {
 type refEntry struct {
 	state   store.State
 	token   string
+	winner  string // the token that completed the entry
 	fp      []byte
 	data    []byte
 	expires time.Time
@@ -114,6 +115,9 @@ func (s *refStore) Complete(ctx context.Context, key, token string, data []byte,
 	defer s.mu.Unlock()
 	e := s.owned(key, token, "complete")
 	if e == nil {
+		if d, ok := s.m[key]; ok && d.state == store.StateCompleted && d.winner == token && token != "" {
+			return nil // a retried Complete of the same owner
+		}
 		if s.bug != "complete-creates" {
 			return store.ErrLeaseLost
 		}
@@ -123,7 +127,7 @@ func (s *refStore) Complete(ctx context.Context, key, token string, data []byte,
 	if s.bug != "no-copy-data" {
 		data = bytes.Clone(data)
 	}
-	e.state, e.data = store.StateCompleted, data
+	e.state, e.data, e.winner = store.StateCompleted, data, token
 	if s.bug != "empty-token-completed" {
 		e.token = "-"
 	} else {
