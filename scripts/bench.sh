@@ -8,7 +8,7 @@ count=${BENCH_COUNT:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor)\$' -benchmem -benchtime=5000x -count=$count ."
+cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor)\$' -benchmem -benchtime=1s -count=$count ."
 cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
 export IDEMPOTENCY_REQUIRE_REDIS=1
 eval "$cmd1" | tee -a "$out"
