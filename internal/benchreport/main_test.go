@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+cpu: Test CPU
+BenchmarkUnary/bare/callers=1-2   	 100	 1000 ns/op	 10 B/op	 1 allocs/op
+BenchmarkUnary/bare/callers=1-2   	 100	 3000 ns/op	 10 B/op	 1 allocs/op
+BenchmarkUnary/bare/callers=1-2   	 100	 2000 ns/op	 10 B/op	 1 allocs/op
+BenchmarkUnary/redis-replay/callers=64-2 	 100	 500 ns/op	 1.000 roundtrips/op	 10 B/op	 1 allocs/op
+not a benchmark line
+`
+
+func TestParseTakesMedianPerMetric(t *testing.T) {
+	t.Parallel()
+	res, order, header := parse(strings.NewReader(sample))
+	if len(order) != 2 || order[0] != "BenchmarkUnary/bare/callers=1" {
+		t.Fatalf("order %q, want the two benchmarks without the -2 suffix", order)
+	}
+	if got, ok := res.get("BenchmarkUnary/bare/callers=1", "ns/op"); !ok || got != 2000 {
+		t.Fatalf("median ns/op = %v, %v; want 2000", got, ok)
+	}
+	if got, _ := res.get("BenchmarkUnary/redis-replay/callers=64", "roundtrips/op"); got != 1 {
+		t.Fatalf("roundtrips/op = %v, want 1", got)
+	}
+	if len(header) != 2 || header[1] != "cpu: Test CPU" {
+		t.Fatalf("header %q", header)
+	}
+}
+
+func TestTargetsNameMeasuredBenchmarks(t *testing.T) {
+	t.Parallel()
+	for _, tg := range targets() {
+		if !strings.HasPrefix(tg.got, "Benchmark") || !strings.HasPrefix(tg.base, "Benchmark") {
+			t.Errorf("target %q compares %q with %q", tg.what, tg.got, tg.base)
+		}
+		if (tg.atMost > 0) == (tg.atLeastThr > 0) {
+			t.Errorf("target %q must set exactly one limit", tg.what)
+		}
+	}
+}
