@@ -5,11 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	"github.com/grpc-idempotency/idempotency/internal/policy"
@@ -140,13 +137,6 @@ func keyStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	reason := ReasonKeyInvalid
-	if ke, ok := err.(*KeyError); ok && ke.Reason != "" {
-		reason = ke.Reason
-	}
-	st := status.New(codes.InvalidArgument, err.Error())
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Domain: ErrorDomain, Reason: reason}); derr == nil {
-		st = d
-	}
-	return st.Err()
+	f, _ := failureOf(err) // a *KeyError is always one of the key failures
+	return statusOf(f, err, 0).Err()
 }
