@@ -298,7 +298,7 @@ func (i *interceptor) fail(ctx context.Context, method string, err error, storeT
 	}
 	if f.reason == ReasonKeyInUse {
 		ms := strconv.FormatInt(i.cfg.retryAfter.Milliseconds(), 10)
-		_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", ms))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(pushbackKey, ms))
 	}
 	return statusOf(f, err, i.cfg.retryAfter).Err()
 }
