@@ -14,11 +14,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
-	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
 // ledger is a downstream system that fences writes with the claim of the
@@ -112,15 +108,7 @@ func ledgerHandler(l *ledger, begun chan<- struct{}, proceed <-chan struct{}) te
 // is refused by the ledger. Two executions, one posting.
 func TestChaosFencingWithClaim(t *testing.T) {
 	t.Parallel()
-	backends := map[string]func(t *testing.T) store.Store{
-		"memory": func(t *testing.T) store.Store {
-			mem := memorystore.New()
-			t.Cleanup(func() { _ = mem.Close() })
-			return mem
-		},
-		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
-	}
-	for name, newStore := range backends {
+	for name, newStore := range storeBackends() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()

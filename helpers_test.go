@@ -16,8 +16,11 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
 // fixture is a bufconn server with the idempotency interceptor over a
@@ -120,3 +123,16 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 type protoMessage = proto.Message
+
+// storeBackends returns a constructor per real store: the memory store, and
+// the Redis store on a redis-server of its own.
+func storeBackends() map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
+		"memory": func(t *testing.T) store.Store {
+			mem := memorystore.New()
+			t.Cleanup(func() { _ = mem.Close() })
+			return mem
+		},
+		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
+	}
+}

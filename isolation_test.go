@@ -17,8 +17,6 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -65,15 +63,7 @@ func asTenant(ctx context.Context, token, key string) context.Context {
 // different request), on the memory store and on Redis.
 func TestIsolationTenants(t *testing.T) {
 	t.Parallel()
-	backends := map[string]func(t *testing.T) store.Store{
-		"memory": func(t *testing.T) store.Store {
-			mem := memorystore.New()
-			t.Cleanup(func() { _ = mem.Close() })
-			return mem
-		},
-		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
-	}
-	for name, newStore := range backends {
+	for name, newStore := range storeBackends() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
