@@ -38,7 +38,7 @@ import (
 // whose idempotency.v1.method mode is DISABLED get no key and no retries;
 // the policy is read from protoregistry.GlobalFiles once per method.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
-	c := &clientInterceptor{cfg: newClientConfig(opts), resolver: policy.NewResolver(nil)}
+	c := &clientInterceptor{cfg: newClientConfig(opts)}
 	c.keyed.Store(&map[string]bool{})
 	return c.intercept
 }
@@ -59,8 +59,7 @@ type keyCallOption struct {
 }
 
 type clientInterceptor struct {
-	cfg      clientConfig
-	resolver *policy.Resolver
+	cfg clientConfig
 
 	// keyed maps a full method name to whether its calls get a key. It is
 	// copied on write (once per method), so the hot path is one map read
@@ -88,7 +87,7 @@ func (c *clientInterceptor) isKeyed(method string) bool {
 	if k, ok := (*c.keyed.Load())[method]; ok {
 		return k
 	}
-	k := c.resolver.Lookup(method).Mode != idempotencyv1.Mode_MODE_DISABLED
+	k := policy.Resolve(nil, method).Mode != idempotencyv1.Mode_MODE_DISABLED
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := *c.keyed.Load()

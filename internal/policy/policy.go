@@ -5,7 +5,6 @@ package policy
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -25,45 +24,20 @@ type Policy struct {
 	Retention, Lease time.Duration
 	// KeyField is the request field named by key_field, or nil.
 	KeyField protoreflect.FieldDescriptor
-	// Found reports whether the method's descriptor was found.
-	Found bool
 }
 
-// Resolver looks policies up in a descriptor registry and caches them per
-// full method name.
-type Resolver struct {
-	files *protoregistry.Files
-	cache sync.Map // full method name -> Policy
-}
-
-// NewResolver returns a Resolver over files; nil means
-// protoregistry.GlobalFiles.
-func NewResolver(files *protoregistry.Files) *Resolver {
+// Resolve returns the policy of fullMethod ("/pkg.Service/Method") from
+// files (nil means protoregistry.GlobalFiles): MODE_OPTIONAL when files
+// does not have the method. Callers cache the result per method.
+func Resolve(files *protoregistry.Files, fullMethod string) Policy {
 	if files == nil {
 		files = protoregistry.GlobalFiles
 	}
-	return &Resolver{files: files}
-}
-
-// Lookup returns the policy of fullMethod ("/pkg.Service/Method"). The first
-// call per method reads the descriptors; later calls hit the cache.
-func (r *Resolver) Lookup(fullMethod string) Policy {
-	if p, ok := r.cache.Load(fullMethod); ok {
-		return p.(Policy)
-	}
-	p := r.resolve(fullMethod)
-	r.cache.Store(fullMethod, p)
-	return p
-}
-
-func (r *Resolver) resolve(fullMethod string) Policy {
-	md := FindMethod(r.files, fullMethod)
+	md := FindMethod(files, fullMethod)
 	if md == nil {
 		return Policy{Mode: idempotencyv1.Mode_MODE_OPTIONAL}
 	}
-	p := FromDescriptor(md)
-	p.Found = true
-	return p
+	return FromDescriptor(md)
 }
 
 // FindMethod returns the descriptor of fullMethod ("/pkg.Service/Method"), or
