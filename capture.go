@@ -78,7 +78,11 @@ func toRecordMD(md metadata.MD) []*idempotencyv1.Metadata {
 	out := make([]*idempotencyv1.Metadata, 0, len(md))
 	for k, v := range md {
 		if replayable(k) {
-			out = append(out, &idempotencyv1.Metadata{Key: k, Values: v})
+			vals := make([][]byte, len(v))
+			for j, s := range v {
+				vals[j] = []byte(s)
+			}
+			out = append(out, &idempotencyv1.Metadata{Key: k, Values: vals})
 		}
 	}
 	// Deterministic order, so equal outcomes encode to equal records.
@@ -102,7 +106,11 @@ func fromRecordMD(md []*idempotencyv1.Metadata, marked bool) metadata.MD {
 	out := make(metadata.MD, len(md)+1)
 	for _, e := range md {
 		if replayable(e.GetKey()) {
-			out[e.GetKey()] = e.GetValues()
+			vals := make([]string, len(e.GetValues()))
+			for j, v := range e.GetValues() {
+				vals[j] = string(v)
+			}
+			out[e.GetKey()] = vals
 		}
 	}
 	if marked {

@@ -7,8 +7,10 @@ type Claim struct {
 	// Key is the hashed store key of the call (method, scope and client key).
 	Key string
 	// Token is the owner token the store issued for this execution. A
-	// handler can pass it to its own systems to fence side effects: an
-	// execution whose lease was lost and taken over carries an older token.
+	// handler can pass it to its own systems to fence side effects: a
+	// system that accepts writes only under the token of the key's latest
+	// claim refuses an execution whose lease was lost and taken over. Tokens
+	// are unique per claim; only the memory store's are also ordered.
 	Token string
 }
 
@@ -18,9 +20,9 @@ type claimKey struct{}
 // false when the call is not deduplicated (no key, method disabled, or
 // failing open).
 func ClaimFromContext(ctx context.Context) (Claim, bool) {
-	c, ok := ctx.Value(claimKey{}).(*Claim)
+	c, ok := ctx.Value(claimKey{}).(*call)
 	if !ok {
 		return Claim{}, false
 	}
-	return *c, true
+	return c.claim, true
 }

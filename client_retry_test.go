@@ -219,7 +219,9 @@ func TestClientMaxAttemptsAndOnRetry(t *testing.T) {
 }
 
 // An attempt that outlives its per-attempt timeout is cut short and retried
-// with the same key.
+// with the same key. The server opts out of detached handlers
+// (WithCallerCancellation), so the first handler sees its caller leave and
+// its error releases the claim; server_detach_test.go covers the default.
 func TestClientPerAttemptTimeout(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int64
@@ -232,7 +234,8 @@ func TestClientPerAttemptTimeout(t *testing.T) {
 		}
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.Option{idempotency.WithRetryAfter(10 * time.Millisecond)}})
+	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.Option{
+		idempotency.WithRetryAfter(10 * time.Millisecond), idempotency.WithCallerCancellation()}})
 	client := rig.client(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithPerAttemptTimeout(100*time.Millisecond),
 		idempotency.WithMaxAttempts(100),

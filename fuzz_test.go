@@ -137,7 +137,7 @@ func FuzzReplay(f *testing.F) {
 	f.Add(faultstore.Garbage)
 	for _, rec := range []*idempotencyv1.Record{
 		{Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: idempotencyv1.Outcome_OUTCOME_ERROR,
-			Status: &idempotencyv1.Status{Code: int32(codes.NotFound), Message: "gone"}},
+			Status: &idempotencyv1.Status{Code: int32(codes.NotFound), Message: []byte("gone \xff")}},
 		{Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: idempotencyv1.Outcome_OUTCOME_NOT_RETAINED},
 		{Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: idempotencyv1.Outcome_OUTCOME_RESPONSE,
 			ResponseType: "google.protobuf.Empty"},
@@ -188,7 +188,7 @@ func checkReplay(t *testing.T, data, fp []byte, resp any, err error) {
 	switch rec.GetOutcome() {
 	case idempotencyv1.Outcome_OUTCOME_ERROR:
 		st := status.Convert(err)
-		if err == nil || int32(st.Code()) != rec.GetStatus().GetCode() || st.Message() != rec.GetStatus().GetMessage() {
+		if err == nil || int32(st.Code()) != rec.GetStatus().GetCode() || st.Message() != string(rec.GetStatus().GetMessage()) {
 			t.Fatalf("error record %v replayed as %v, %v", rec.GetStatus(), resp, err)
 		}
 	case idempotencyv1.Outcome_OUTCOME_NOT_RETAINED:

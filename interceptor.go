@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -65,15 +66,23 @@ func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
 // call is one keyed call on its way through the interceptor. It holds
 // everything an execution needs, so that an executed call allocates it once.
 type call struct {
+	i           *interceptor
 	method      string
 	cfg         *methodConfig
 	key         string // hashed store key
 	fingerprint []byte
 	storeTime   time.Duration
 
-	claim   Claim         // set when this call owns the key
-	renewal renewal       // lease renewal while the handler runs
-	stream  captureStream // the handler's header and trailer
+	claim      Claim         // set when this call owns the key
+	claimedAt  time.Time     // when the winning claim was sent
+	renewal    renewal       // lease renewal until the claim is settled
+	stream     captureStream // the handler's header and trailer
+	txRecorded atomic.Bool   // the handler's transaction recorded the outcome ([TxOutcome.Recorded])
+
+	// The handler's context: cancelCause ends it (with a cause on lease
+	// loss); stopTimer releases its handler-timeout timer, if any.
+	cancelCause context.CancelCauseFunc
+	stopTimer   context.CancelFunc
 
 	// The outcome record and its timestamps, built in place once the
 	// handler returns.
@@ -127,7 +136,7 @@ func (i *interceptor) prepare(ctx context.Context, method string, m *methodConfi
 	if err != nil {
 		return nil, status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
 	}
-	return &call{method: method, cfg: m, key: storeKey(method, scope, key), fingerprint: fp}, nil
+	return &call{i: i, method: method, cfg: m, key: storeKey(method, scope, key), fingerprint: fp}, nil
 }
 
 // run claims the key and then executes, replays or rejects the call.
@@ -135,19 +144,22 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		cl, err := i.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
+		cctx, cancel := context.WithTimeout(ctx, i.cfg.storeTimeout)
+		cl, err := i.store.Claim(cctx, c.key, c.fingerprint, c.cfg.lease)
+		cancel()
 		c.storeTime += time.Since(start)
 		if err != nil {
 			return i.claimFailed(ctx, c, err, req, handler)
 		}
 		if cl.Won() {
+			c.claim, c.claimedAt = Claim{Key: c.key, Token: cl.Token}, start
 			if err := ctx.Err(); err != nil {
 				// The caller gave up while the claim was under way (a slow
 				// store): nobody would get the answer, so don't run it.
-				i.release(ctx, c, cl.Token, err)
+				i.release(ctx, c, err)
 				return nil, err
 			}
-			return i.execute(ctx, c, cl.Token, req, handler)
+			return i.execute(ctx, c, req, handler)
 		}
 		if !bytes.Equal(cl.Existing.Fingerprint, c.fingerprint) {
 			return nil, ErrKeyReused
@@ -189,89 +201,6 @@ func (i *interceptor) claimFailed(ctx context.Context, c *call, err error, req a
 		return handler(ctx, req)
 	default:
 		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-	}
-}
-
-// execute runs the handler under the claim and stores or releases it.
-func (i *interceptor) execute(ctx context.Context, c *call, token string, req any, handler grpc.UnaryHandler) (any, error) {
-	if i.cfg.wait > 0 {
-		defer i.flights.start(c.key)()
-	}
-	createdAt := time.Now()
-	c.createdAt.Seconds, c.createdAt.Nanos = createdAt.Unix(), int32(createdAt.Nanosecond())
-	c.claim = Claim{Key: c.key, Token: token}
-	c.renewal.start(i, ctx, c)
-	hctx := context.WithValue(ctx, claimKey{}, &c.claim)
-	if c.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); c.stream.ServerTransportStream != nil {
-		hctx = grpc.NewContextWithServerTransportStream(hctx, &c.stream)
-	}
-
-	finished := false
-	defer func() {
-		if !finished { // the handler panicked: release and let the panic go on
-			c.renewal.stop()
-			i.release(ctx, c, token, nil)
-		}
-	}()
-	resp, herr := handler(hctx, req)
-	finished = true
-	lost := c.renewal.stop()
-
-	data, keep := i.outcome(ctx, c, resp, herr)
-	if !keep {
-		i.release(ctx, c, token, herr)
-		return resp, herr
-	}
-	defer putBuffer(data)
-	if lost {
-		// Completing would be refused; the observer was told when renewal
-		// found out. The handler's answer still goes back.
-		return resp, herr
-	}
-	i.complete(ctx, c, token, *data)
-	return resp, herr
-}
-
-// complete stores the outcome. A transient store error is retried with
-// backoff for up to the store timeout, since giving up leaves the key in
-// flight until its lease ends, after which a retry would run the handler
-// again. The store call is detached from the caller's cancellation: the
-// handler ran, so its outcome must land even if the caller has gone.
-func (i *interceptor) complete(ctx context.Context, c *call, token string, data []byte) {
-	sctx := context.WithoutCancel(ctx)
-	giveUp := time.Now().Add(i.cfg.storeTimeout)
-	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		err := i.store.Complete(sctx, c.key, token, data, c.cfg.retention)
-		c.storeTime += time.Since(start)
-		switch {
-		case err == nil:
-			i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
-			return
-		case errors.Is(err, store.ErrLeaseLost):
-			i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
-			return
-		}
-		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
-		wait := pollDelay(attempt)
-		if time.Now().Add(wait).After(giveUp) {
-			return
-		}
-		time.Sleep(wait)
-	}
-}
-
-func (i *interceptor) release(ctx context.Context, c *call, token string, cause error) {
-	start := time.Now()
-	err := i.store.Release(context.WithoutCancel(ctx), c.key, token)
-	c.storeTime += time.Since(start)
-	switch {
-	case err == nil:
-		i.observe(ctx, c.method, OutcomeReleased, c.storeTime, cause)
-	case errors.Is(err, store.ErrLeaseLost):
-		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
-	default:
-		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
 	}
 }
 

@@ -3,29 +3,54 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// renewal extends a running handler's lease every lease/3 until stopped.
-// It uses a timer, not a goroutine, so a handler that finishes within a
-// third of its lease costs no store call and no goroutine.
-type renewal struct {
-	i   *interceptor
-	ctx context.Context // the caller's; detached from its cancellation when renewing
-	c   *call
+// Causes of a claimed handler's context being cancelled by the
+// interceptor, read with context.Cause. Both match [store.ErrLeaseLost].
+var (
+	errCauseLeaseLost = fmt.Errorf("idempotency: the claim was taken over or removed: %w", store.ErrLeaseLost)
+	errCauseLeaseOut  = fmt.Errorf("idempotency: the lease ran out before it could be renewed: %w", store.ErrLeaseLost)
+)
 
-	mu      sync.Mutex // held while renewing, so stop waits for a renewal under way
-	timer   *time.Timer
-	stopped bool
-	lost    bool
+// renewal keeps a claim's lease alive from the claim until its outcome is
+// stored or its claim released. It renews every lease/3; a renewal that
+// fails is retried at once with backoff until the lease would run out,
+// which it tracks locally from the start of the last successful claim or
+// renewal (a store extends the lease after that moment, never before). It
+// uses a timer, not a goroutine, so a handler that finishes within a third
+// of its lease costs no store call and no goroutine.
+//
+// When the lease is lost (the store says the token no longer owns the key)
+// or runs out unrenewed, the handler's context is cancelled with a cause
+// that matches [store.ErrLeaseLost], so the handler can stop before touching
+// anything else: another execution may own the key by then.
+type renewal struct {
+	i      *interceptor
+	ctx    context.Context // detached from the caller's cancellation
+	c      *call
+	cancel context.CancelCauseFunc // the handler's context
+
+	// mu is held while renewing and while the outcome is being stored, so
+	// a renewal never races the step that ends the claim.
+	mu       sync.Mutex
+	timer    *time.Timer
+	leaseEnd time.Time
+	failures int
+	stopped  bool
+	lost     bool // the store said the token no longer owns the key
+	expired  bool // the lease ran out unrenewed: it may still hold
 }
 
-func (r *renewal) start(i *interceptor, ctx context.Context, c *call) {
-	r.i, r.ctx, r.c = i, ctx, c
+// start schedules the first renewal. claimed is when the claim was sent.
+func (r *renewal) start(i *interceptor, ctx context.Context, c *call, claimed time.Time, cancel context.CancelCauseFunc) {
+	r.i, r.ctx, r.c, r.cancel = i, context.WithoutCancel(ctx), c, cancel
 	r.mu.Lock() // renew waits until timer is set
+	r.leaseEnd = claimed.Add(c.cfg.lease)
 	r.timer = time.AfterFunc(c.cfg.lease/3, r.renew)
 	r.mu.Unlock()
 }
@@ -33,35 +58,70 @@ func (r *renewal) start(i *interceptor, ctx context.Context, c *call) {
 func (r *renewal) renew() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped || r.lost {
+	if r.stopped || r.lost || r.expired {
 		return
 	}
 	lease := r.c.cfg.lease
-	octx := context.WithoutCancel(r.ctx)
-	ctx, cancel := context.WithTimeout(octx, min(r.i.cfg.storeTimeout, lease/3))
 	start := time.Now()
+	left := r.leaseEnd.Sub(start)
+	if left <= 0 {
+		r.expire()
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, min(r.i.cfg.storeTimeout, lease/3, left))
 	err := r.i.store.Extend(ctx, r.c.key, r.c.claim.Token, lease)
 	cancel()
 	took := time.Since(start)
 	switch {
 	case err == nil:
-		r.i.observe(octx, r.c.method, OutcomeLeaseRenewed, took, nil)
+		r.leaseEnd, r.failures = start.Add(lease), 0
+		r.i.observe(r.ctx, r.c.method, OutcomeLeaseRenewed, took, nil)
+		r.timer.Reset(lease / 3)
+	case errors.Is(err, store.ErrLeaseLost) && r.c.txRecorded.Load():
+		// The handler's transaction completed the key: nothing to renew.
+		r.stopped = true
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
-		r.i.observe(octx, r.c.method, OutcomeLeaseLost, took, err)
-		return
+		r.cancel(errCauseLeaseLost)
+		r.i.observe(r.ctx, r.c.method, OutcomeLeaseLost, took, err)
 	default:
-		// The store is failing; keep trying while the lease may still hold.
-		r.i.observe(octx, r.c.method, OutcomeStoreError, took, err)
+		r.i.observe(r.ctx, r.c.method, OutcomeStoreError, took, err)
+		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))
+		r.failures++
+		if next <= 0 {
+			r.expire()
+			return
+		}
+		r.timer.Reset(next)
 	}
-	r.timer.Reset(lease / 3)
 }
 
-// stop ends renewal and reports whether the lease was already known lost.
-func (r *renewal) stop() (lost bool) {
-	r.timer.Stop()
+// expire records that the lease ran out unrenewed and cancels the handler.
+// The claim may still hold in the store (a renewal that landed but whose
+// reply was lost), so the outcome is still offered to it, fenced by the
+// token.
+func (r *renewal) expire() {
+	r.expired = true
+	r.cancel(errCauseLeaseOut)
+}
+
+// holding runs step, a store call that ends the claim, while no renewal
+// runs. It reports false without running step when the store has already
+// said the claim is lost.
+func (r *renewal) holding(step func()) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.lost {
+		return false
+	}
+	step()
+	return true
+}
+
+// stop ends renewal once the claim is settled.
+func (r *renewal) stop() {
+	r.timer.Stop()
+	r.mu.Lock()
 	r.stopped = true
-	return r.lost
+	r.mu.Unlock()
 }

@@ -41,15 +41,38 @@ type MethodPolicy struct {
 	// KeyField names a top-level string field of the request to read the
 	// key from when metadata has none (AIP-155 request_id).
 	KeyField string
+	// Cancellation says whether the method's claimed handler is cancelled
+	// with its caller ([WithCallerCancellation]).
+	Cancellation Cancellation
+	// HandlerTimeout bounds the method's claimed handler once its caller
+	// has gone ([WithHandlerTimeout]).
+	HandlerTimeout time.Duration
 }
+
+// Cancellation says whether a claimed handler is cancelled when its caller
+// cancels or its deadline passes.
+type Cancellation int
+
+// Cancellations.
+const (
+	// CancellationUnspecified keeps the server-wide setting.
+	CancellationUnspecified Cancellation = iota
+	// CancellationDetached runs the handler on a context detached from its
+	// caller's cancellation, bounded by the handler timeout (the default).
+	CancellationDetached
+	// CancellationCaller cancels the handler with its caller.
+	CancellationCaller
+)
 
 // methodConfig is the resolved policy of one method, built once per method.
 type methodConfig struct {
-	mode         Mode
-	retention    time.Duration
-	lease        time.Duration
-	keyField     protoreflect.FieldDescriptor
-	responseType protoreflect.MessageType
+	mode           Mode
+	retention      time.Duration
+	lease          time.Duration
+	handlerTimeout time.Duration
+	followCaller   bool
+	keyField       protoreflect.FieldDescriptor
+	responseType   protoreflect.MessageType
 }
 
 var modeFromProto = map[idempotencyv1.Mode]Mode{
@@ -70,7 +93,8 @@ func (i *interceptor) method(fullMethod string, req any) *methodConfig {
 }
 
 func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
-	m := &methodConfig{mode: ModeOptional, retention: i.cfg.retention, lease: i.cfg.lease}
+	m := &methodConfig{mode: ModeOptional, retention: i.cfg.retention, lease: i.cfg.lease,
+		handlerTimeout: i.cfg.handlerTimeout, followCaller: i.cfg.cancellation == CancellationCaller}
 	md := policy.FindMethod(i.cfg.files, fullMethod)
 	if md != nil {
 		p := policy.FromDescriptor(md)
@@ -96,6 +120,12 @@ func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
 		if o.Lease > 0 {
 			m.lease = o.Lease
 		}
+		if o.HandlerTimeout > 0 {
+			m.handlerTimeout = o.HandlerTimeout
+		}
+		if o.Cancellation != CancellationUnspecified {
+			m.followCaller = o.Cancellation == CancellationCaller
+		}
 		if o.KeyField != "" {
 			m.keyField = nil
 			if msg, ok := req.(proto.Message); ok {
@@ -107,5 +137,6 @@ func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
 		}
 	}
 	m.retention = max(m.retention, MinRetention)
+	m.lease = max(m.lease, MinLease)
 	return m
 }

@@ -12,13 +12,20 @@ import (
 
 // Defaults of the server options.
 const (
-	DefaultRetention        = 24 * time.Hour
-	MinRetention            = time.Hour
-	DefaultLease            = 60 * time.Second
+	DefaultRetention = 24 * time.Hour
+	MinRetention     = time.Hour
+	DefaultLease     = 60 * time.Second
+	// MinLease is the shortest lease: renewal runs every lease/3 and retries
+	// a failed renewal until the lease would run out, which needs room for
+	// store round trips and scheduling delays. Shorter leases are raised to
+	// it.
+	MinLease = 100 * time.Millisecond
+	// DefaultHandlerTimeout bounds a claimed handler whose caller has gone;
+	// see [WithHandlerTimeout].
+	DefaultHandlerTimeout   = time.Minute
 	DefaultMaxResponseBytes = 4 << 20
 	DefaultRetryAfter       = time.Second
-	// DefaultStoreTimeout bounds retries of the store calls that must
-	// finish after the caller has gone, and each lease renewal.
+	// DefaultStoreTimeout bounds every store call; see [WithStoreTimeout].
 	DefaultStoreTimeout = 10 * time.Second
 )
 
@@ -47,6 +54,8 @@ type config struct {
 	files            *protoregistry.Files
 	retryAfter       time.Duration
 	storeTimeout     time.Duration
+	handlerTimeout   time.Duration
+	cancellation     Cancellation
 }
 
 func newConfig(opts []Option) *config {
@@ -60,6 +69,8 @@ func newConfig(opts []Option) *config {
 		files:            protoregistry.GlobalFiles,
 		retryAfter:       DefaultRetryAfter,
 		storeTimeout:     DefaultStoreTimeout,
+		handlerTimeout:   DefaultHandlerTimeout,
+		cancellation:     CancellationDetached,
 	}
 	WithStoredCodes(DefaultStoredCodes...)(c)
 	for _, o := range opts {
@@ -94,9 +105,10 @@ func WithRetention(d time.Duration) Option {
 
 // WithLease sets how long an in-flight claim lives without renewal, for
 // methods whose proto option or [WithMethodPolicy] does not say. The lease
-// is renewed every d/3 while the handler runs, so d bounds how long a
-// crashed server blocks a key, not how long a handler may run. Default
-// [DefaultLease] (60s).
+// is renewed every d/3 while the handler runs and until its outcome is
+// stored, so d bounds how long a crashed server blocks a key, not how long a
+// handler may run. Default [DefaultLease] (60s); values below [MinLease]
+// (100ms) are raised to it.
 func WithLease(d time.Duration) Option {
 	return func(c *config) { c.lease = d }
 }
@@ -180,15 +192,40 @@ func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.retryAfter = d }
 }
 
-// WithStoreTimeout bounds how long the interceptor keeps retrying to store
-// an outcome through transient store errors, and each lease renewal. Store
-// calls made after the handler ran (storing its outcome, releasing its
-// claim) are detached from the caller's cancellation, so that a caller who
-// leaves never strands a half-finished claim; each such call is bounded by
-// the store's own timeouts (go-redis: its read and write timeouts). Default
-// [DefaultStoreTimeout] (10s).
+// WithStoreTimeout bounds every store call the interceptor makes. A claim
+// is bounded by d and by the caller's deadline. Storing an outcome and
+// releasing a claim happen after the handler ran, so they are detached from
+// the caller's cancellation (a caller who leaves never strands a claim) and
+// retried through transient store errors for up to d in all, each attempt
+// bounded by the remaining time and by a third of the lease. A lease
+// renewal is bounded by d, by a third of the lease and by the time left on
+// the lease. Default [DefaultStoreTimeout] (10s).
 func WithStoreTimeout(d time.Duration) Option {
 	return func(c *config) { c.storeTimeout = d }
+}
+
+// WithHandlerTimeout bounds a claimed handler whose caller has gone. A
+// handler running under a claim is not cancelled when its caller cancels or
+// its deadline passes, since stopping a charge halfway and letting the
+// retry charge again is exactly what idempotency must prevent: it runs on a
+// context that keeps the caller's values but not its cancellation, and its
+// outcome is stored as usual. That context's deadline is d after the
+// handler starts, or the caller's own deadline when that is later. Default
+// [DefaultHandlerTimeout] (1m). See [WithCallerCancellation] for the
+// opt-out.
+func WithHandlerTimeout(d time.Duration) Option {
+	return func(c *config) { c.handlerTimeout = d }
+}
+
+// WithCallerCancellation cancels claimed handlers when their caller cancels
+// or its deadline passes, as gRPC does without this interceptor. Use it for
+// handlers whose work is atomic with their error (one database transaction
+// that rolls back when its context ends): the cancellation error releases
+// the claim, and a retry runs the handler again. [MethodPolicy] sets it per
+// method. Default: handlers are detached from their caller
+// ([WithHandlerTimeout]).
+func WithCallerCancellation() Option {
+	return func(c *config) { c.cancellation = CancellationCaller }
 }
 
 func (c *config) validate() error {
@@ -205,10 +242,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("idempotency: retry-after delay must not be negative, got %v", c.retryAfter)
 	case c.storeTimeout <= 0:
 		return fmt.Errorf("idempotency: store timeout must be positive, got %v", c.storeTimeout)
+	case c.handlerTimeout <= 0:
+		return fmt.Errorf("idempotency: handler timeout must be positive, got %v", c.handlerTimeout)
 	}
 	for m, p := range c.methods {
-		if p.Lease < 0 || p.Retention < 0 {
-			return fmt.Errorf("idempotency: %s: negative lease or retention", m)
+		if p.Lease < 0 || p.Retention < 0 || p.HandlerTimeout < 0 {
+			return fmt.Errorf("idempotency: %s: negative lease, retention or handler timeout", m)
 		}
 	}
 	return nil

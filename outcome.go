@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -11,10 +12,33 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
 
-// outcome encodes the record of the handler's result into a pooled buffer,
-// which the caller returns with putBuffer. It reports false when the result
-// must not be kept: a retryable error, or a response that cannot be encoded.
-func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error) (*[]byte, bool) {
+// errNotProto is why a response that is not a proto message (a custom
+// codec) is not retained.
+var errNotProto = errors.New("idempotency: the response is not a proto message")
+
+// errTooLarge is why an outcome over the size limit is not retained.
+var errTooLarge = errors.New("idempotency: the outcome is larger than the retention limit")
+
+// keeps reports whether the handler's result is kept: a response, or an
+// error whose code is one of the stored codes. Any other error releases
+// the claim, so a retry runs the handler again.
+func (i *interceptor) keeps(herr error) bool {
+	if herr == nil {
+		return true
+	}
+	st, ok := status.FromError(herr)
+	return ok && i.cfg.storedCodes[st.Code()]
+}
+
+// outcome encodes the record of a kept result ([interceptor.keeps]) into a
+// pooled buffer, which the caller returns with putBuffer.
+//
+// It cannot fail: an outcome the record cannot hold in full (larger than
+// the size limit, or one that does not encode) becomes a not-retained
+// record, which replays FAILED_PRECONDITION with
+// [ReasonResponseNotRetained]. Once a handler has run under a claim, its
+// key is completed, never released for a second run.
+func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error) *[]byte {
 	now := time.Now()
 	c.completed.Seconds, c.completed.Nanos = now.Unix(), int32(now.Nanosecond())
 	rec := &c.record
@@ -23,41 +47,59 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 	rec.Fingerprint = c.fingerprint
 	rec.CreatedAt, rec.CompletedAt = &c.createdAt, &c.completed
 	rec.Header, rec.Trailer = c.stream.recorded()
+	size := mdSize(rec.Header) + mdSize(rec.Trailer)
+
+	var respBuf *[]byte
+	var err error
 	if herr != nil {
-		st, ok := status.FromError(herr)
-		if !ok || !i.cfg.storedCodes[st.Code()] {
-			return nil, false
-		}
-		p := st.Proto()
+		p := status.Convert(herr).Proto()
 		rec.Outcome = idempotencyv1.Outcome_OUTCOME_ERROR
-		rec.Status = &idempotencyv1.Status{Code: p.GetCode(), Message: p.GetMessage(), Details: p.GetDetails()}
+		rec.Status = &idempotencyv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
+		size += proto.Size(rec.Status)
+	} else if msg, ok := resp.(proto.Message); !ok {
+		err = errNotProto
 	} else {
-		msg, ok := resp.(proto.Message)
-		if !ok {
-			return nil, false
-		}
-		respBuf := getBuffer()
+		respBuf = getBuffer()
 		defer putBuffer(respBuf)
-		b, err := deterministic.MarshalAppend((*respBuf)[:0], msg)
-		*respBuf = b
-		if err != nil {
-			return nil, false
-		}
+		*respBuf, err = deterministic.MarshalAppend((*respBuf)[:0], msg)
+		rec.Outcome = idempotencyv1.Outcome_OUTCOME_RESPONSE
 		rec.ResponseType = string(msg.ProtoReflect().Descriptor().FullName())
-		if len(b) > i.cfg.maxResponseBytes {
-			rec.Outcome = idempotencyv1.Outcome_OUTCOME_NOT_RETAINED
-			i.observe(ctx, c.method, OutcomeNotRetained, 0, nil)
-		} else {
-			rec.Outcome = idempotencyv1.Outcome_OUTCOME_RESPONSE
-			rec.Response = b
-		}
+		rec.Response = *respBuf
+		size += len(*respBuf)
+	}
+	if err == nil && size > i.cfg.maxResponseBytes {
+		err = errTooLarge
 	}
 	data := getBuffer()
-	b, err := record.AppendEncode((*data)[:0], rec)
-	*data = b
-	if err != nil {
-		putBuffer(data)
-		return nil, false
+	if err == nil {
+		if *data, err = record.AppendEncode((*data)[:0], rec); err == nil {
+			return data
+		}
 	}
-	return data, true
+	notRetained(rec)
+	// A not-retained record holds only a version, enums, the fingerprint
+	// and timestamps: it always encodes.
+	*data, _ = record.AppendEncode((*data)[:0], rec)
+	i.observe(ctx, c.method, OutcomeNotRetained, 0, err)
+	return data
+}
+
+// notRetained reduces rec to a not-retained record, dropping everything
+// that may be what could not be kept.
+func notRetained(rec *idempotencyv1.Record) {
+	rec.Outcome = idempotencyv1.Outcome_OUTCOME_NOT_RETAINED
+	rec.ResponseType, rec.Response, rec.Status = "", nil, nil
+	rec.Header, rec.Trailer = nil, nil
+}
+
+// mdSize is the size of stored metadata: its keys and values.
+func mdSize(md []*idempotencyv1.Metadata) int {
+	n := 0
+	for _, e := range md {
+		n += len(e.GetKey())
+		for _, v := range e.GetValues() {
+			n += len(v)
+		}
+	}
+	return n
 }

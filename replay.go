@@ -34,7 +34,7 @@ func (i *interceptor) replay(ctx context.Context, m *methodConfig, data, fingerp
 	case idempotencyv1.Outcome_OUTCOME_ERROR:
 		s := rec.GetStatus()
 		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), false), fromRecordMD(rec.GetTrailer(), true))
-		return nil, status.FromProto(&spb.Status{Code: s.GetCode(), Message: s.GetMessage(), Details: s.GetDetails()}).Err()
+		return nil, status.FromProto(&spb.Status{Code: s.GetCode(), Message: string(s.GetMessage()), Details: s.GetDetails()}).Err()
 	default: // OUTCOME_NOT_RETAINED; Decode admits no other.
 		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), false), fromRecordMD(rec.GetTrailer(), true))
 		return nil, ErrResponseNotRetained

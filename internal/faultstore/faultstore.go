@@ -30,6 +30,7 @@ type Store struct {
 	CorruptData atomic.Bool
 
 	failCompletes atomic.Int64
+	stalls        map[string]*atomic.Int64 // op -> calls left to stall
 
 	mu    sync.Mutex
 	calls []Call
@@ -47,7 +48,28 @@ type Call struct {
 }
 
 // New wraps s.
-func New(s store.Store) *Store { return &Store{Store: s} }
+func New(s store.Store) *Store {
+	return &Store{Store: s, stalls: map[string]*atomic.Int64{
+		"claim": new(atomic.Int64), "complete": new(atomic.Int64),
+		"release": new(atomic.Int64), "extend": new(atomic.Int64),
+	}}
+}
+
+// Stall makes the next n calls of op ("claim", "complete", "release",
+// "extend") hang until their context is done, as a call on a stalled link
+// does, and then fail with the context's error without reaching the store.
+func (s *Store) Stall(op string, n int64) { s.stalls[op].Store(n) }
+
+// stalled hangs a call of op that is to stall and returns its error; it
+// returns nil for a call that goes through.
+func (s *Store) stalled(ctx context.Context, op, key string, d time.Duration) error {
+	if s.stalls[op].Add(-1) < 0 {
+		return nil
+	}
+	<-ctx.Done()
+	s.record(op, key, d, ctx.Err())
+	return ctx.Err()
+}
 
 // Calls returns the calls made so far.
 func (s *Store) Calls() []Call {
@@ -79,6 +101,9 @@ func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Dur
 		s.record("claim", key, lease, ErrDown)
 		return store.Claim{}, ErrDown
 	}
+	if err := s.stalled(ctx, "claim", key, lease); err != nil {
+		return store.Claim{}, err
+	}
 	c, err := s.Store.Claim(ctx, key, fp, lease)
 	s.record("claim", key, lease, err)
 	return c, err
@@ -94,6 +119,9 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 		s.record("complete", key, retention, ErrDown)
 		return ErrDown
 	}
+	if err := s.stalled(ctx, "complete", key, retention); err != nil {
+		return err
+	}
 	if s.CorruptData.Load() {
 		data = Garbage
 	}
@@ -108,6 +136,9 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 		s.record("release", key, 0, ErrDown)
 		return ErrDown
 	}
+	if err := s.stalled(ctx, "release", key, 0); err != nil {
+		return err
+	}
 	err := s.Store.Release(ctx, key, token)
 	s.record("release", key, 0, err)
 	return err
@@ -118,6 +149,9 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 	if s.Down.Load() {
 		s.record("extend", key, lease, ErrDown)
 		return ErrDown
+	}
+	if err := s.stalled(ctx, "extend", key, lease); err != nil {
+		return err
 	}
 	if s.SkipExtend.Load() {
 		s.record("extend", key, lease, nil)

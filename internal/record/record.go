@@ -12,8 +12,15 @@ import (
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 )
 
-// Version is the record format version this package writes and reads.
-const Version = 1
+// Version is the record format version this package writes. Version 2
+// keeps metadata values and the status message as bytes, so outcomes with
+// binary metadata or a status message that is not UTF-8 can be stored.
+const Version = 2
+
+// MinVersion is the oldest format version Decode reads. Version 1 records
+// decode as version 2 records: the two differ only in fields declared
+// string in version 1 and bytes in version 2, which share one encoding.
+const MinVersion = 1
 
 // ErrUnreadable is wrapped by every Decode error.
 var ErrUnreadable = errors.New("record unreadable")
@@ -40,8 +47,8 @@ func Decode(data, fingerprint []byte) (*idempotencyv1.Record, error) {
 
 func validate(r *idempotencyv1.Record, fingerprint []byte) error {
 	switch {
-	case r.GetVersion() != Version:
-		return fmt.Errorf("format version %d, want %d", r.GetVersion(), Version)
+	case r.GetVersion() < MinVersion || r.GetVersion() > Version:
+		return fmt.Errorf("format version %d, want %d to %d", r.GetVersion(), MinVersion, Version)
 	case r.GetState() != idempotencyv1.State_STATE_COMPLETED:
 		return fmt.Errorf("state %v, want completed", r.GetState())
 	case !bytes.Equal(r.GetFingerprint(), fingerprint):

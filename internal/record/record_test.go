@@ -2,11 +2,14 @@ package record_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,8 +27,8 @@ func valid() *idempotencyv1.Record {
 		State:        idempotencyv1.State_STATE_COMPLETED,
 		Fingerprint:  fp,
 		Outcome:      idempotencyv1.Outcome_OUTCOME_ERROR,
-		Status:       &idempotencyv1.Status{Code: 5, Message: "nope", Details: []*anypb.Any{detail}},
-		Header:       []*idempotencyv1.Metadata{{Key: "x", Values: []string{"1", "2"}}},
+		Status:       &idempotencyv1.Status{Code: 5, Message: []byte("card \xff declined"), Details: []*anypb.Any{detail}},
+		Header:       []*idempotencyv1.Metadata{{Key: "x", Values: [][]byte{[]byte("1"), []byte("2")}}, {Key: "x-trace-bin", Values: [][]byte{{0xff, 0x01}}}},
 		ResponseType: "",
 	}
 }
@@ -46,6 +49,49 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeVersion1 reads records that the version 1 code wrote (testdata
+// made with the generated code of version 1, whose metadata values and
+// status message were strings), so an upgrade replays what is stored.
+func TestDecodeVersion1(t *testing.T) {
+	t.Parallel()
+	ts := &timestamppb.Timestamp{Seconds: 1760000000, Nanos: 5}
+	detail, err := anypb.New(durationpb.New(1500000000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*idempotencyv1.Record{
+		"v1-error.bin": {Version: 1, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome:   idempotencyv1.Outcome_OUTCOME_ERROR,
+			Status:    &idempotencyv1.Status{Code: 9, Message: []byte("card declined"), Details: []*anypb.Any{detail}},
+			Trailer:   []*idempotencyv1.Metadata{{Key: "x-reason", Values: [][]byte{[]byte("insufficient funds")}}},
+			CreatedAt: ts, CompletedAt: ts},
+		"v1-response.bin": {Version: 1, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome: idempotencyv1.Outcome_OUTCOME_RESPONSE, ResponseType: "google.protobuf.Duration",
+			Response: []byte{0x08, 0x2a},
+			Header: []*idempotencyv1.Metadata{
+				{Key: "x-a", Values: [][]byte{[]byte("1"), []byte("2")}},
+				{Key: "x-b", Values: [][]byte{[]byte("three")}},
+			},
+			CreatedAt: ts, CompletedAt: ts},
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := os.ReadFile(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := record.Decode(data, fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(w, got, protocmp.Transform()); diff != "" {
+				t.Fatalf("version 1 record (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestDecodeRejects(t *testing.T) {
 	t.Parallel()
 	mutate := func(f func(r *idempotencyv1.Record)) []byte {
@@ -60,7 +106,8 @@ func TestDecodeRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"garbage":           []byte("\xff\xff\xff not a proto"),
 		"empty":             nil,
-		"future version":    mutate(func(r *idempotencyv1.Record) { r.Version = 2 }),
+		"future version":    mutate(func(r *idempotencyv1.Record) { r.Version = record.Version + 1 }),
+		"version 0":         mutate(func(r *idempotencyv1.Record) { r.Version = 0 }),
 		"in flight":         mutate(func(r *idempotencyv1.Record) { r.State = idempotencyv1.State_STATE_IN_FLIGHT }),
 		"other fingerprint": mutate(func(r *idempotencyv1.Record) { r.Fingerprint = []byte{9} }),
 		"no outcome":        mutate(func(r *idempotencyv1.Record) { r.Outcome = 0 }),

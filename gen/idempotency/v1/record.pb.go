@@ -84,8 +84,8 @@ const (
 	Outcome_OUTCOME_RESPONSE Outcome = 1
 	// OUTCOME_ERROR replays the stored status.
 	Outcome_OUTCOME_ERROR Outcome = 2
-	// OUTCOME_NOT_RETAINED replays FAILED_PRECONDITION: the response was too
-	// large to keep.
+	// OUTCOME_NOT_RETAINED replays FAILED_PRECONDITION: the outcome was too
+	// large to keep, or could not be encoded. The call did run.
 	Outcome_OUTCOME_NOT_RETAINED Outcome = 3
 )
 
@@ -137,7 +137,9 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 type Record struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version is the record format version; readers refuse versions they do
-	// not know.
+	// not know. Version 2 stores metadata values and the status message as
+	// bytes (version 1 had strings, which must be UTF-8); the wire encoding of
+	// both is the same, so version 2 readers read version 1 records as is.
 	Version uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// state is STATE_COMPLETED for every record a store hands back.
 	State State `protobuf:"varint,2,opt,name=state,proto3,enum=idempotency.v1.State" json:"state,omitempty"`
@@ -271,11 +273,12 @@ func (x *Record) GetCompletedAt() *timestamppb.Timestamp {
 }
 
 // Status mirrors google.rpc.Status field for field, so its encoding is
-// interchangeable with it.
+// interchangeable with it. The message is bytes because gRPC carries any
+// bytes in a status message, not only UTF-8.
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Message       []byte                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Details       []*anypb.Any           `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -318,11 +321,11 @@ func (x *Status) GetCode() int32 {
 	return 0
 }
 
-func (x *Status) GetMessage() string {
+func (x *Status) GetMessage() []byte {
 	if x != nil {
 		return x.Message
 	}
-	return ""
+	return nil
 }
 
 func (x *Status) GetDetails() []*anypb.Any {
@@ -333,10 +336,11 @@ func (x *Status) GetDetails() []*anypb.Any {
 }
 
 // Metadata is one metadata key with its values, in the order they were set.
+// Values are bytes: the values of binary "-bin" keys are arbitrary bytes.
 type Metadata struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	Values        [][]byte               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,7 +382,7 @@ func (x *Metadata) GetKey() string {
 	return ""
 }
 
-func (x *Metadata) GetValues() []string {
+func (x *Metadata) GetValues() [][]byte {
 	if x != nil {
 		return x.Values
 	}
@@ -406,11 +410,11 @@ const file_idempotency_v1_record_proto_rawDesc = "" +
 	"\fcompleted_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\"f\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\amessage\x18\x02 \x01(\fR\amessage\x12.\n" +
 	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\"4\n" +
 	"\bMetadata\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
-	"\x06values\x18\x02 \x03(\tR\x06values*H\n" +
+	"\x06values\x18\x02 \x03(\fR\x06values*H\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fSTATE_IN_FLIGHT\x10\x01\x12\x13\n" +

@@ -1,0 +1,167 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// execute runs the handler under the claim c holds, then settles the claim:
+// it stores the outcome, or releases the claim after a retryable error or a
+// panic. Those are the only ways a claim ends once its handler has started.
+func (i *interceptor) execute(ctx context.Context, c *call, req any, handler grpc.UnaryHandler) (any, error) {
+	if i.cfg.wait > 0 {
+		defer i.flights.start(c.key)()
+	}
+	now := time.Now()
+	c.createdAt.Seconds, c.createdAt.Nanos = now.Unix(), int32(now.Nanosecond())
+	hctx := i.handlerContext(ctx, c)
+	defer c.endHandlerContext()
+	c.renewal.start(i, ctx, c, c.claimedAt, c.cancelCause)
+
+	finished := false
+	defer func() {
+		if !finished { // the handler panicked: release, and let the panic go on
+			i.release(ctx, c, errHandlerPanicked)
+			c.renewal.stop()
+		}
+	}()
+	resp, herr := handler(hctx, req)
+	finished = true
+	i.settle(ctx, c, resp, herr)
+	c.renewal.stop()
+	return resp, herr
+}
+
+// ErrHandlerTimeout is the cause (context.Cause) of a detached handler's
+// context ending at its handler timeout ([WithHandlerTimeout]).
+var ErrHandlerTimeout = errors.New("idempotency: the handler timeout passed")
+
+// errHandlerPanicked is reported to the observer with the release that
+// follows a panic.
+var errHandlerPanicked = errors.New("idempotency: the handler panicked")
+
+// handlerContext returns the context the handler runs on: the caller's,
+// carrying the claim and capturing the header and trailer the handler sets;
+// detached from the caller's cancellation and bounded by the handler
+// timeout unless the method follows its caller; and cancelled with a cause
+// when the lease is lost.
+func (i *interceptor) handlerContext(ctx context.Context, c *call) context.Context {
+	hctx := context.WithValue(ctx, claimKey{}, c)
+	if c.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); c.stream.ServerTransportStream != nil {
+		hctx = grpc.NewContextWithServerTransportStream(hctx, &c.stream)
+	}
+	if !c.cfg.followCaller {
+		deadline := time.Now().Add(c.cfg.handlerTimeout)
+		if d, ok := ctx.Deadline(); ok && d.After(deadline) {
+			deadline = d
+		}
+		hctx, c.stopTimer = context.WithDeadlineCause(context.WithoutCancel(hctx), deadline, ErrHandlerTimeout)
+	}
+	hctx, c.cancelCause = context.WithCancelCause(hctx)
+	return hctx
+}
+
+func (c *call) endHandlerContext() {
+	c.cancelCause(nil)
+	if c.stopTimer != nil {
+		c.stopTimer()
+	}
+}
+
+// settle ends the claim after the handler returned.
+func (i *interceptor) settle(ctx context.Context, c *call, resp any, herr error) {
+	switch {
+	case c.txRecorded.Load() && i.keeps(herr):
+		// The handler's own transaction stored the outcome and committed.
+		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+	case c.txRecorded.Load():
+		// The handler recorded its outcome in a transaction and then
+		// failed, so the transaction did not commit, or did so
+		// ambiguously. The fenced release frees the key in the first case
+		// and leaves the committed record alone in the second.
+		i.release(ctx, c, herr)
+	case !i.keeps(herr):
+		i.release(ctx, c, herr)
+	default:
+		data := i.outcome(ctx, c, resp, herr)
+		i.complete(ctx, c, *data)
+		putBuffer(data)
+	}
+}
+
+// complete stores the outcome, and release deletes the claim. Each is
+// retried with backoff through transient store errors for up to the store
+// timeout, since giving up leaves the key in flight until its lease ends.
+// Both are detached from the caller's cancellation: the handler ran, so its
+// claim must be settled even if the caller has gone.
+func (i *interceptor) complete(ctx context.Context, c *call, data []byte) {
+	err := i.settleStep(ctx, c, func(sctx context.Context) error {
+		return i.store.Complete(sctx, c.key, c.claim.Token, data, c.cfg.retention)
+	})
+	switch {
+	case err == nil:
+		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+	case errors.Is(err, store.ErrLeaseLost):
+		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+	}
+}
+
+func (i *interceptor) release(ctx context.Context, c *call, cause error) {
+	err := i.settleStep(ctx, c, func(sctx context.Context) error {
+		return i.store.Release(sctx, c.key, c.claim.Token)
+	})
+	switch {
+	case err == nil:
+		i.observe(ctx, c.method, OutcomeReleased, c.storeTime, cause)
+	case errors.Is(err, store.ErrLeaseLost) && c.txRecorded.Load():
+		// The handler's transaction committed after all.
+		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+	case errors.Is(err, store.ErrLeaseLost):
+		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+	}
+}
+
+var errLostEarlier = errors.New("idempotency: the lease was lost before the claim was settled")
+
+// settleStep runs step until it succeeds, the store says the lease is lost,
+// or the store timeout has passed. Each attempt runs while no renewal does,
+// bounded by the time left and by a third of the lease (so renewal is never
+// held off longer than its own cadence). It returns the last error, after
+// reporting each transient one to the observer. When renewal already
+// learned that the lease is lost, it returns errLostEarlier without a store
+// call: the loss was reported then.
+func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context.Context) error) error {
+	sctx := context.WithoutCancel(ctx)
+	giveUp := time.Now().Add(i.cfg.storeTimeout)
+	for attempt := 0; ; attempt++ {
+		var err error
+		start := time.Now()
+		held := c.renewal.holding(func() {
+			deadline := start.Add(c.cfg.lease / 3)
+			if giveUp.Before(deadline) {
+				deadline = giveUp
+			}
+			actx, cancel := context.WithDeadline(sctx, deadline)
+			err = step(actx)
+			cancel()
+		})
+		if !held {
+			return errLostEarlier
+		}
+		c.storeTime += time.Since(start)
+		if err == nil || errors.Is(err, store.ErrLeaseLost) {
+			return err
+		}
+		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
+		wait := pollDelay(attempt)
+		if time.Now().Add(wait).After(giveUp) {
+			return err
+		}
+		time.Sleep(wait)
+	}
+}

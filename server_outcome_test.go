@@ -1,0 +1,164 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/grpc-idempotency/idempotency"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
+)
+
+// TestReplayBinaryMetadataAndMessage: outcomes that the version 1 record
+// could not encode (proto3 strings must be UTF-8) are stored and replayed
+// byte for byte, and the handler runs once.
+func TestReplayBinaryMetadataAndMessage(t *testing.T) {
+	t.Parallel()
+	traceBin := "\xff\x01"
+	declined := "card \xff declined"
+	cases := []struct {
+		name    string
+		payload string
+		code    codes.Code
+	}{
+		{"binary header on a response", "ok", codes.OK},
+		{"non-UTF-8 status message", "declined", codes.FailedPrecondition},
+	}
+	f := newFixture(t, func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-trace-bin", traceBin, "x-plain", "v"))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("x-end-bin", traceBin))
+		if req.GetPayload() == "declined" {
+			return nil, status.Error(codes.FailedPrecondition, declined)
+		}
+		return testserver.Echo(ctx, m, req)
+	})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := withKey(t.Context(), "k-bin-"+tc.payload)
+			var firstHdr, firstTr, hdr, tr metadata.MD
+			first, ferr := f.client.Do(ctx, &testingv1.DoRequest{Payload: tc.payload}, grpc.Header(&firstHdr), grpc.Trailer(&firstTr))
+			replay, rerr := f.client.Do(ctx, &testingv1.DoRequest{Payload: tc.payload}, grpc.Header(&hdr), grpc.Trailer(&tr))
+			if status.Code(ferr) != tc.code || status.Code(rerr) != tc.code {
+				t.Fatalf("codes %v then %v, want %v twice", status.Code(ferr), status.Code(rerr), tc.code)
+			}
+			// grpc-go writes a status message that is not UTF-8 with the
+			// replacement character, the same way for both answers.
+			if m, want := status.Convert(rerr).Message(), status.Convert(ferr).Message(); m != want {
+				t.Fatalf("replayed message %q, want the first answer's %q", m, want)
+			}
+			if tc.code == codes.OK {
+				if first.GetExecution() != replay.GetExecution() {
+					t.Fatalf("replay %v, want the first answer %v", replay, first)
+				}
+				if got := hdr.Get("x-trace-bin"); len(got) != 1 || got[0] != traceBin {
+					t.Fatalf("replayed x-trace-bin %q, want %q", got, traceBin)
+				}
+				if len(hdr.Get(idempotency.ReplayedKey)) != 1 {
+					t.Fatal("replay lacks the replay marker")
+				}
+			}
+			if got := tr.Get("x-end-bin"); len(got) != 1 || got[0] != traceBin {
+				t.Fatalf("replayed x-end-bin %q, want %q", got, traceBin)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if n := f.srv.Service.Executions(); n != int64(len(cases)) {
+			t.Errorf("handler ran %d times for %d keys, want once per key", n, len(cases))
+		}
+		if n := f.events.count(idempotency.OutcomeReleased); n != 0 {
+			t.Errorf("%d claims released after the handler ran, want 0", n)
+		}
+	})
+}
+
+// TestUnkeepableOutcomeCompletesNotRetained: once a handler has run under a
+// claim, an outcome that cannot be kept (one that does not encode, or one
+// whose headers, trailers or error details are over the limit) completes
+// the key with a not-retained record. Nothing releases the claim, so a
+// retry never runs the handler again.
+func TestUnkeepableOutcomeCompletesNotRetained(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 2048)
+	cases := map[string]testserver.HandlerFunc{
+		"error detail that does not encode": func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			// A type URL that is not UTF-8 cannot be marshalled.
+			st := &spb.Status{Code: int32(codes.NotFound), Message: "gone", Details: []*anypb.Any{{TypeUrl: "type.googleapis.com/\xff"}}}
+			return nil, status.FromProto(st).Err()
+		},
+		"trailer over the limit": func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs("x-big", big))
+			return testserver.Echo(ctx, m, req)
+		},
+		"header over the limit": func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			_ = grpc.SetHeader(ctx, metadata.Pairs("x-big", big))
+			return testserver.Echo(ctx, m, req)
+		},
+		"error message over the limit": func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			return nil, status.Error(codes.InvalidArgument, big)
+		},
+	}
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, h, idempotency.WithMaxResponseBytes(1024))
+			ctx := withKey(t.Context(), "k-unkeepable")
+			_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
+			for range 3 {
+				_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+				wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonResponseNotRetained)
+			}
+			if n := f.srv.Service.Executions(); n != 1 {
+				t.Fatalf("handler ran %d times, want 1", n)
+			}
+			if n := f.store.Count("release"); n != 0 {
+				t.Fatalf("%d releases after the handler ran, want 0", n)
+			}
+		})
+	}
+}
+
+// TestOutcomeAtTheLimitIsKept: headers and a response that together are
+// exactly at the limit are retained.
+func TestOutcomeAtTheLimitIsKept(t *testing.T) {
+	t.Parallel()
+	const limit = 1024
+	hdrVal := strings.Repeat("h", 100)
+	// The test service numbers the execution in the response too.
+	size := func(blob int) int { return proto.Size(&testingv1.DoResponse{Blob: make([]byte, blob), Execution: 1}) }
+	blob := limit - len("x-h") - len(hdrVal)
+	for size(blob) > limit-len("x-h")-len(hdrVal) {
+		blob--
+	}
+	if size(blob)+len("x-h")+len(hdrVal) != limit {
+		t.Fatalf("no blob size makes the outcome exactly %d bytes", limit)
+	}
+	f := newFixture(t, func(ctx context.Context, _ string, _ *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-h", hdrVal))
+		return &testingv1.DoResponse{Blob: bytes.Repeat([]byte{1}, blob)}, nil
+	}, idempotency.WithMaxResponseBytes(limit))
+	ctx := withKey(t.Context(), "k-limit")
+	for range 2 {
+		if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.srv.Service.Executions(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if n := f.events.count(idempotency.OutcomeNotRetained); n != 0 {
+		t.Fatalf("outcome at the limit not retained")
+	}
+}
