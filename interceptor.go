@@ -212,14 +212,13 @@ func (i *interceptor) observe(ctx context.Context, method string, o Outcome, too
 // into the status the client sees. Handler errors and replayed statuses pass
 // through unchanged.
 func (i *interceptor) fail(ctx context.Context, method string, err error, storeTime time.Duration) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		if _, ok := status.FromError(err); !ok {
-			return status.FromContextError(err).Err()
-		}
-		return err
-	}
 	f, own := failureOf(err)
 	if !own {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			if _, ok := status.FromError(err); !ok {
+				return status.FromContextError(err).Err()
+			}
+		}
 		return err
 	}
 	if f.outcome != 0 {
