@@ -102,6 +102,7 @@ type MethodConfigError struct {
 	Problem string
 }
 
+// Error names the method, its file when known, and the problem.
 func (e *MethodConfigError) Error() string {
 	return "idempotency: " + e.where() + ": " + e.Problem
 }
