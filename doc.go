@@ -18,7 +18,8 @@
 // Methods are configured in their .proto files with the idempotency.v1.method
 // option (mode OPTIONAL, REQUIRED or DISABLED, retention, lease, key_field);
 // methods marked idempotency_level = NO_SIDE_EFFECTS are left untouched.
-// [WithMethodPolicy] overrides a method's proto options in code. Keys are
+// [WithMethodPolicy] overrides a method's proto options in code.
+// [ValidateServer] checks at start-up every method a server serves. Keys are
 // namespaced by method and by the caller's scope ([WithScope]) and hashed
 // before they reach the store. Errors carry google.rpc.ErrorInfo with
 // [ErrorDomain] and one of the Reason constants, so clients branch on the
@@ -30,8 +31,10 @@
 // # Client
 //
 // [UnaryClientInterceptor] mints one key per logical call and retries
-// UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key.
-// [WithKey] supplies the key for one call.
+// UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key,
+// honouring the server's pushback up to [WithMaxPushback].
+// [WithKey] supplies the key for one call; [WithClientMetadataKey] matches a
+// server built with [WithMetadataKey].
 //
 // # Stores
 //

@@ -42,6 +42,10 @@ const (
 	// ReasonStoreFull: a bounded store has no room for a new key
 	// (RESOURCE_EXHAUSTED, retryable later).
 	ReasonStoreFull = "IDEMPOTENCY_STORE_FULL"
+	// ReasonMisconfigured: the method's idempotency policy cannot work, so
+	// its calls fail closed (INTERNAL, not retryable; see
+	// [MethodConfigError]).
+	ReasonMisconfigured = "IDEMPOTENCY_METHOD_MISCONFIGURED"
 )
 
 // Sentinel errors behind each reason. The interceptor turns them into gRPC
@@ -55,6 +59,7 @@ var (
 	ErrRecordCorrupt       = errors.New("stored idempotency record is unreadable")
 	ErrResponseNotRetained = errors.New("the original response was too large to retain and cannot be replayed")
 	ErrStoreFull           = errors.New("idempotency store is full")
+	ErrMisconfigured       = errors.New("the method's idempotency policy cannot work")
 )
 
 // KeyError says why a key was refused.
@@ -80,6 +85,38 @@ func (e *KeyError) Unwrap() error {
 	return ErrKeyInvalid
 }
 
+// MethodConfigError says why one method's idempotency policy cannot work.
+// [UnaryServerInterceptor] panics with it (joined with errors.Join when
+// there are several) for a method named by [WithMethodPolicy]; a method
+// resolved on its first call fails its calls with INTERNAL,
+// [ReasonMisconfigured] and a message naming only the method and file,
+// and reports it to the observer as the Err of [OutcomeMisconfigured];
+// [ValidateServer] returns it. It unwraps to [ErrMisconfigured].
+type MethodConfigError struct {
+	// Method is the full method name, "/pkg.Service/Method".
+	Method string
+	// File is the path of the proto file that declares the method, or ""
+	// when it is not known.
+	File string
+	// Problem says what is wrong, for the server's logs.
+	Problem string
+}
+
+// Error names the method, its file when known, and the problem.
+func (e *MethodConfigError) Error() string {
+	return "idempotency: " + e.where() + ": " + e.Problem
+}
+
+// Unwrap returns ErrMisconfigured.
+func (e *MethodConfigError) Unwrap() error { return ErrMisconfigured }
+
+func (e *MethodConfigError) where() string {
+	if e.File == "" {
+		return "method " + e.Method
+	}
+	return "method " + e.Method + " (" + e.File + ")"
+}
+
 type failure struct {
 	err     error
 	code    codes.Code
@@ -96,6 +133,7 @@ var failures = []failure{
 	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt},
 	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0},
 	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull},
+	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, OutcomeMisconfigured},
 }
 
 // failureOf returns the failure err is one of, if any.
@@ -115,8 +153,12 @@ func failureOf(err error) (failure, bool) {
 func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 	msg := f.err.Error()
 	var ke *KeyError
-	if errors.As(err, &ke) {
+	var ce *MethodConfigError
+	switch {
+	case errors.As(err, &ke):
 		msg = ke.Error()
+	case errors.As(err, &ce): // what is wrong stays in the server's logs
+		msg = "idempotency: " + ce.where() + " is misconfigured on the server"
 	}
 	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: f.reason, Domain: ErrorDomain}}
 	if f.reason == ReasonKeyInUse {

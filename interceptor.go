@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
-	"github.com/grpc-idempotency/idempotency/internal/policy"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -30,10 +29,12 @@ import (
 // deterministic error for the retention period. See the package
 // documentation for the behaviour in every situation.
 //
-// Method policies are read from the registered proto descriptors. It panics
-// when the options are invalid or a proto declares an idempotency.v1.method
-// option that cannot work (on a streaming method, or a key_field that is not
-// a string field): both are programming errors found at start-up.
+// Method policies are read from the registered proto descriptors, each
+// method's once, on its first call. It panics when the options are invalid
+// or the policy of a method named by [WithMethodPolicy] cannot work (see
+// [MethodConfigError]): programming errors, found at start-up. A method
+// whose proto option cannot work fails its calls closed instead; check
+// them all at start-up with [ValidateServer].
 func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
 	i, err := newInterceptor(s, opts)
 	if err != nil {
@@ -57,7 +58,7 @@ func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := policy.Validate(cfg.files); err != nil {
+	if err := cfg.validateMethods(); err != nil {
 		return nil, err
 	}
 	return &interceptor{store: s, cfg: cfg}, nil
