@@ -122,18 +122,21 @@ type failure struct {
 	code    codes.Code
 	reason  string
 	outcome Outcome // reported when the error is returned; 0 when reported elsewhere
+	// pushback: the answer asks the client to wait before retrying
+	// (google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer).
+	pushback bool
 }
 
 var failures = []failure{
-	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, OutcomeKeyMissing},
-	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, OutcomeKeyInvalid},
-	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, OutcomeKeyReused},
-	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, OutcomeInFlight},
-	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, OutcomeStoreError},
-	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt},
-	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0},
-	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull},
-	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, OutcomeMisconfigured},
+	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, OutcomeKeyMissing, false},
+	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, OutcomeKeyInvalid, false},
+	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, OutcomeKeyReused, false},
+	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, OutcomeInFlight, true},
+	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, OutcomeStoreError, true},
+	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt, false},
+	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
+	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull, true},
+	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, OutcomeMisconfigured, false},
 }
 
 // failureOf returns the failure err is one of, if any.
@@ -147,8 +150,9 @@ func failureOf(err error) (failure, bool) {
 }
 
 // statusOf turns an interceptor error into the gRPC status the client sees:
-// the code and ErrorInfo reason of its failure, and a RetryInfo for an
-// in-flight rejection. Only the interceptor's own text reaches the client;
+// the code and ErrorInfo reason of its failure, and a RetryInfo when the
+// client should wait before retrying (key in use, store unavailable or
+// full). Only the interceptor's own text reaches the client;
 // store errors are reduced to their sentinel's text.
 func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 	msg := f.err.Error()
@@ -161,7 +165,7 @@ func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 		msg = "idempotency: " + ce.where() + " is misconfigured on the server"
 	}
 	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: f.reason, Domain: ErrorDomain}}
-	if f.reason == ReasonKeyInUse {
+	if f.pushback {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
 	}
 	st, derr := status.New(f.code, msg).WithDetails(details...)
@@ -169,4 +173,27 @@ func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 		return status.New(f.code, msg)
 	}
 	return st
+}
+
+// Reason returns the google.rpc.ErrorInfo reason of err when err is a gRPC
+// status error from this library (its ErrorInfo is in [ErrorDomain]), or
+// one of its sentinel errors; otherwise "". Clients branch on it, for
+// example on [ReasonKeyReused] (a bug: never retry) or [ReasonKeyInUse].
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	if f, ok := failureOf(err); ok {
+		return f.reason
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == ErrorDomain {
+			return ei.GetReason()
+		}
+	}
+	return ""
 }

@@ -225,7 +225,7 @@ func (i *interceptor) fail(ctx context.Context, method string, err error, storeT
 	if f.outcome != 0 {
 		i.observe(ctx, method, f.outcome, storeTime, err)
 	}
-	if f.reason == ReasonKeyInUse {
+	if f.pushback {
 		ms := strconv.FormatInt(i.cfg.retryAfter.Milliseconds(), 10)
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(pushbackKey, ms))
 	}

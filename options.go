@@ -200,9 +200,12 @@ func WithDescriptors(files *protoregistry.Files) Option {
 	return func(c *config) { c.files = files }
 }
 
-// WithRetryAfter sets the delay an in-flight rejection asks the client to
-// wait, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer.
-// Default [DefaultRetryAfter] (1s).
+// WithRetryAfter sets the delay the server asks a client to wait before
+// retrying, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer,
+// on an in-flight rejection ([ReasonKeyInUse]) and when the store is
+// unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
+// clients do not hammer a store that is down. Default [DefaultRetryAfter]
+// (1s).
 func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.retryAfter = d }
 }
