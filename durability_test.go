@@ -2,6 +2,8 @@ package idempotency_test
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +95,41 @@ func TestDurabilityUnsettledClaimRunsAgainAfterLease(t *testing.T) {
 	resp, _, err := b.do(ctx, "k-unsettled", &testingv1.DoRequest{})
 	if err != nil || resp.GetExecution() != 2 {
 		t.Fatalf("after the lease: %v, %v; want a second execution", resp, err)
+	}
+}
+
+// TestDurabilityRedisFailoverLosesUnreplicatedWrite: Redis replicates
+// asynchronously. A completion acknowledged by the master but not yet
+// copied to its replica is lost when the replica is promoted (as Sentinel
+// does after the master dies), and the retry runs the handler again.
+// redisstore.WithMinReplicas (WAIT) narrows this window.
+func TestDurabilityRedisFailoverLosesUnreplicatedWrite(t *testing.T) {
+	t.Parallel()
+	ctx := redisCtx(t)
+	master, replica := redistest.StartServer(t), redistest.StartServer(t)
+	link := chaosProxy(t, master.Addr()) // the replication link
+	host, port, _ := net.SplitHostPort(link.Addr())
+	rc := replica.Client()
+	if err := rc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		info, _ := rc.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	var count sharedCounter
+	a := newRedisRig(t, redisstore.New(master.Client()), redisRigConfig{handler: count.handler(nil)})
+	link.Stall() // the master's writes stop reaching the replica
+	if _, _, err := a.do(ctx, "k-failover", &testingv1.DoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	master.Stop()
+	if err := rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil { // promoted
+		t.Fatal(err)
+	}
+	b := newRedisRig(t, redisstore.New(rc), redisRigConfig{handler: count.handler(nil)})
+	resp, _, err := b.do(ctx, "k-failover", &testingv1.DoRequest{})
+	if err != nil || resp.GetExecution() != 2 {
+		t.Fatalf("after the failover: %v, %v; want a second execution", resp, err)
 	}
 }
