@@ -72,8 +72,21 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)
 
-// releaseScript: ARGV = token. Replies as completeScript.
-var releaseScript = redis.NewScript(ownerCheck + `
+// releaseScript: ARGV = token. Replies 1 when released, or when the key
+// holds nothing (nothing left to release: the lease ran out, or this is a
+// resend of a release that landed), 0 when the key holds an entry the
+// token does not own (another owner's, or a completed one), or the type of
+// a key that is not a hash.
+var releaseScript = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' then
+  if t == 'none' then return 1 end
+  return t
+end
+local o = redis.call('HMGET', KEYS[1], 'o', 's')
+if o[1] ~= ARGV[1] or o[2] ~= 'i' then
+  return 0
+end
 redis.call('DEL', KEYS[1])
 return 1
 `)

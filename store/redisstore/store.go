@@ -92,8 +92,10 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 	return s.fenced(ctx, "complete", completeScript, key, token, data, ms)
 }
 
-// Release implements [store.Store.Release]. When the key holds a value
-// that is not an entry, the error matches both [store.ErrLeaseLost] and
+// Release implements [store.Store.Release]. It returns nil when the key
+// holds nothing, so a release that go-redis resent after the first send
+// had landed reports success. When the key holds a value that is not an
+// entry, the error matches both [store.ErrLeaseLost] and
 // [store.ErrCorrupt].
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.fenced(ctx, "release", releaseScript, key, token)
@@ -113,8 +115,10 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 // fenced runs a script that acts only while token owns key.
 func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, key, token string, args ...any) error {
 	rkey := s.prefix + key
-	if token == "" {
-		// No claim has an empty token: nothing to ask Redis.
+	if token == "" && sc != releaseScript {
+		// No claim has an empty token: nothing to ask Redis. A release
+		// asks, since its answer depends on whether the key holds an
+		// entry.
 		return fmt.Errorf("redisstore: %s %q: empty token: %w", op, rkey, store.ErrLeaseLost)
 	}
 	if err := ctx.Err(); err != nil {
