@@ -26,7 +26,43 @@
 // reason, never on the message.
 //
 // Handlers that must fence their own side effects read their claim with
-// [ClaimFromContext].
+// [ClaimFromContext]. A store that shares a database with the handler's side
+// effects records the outcome inside the handler's own transaction
+// ([NewTxOutcome]).
+//
+// # What runs once
+//
+// A handler runs once per key: once it has started under a claim, only its
+// own retryable error or panic releases the claim. These cannot cause a
+// second execution, on any store (each names the test that shows it):
+//
+//   - a lost response retried by the client (TestClientLostResponse);
+//   - concurrent duplicates on one or many servers
+//     (TestExactlyOnceUnderConcurrency, TestRedisExactlyOnceAcrossInstances);
+//   - the caller cancelling or timing out while the handler runs: a claimed
+//     handler runs on a context detached from its caller, bounded by
+//     [WithHandlerTimeout] (TestCallerGivingUpChargesOnce);
+//   - an outcome the record cannot hold, which completes the key as not
+//     retained (TestUnkeepableOutcomeCompletesNotRetained,
+//     TestReplayBinaryMetadataAndMessage);
+//   - a stalled or failed renewal, retried until the lease would run out,
+//     and a slow completion, covered by renewal
+//     (TestStalledRenewalRetriedBeforeLeaseEnds,
+//     TestRenewalCoversStoringTheOutcome);
+//   - lost Redis replies and a full Redis with noeviction
+//     (TestRedisOrphanClaim, TestChaosCompleteReplyLost, TestRedisOutOfMemory).
+//
+// These can (SECURITY.md has the table): a memory store's process
+// restarting (TestDurabilityMemoryRestartForgets); a Redis node restarting
+// without persistence, evicting, or failing over to a replica that missed a
+// write, since replication is asynchronous (TestDurabilityRedisRestartForgets,
+// TestDurabilityRedisEvictionForgets,
+// TestDurabilityRedisFailoverLosesUnreplicatedWrite); a server dying between
+// the side effect and storing the outcome, after which the key runs again
+// once its lease ends (TestDurabilityUnsettledClaimRunsAgainAfterLease); and
+// a lease lost while the handler still runs, when the handler's context is
+// cancelled with a cause matching store.ErrLeaseLost
+// (TestLostLeaseCancelsHandlerWithCause).
 //
 // # Client
 //

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,40 @@ func TestDurabilityRedisFailoverLosesUnreplicatedWrite(t *testing.T) {
 	resp, _, err := b.do(ctx, "k-failover", &testingv1.DoRequest{})
 	if err != nil || resp.GetExecution() != 2 {
 		t.Fatalf("after the failover: %v, %v; want a second execution", resp, err)
+	}
+}
+
+// TestDurabilityRedisEvictionForgets: with an eviction policy other than
+// noeviction, a full Redis may drop a completed outcome, and the retry runs
+// the handler again. Run the store's Redis with noeviction.
+func TestDurabilityRedisEvictionForgets(t *testing.T) {
+	t.Parallel()
+	ctx := redisCtx(t)
+	rs := redistest.StartServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
+	rdb := rs.Client()
+	var count sharedCounter
+	rig := newRedisRig(t, redisstore.New(rdb), redisRigConfig{handler: count.handler(nil)})
+	if _, _, err := rig.do(ctx, "k-evicted", &testingv1.DoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	keys := redisKeysNow(ctx, t, rdb)
+	if len(keys) != 1 {
+		t.Fatalf("Redis holds %q, want the one record", keys)
+	}
+	blob := strings.Repeat("x", 64<<10)
+	for i := 0; ; i++ {
+		if n, err := rdb.Exists(ctx, keys[0]).Result(); err != nil || n == 0 {
+			break
+		}
+		if i == 10000 {
+			t.Fatal("the record was never evicted")
+		}
+		if err := rdb.Set(ctx, "filler:"+strconv.Itoa(i), blob, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, _, err := rig.do(ctx, "k-evicted", &testingv1.DoRequest{})
+	if err != nil || resp.GetExecution() != 2 {
+		t.Fatalf("after eviction: %v, %v; want a second execution", resp, err)
 	}
 }
