@@ -48,14 +48,16 @@ func NewObserver(opts ...Option) idempotency.Observer {
 	decisions, err := meter.Int64Counter(DecisionsMetric,
 		metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions of the idempotency server interceptor, by method and outcome."))
-	if handle(err); decisions == nil {
+	handle(err)
+	if decisions == nil {
 		decisions = metricnoop.Int64Counter{}
 	}
 	storeTime, err := meter.Float64Histogram(StoreDurationMetric,
 		metric.WithUnit("s"),
 		metric.WithDescription("Time a decision of the idempotency server interceptor spent in store calls."),
 		metric.WithExplicitBucketBoundaries(storeBuckets...))
-	if handle(err); storeTime == nil {
+	handle(err)
+	if storeTime == nil {
 		storeTime = metricnoop.Float64Histogram{}
 	}
 	o := &observer{semconv: c.semconv, decisions: decisions, storeTime: storeTime}
