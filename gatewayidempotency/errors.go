@@ -19,8 +19,9 @@ import (
 // ProblemType is the RFC 9457 problem type of every error of the
 // idempotency interceptor. Its "reason" member is the google.rpc.ErrorInfo
 // reason that the gRPC status carries ([idempotency.ReasonKeyInUse] and the
-// others); "detail" is the status message; "title" and "status" are those of
-// the HTTP status.
+// others); "detail" is the status message (for a missing key, one that names
+// the [KeyHeader] header instead of the server's metadata key); "title" and
+// "status" are those of the HTTP status.
 const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/gatewayidempotency#ProblemType"
 
 // ProblemContentType is the media type of a [ProblemType] body.
@@ -135,11 +136,16 @@ func (p problemMarshaler) Marshal(v any) ([]byte, error) {
 	if !ok {
 		return p.Marshaler.Marshal(v)
 	}
+	detail := st.GetMessage()
+	if p.reason == idempotency.ReasonKeyMissing {
+		// The server names its metadata key; an HTTP client sends a header.
+		detail = idempotency.ErrKeyMissing.Error() + ": send it in the " + KeyHeader + " header"
+	}
 	return json.Marshal(problem{
 		Type:   ProblemType,
 		Title:  http.StatusText(p.status),
 		Status: p.status,
-		Detail: st.GetMessage(),
+		Detail: detail,
 		Reason: p.reason,
 	})
 }

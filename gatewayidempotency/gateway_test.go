@@ -33,11 +33,13 @@ func TestErrorStatuses(t *testing.T) {
 		status     int
 		reason     string
 		retryAfter string // "" when none is expected
+		detail     string // "" for the gRPC status message
 	}{
 		{
 			name:   "missing key",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge) },
 			status: http.StatusBadRequest, reason: idempotency.ReasonKeyMissing,
+			detail: "idempotency key required: send it in the Idempotency-Key header",
 		},
 		{
 			name:   "invalid key",
@@ -90,7 +92,10 @@ func TestErrorStatuses(t *testing.T) {
 			t.Parallel()
 			g := newGateway(t, tt.setup)
 			r := tt.call(t, g)
-			wantProblem(t, r, tt.status, tt.reason)
+			p := wantProblem(t, r, tt.status, tt.reason)
+			if tt.detail != "" && p.Detail != tt.detail {
+				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
+			}
 			if got := r.header.Get("Retry-After"); got != tt.retryAfter {
 				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
 			}
