@@ -51,7 +51,7 @@ func ExampleServeMuxOptions() {
 	for _, body := range []string{`{"amount":"1999"}`, `{"amount":"1999"}`, `{"amount":"2500"}`} {
 		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/required", strings.NewReader(body))
 		req.Header.Set("Idempotency-Key", `"order-1"`)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hs.Client().Do(req)
 		if err != nil {
 			log.Fatal(err)
 		}

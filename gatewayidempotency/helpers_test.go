@@ -24,6 +24,7 @@ import (
 // over a memory store wrapped in a fault store.
 type gateway struct {
 	url   string
+	http  *http.Client // the test server's, whose connections close with it
 	srv   *testserver.Server
 	store *faultstore.Store
 }
@@ -49,7 +50,7 @@ func newGateway(t *testing.T, s setup) *gateway {
 	}
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &gateway{url: hs.URL, srv: srv, store: fs}
+	return &gateway{url: hs.URL, http: hs.Client(), srv: srv, store: fs}
 }
 
 // response is what an HTTP call returned.
@@ -71,7 +72,7 @@ func (g *gateway) post(t *testing.T, path, body string, keys ...string) response
 	for _, k := range keys {
 		req.Header.Add(gatewayidempotency.KeyHeader, k)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := g.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
