@@ -77,7 +77,11 @@ func TestErrorStatuses(t *testing.T) {
 		},
 		{
 			name:  "store full",
-			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)}, gateway: []gatewayidempotency.Option{gatewayidempotency.WithRetryAfter(2500 * time.Millisecond)}},
+			// The server's RetryInfo (WithRetryAfter on the server) wins over
+			// the gateway's own default.
+			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)},
+				server:  []idempotency.Option{idempotency.WithRetryAfter(2500 * time.Millisecond)},
+				gateway: []gatewayidempotency.Option{gatewayidempotency.WithRetryAfter(7 * time.Second)}},
 			call: func(t *testing.T, g *gateway) response {
 				if r := g.post(t, required, charge, "k1"); r.status != http.StatusOK {
 					t.Fatalf("first call: %d %s", r.status, r.body)
