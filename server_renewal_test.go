@@ -105,6 +105,29 @@ func TestRenewalCoversStoringTheOutcome(t *testing.T) {
 	}
 }
 
+// TestRenewalAfterCompletionLandedIsNoAlarm: a Complete that landed but
+// whose reply was lost is retried; a renewal that runs in between meets
+// the completed entry and is refused. That is not a lost lease: the retried
+// Complete, a no-op for its own token, tells, and no lease_lost is
+// reported (the chaos soak saw about a hundred such false alarms).
+func TestRenewalAfterCompletionLandedIsNoAlarm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, idempotency.WithLease(150*time.Millisecond))
+	f.store.LoseCompleteReplies(4) // retried after 10+20+40+80 ms, past a renewal
+	if _, err := f.client.Do(withKey(t.Context(), "k-landed"), &testingv1.DoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if f.store.Count("extend") == 0 {
+		t.Fatal("no renewal ran between the Complete attempts: the test proves nothing")
+	}
+	if n := f.events.count(idempotency.OutcomeLeaseLost); n != 0 {
+		t.Fatalf("%d lease_lost reported for an outcome that was stored", n)
+	}
+	if n := f.events.count(idempotency.OutcomeExecuted); n != 1 {
+		t.Fatalf("%d executed, want 1", n)
+	}
+}
+
 // TestLostLeaseCancelsHandlerWithCause: when the store says the claim is
 // gone, or cannot renew it before it runs out, the handler's context is
 // cancelled with a cause that matches store.ErrLeaseLost.
