@@ -76,7 +76,7 @@ func TestErrorStatuses(t *testing.T) {
 			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreUnavailable, retryAfter: "1",
 		},
 		{
-			name:  "store full",
+			name: "store full",
 			// The server's RetryInfo (WithRetryAfter on the server) wins over
 			// the gateway's own default.
 			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)},
