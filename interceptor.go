@@ -145,9 +145,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, i.cfg.storeTimeout)
-		cl, err := i.store.Claim(cctx, c.key, c.fingerprint, c.cfg.lease)
-		cancel()
+		cl, err := i.claim(ctx, c)
 		c.storeTime += time.Since(start)
 		if err != nil {
 			return i.claimFailed(ctx, c, err, req, handler)
@@ -185,6 +183,17 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 			return nil, ErrKeyInUse
 		}
 	}
+}
+
+// claim claims c's key, bounded by the store timeout and the caller's
+// deadline (the timer is set only when the caller's deadline is later).
+func (i *interceptor) claim(ctx context.Context, c *call) (store.Claim, error) {
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > i.cfg.storeTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, i.cfg.storeTimeout)
+		defer cancel()
+	}
+	return i.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
 }
 
 // claimFailed handles a Claim error: fail closed, or fail open when
