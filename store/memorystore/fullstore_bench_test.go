@@ -36,7 +36,7 @@ func BenchmarkClaimFullSteadyExpiry(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := memorystore.New(memorystore.WithMaxEntries(fullEntries))
-			b.Cleanup(func() { _ = s.Close() })
+			defer s.Close() // not b.Cleanup: each run's store is garbage after it
 			fp, data := make([]byte, 32), make([]byte, 256)
 			if tc.fill > 0 {
 				// One expired entry per claiming goroutine to start with;
