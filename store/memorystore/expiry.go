@@ -1,6 +1,14 @@
 package memorystore
 
-import "math"
+import (
+	"maps"
+	"math"
+	"slices"
+)
+
+// shrinkMin is the fewest entries a shard must have held before its map is
+// rebuilt smaller: below it the memory is not worth the copy.
+const shrinkMin = 256
 
 // A shard keeps one heap item per entry. An item's time may be earlier
 // than its entry's expiry, never later: a claim that replaces an expired
@@ -13,6 +21,7 @@ func (sh *shard) add(key string, e entry) {
 	e.n = &node{key: key}
 	sh.m[key] = e
 	sh.exp.push(item{e.expires, e.n})
+	sh.peak = max(sh.peak, len(sh.m))
 	sh.noteNext()
 }
 
@@ -63,10 +72,11 @@ func (sh *shard) popExpired(now int64, limit int) (deleted int, more bool) {
 	return deleted, false
 }
 
-// settle publishes the shard's next expiry after entries were removed.
-// The caller holds sh.mu.
+// settle publishes the shard's next expiry and shrinks it if it is due,
+// after entries were removed. The caller holds sh.mu.
 func (sh *shard) settle() {
 	sh.noteNext()
+	sh.shrink()
 }
 
 // noteNext publishes the time of the root of the heap, for makeRoom and
@@ -79,4 +89,19 @@ func (sh *shard) noteNext() {
 	if sh.next.Load() != next {
 		sh.next.Store(next)
 	}
+}
+
+// shrink rebuilds the map and the heap of sh once it holds a quarter of
+// its peak or less, as Go maps never give memory back. The copy costs
+// O(entries left), paid for by the three times as many removals since the
+// peak. The caller holds sh.mu.
+func (sh *shard) shrink() {
+	if sh.peak < shrinkMin || len(sh.m) > sh.peak/4 {
+		return
+	}
+	m := make(map[string]entry, len(sh.m))
+	maps.Copy(m, sh.m)
+	sh.m = m
+	sh.exp = slices.Clone(sh.exp) // the nodes keep their positions
+	sh.peak = len(m)
 }

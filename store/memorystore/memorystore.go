@@ -58,15 +58,16 @@ type state struct {
 // shard holds the entries of the keys that hash to it: a map, and a heap
 // of their expiries with one item per entry (see expiry.go).
 type shard struct {
-	mu  sync.Mutex
-	seq uint64 // claims granted by this shard
-	m   map[string]entry
-	exp expiryHeap
+	mu   sync.Mutex
+	seq  uint64 // claims granted by this shard
+	m    map[string]entry
+	exp  expiryHeap
+	peak int // the most entries m held since it was made
 	// next is the time of the root of exp (math.MaxInt64 when it is
 	// empty), at most the earliest expiry in the shard; written under mu
 	// and read without it.
 	next atomic.Int64
-	_    [8]byte // 64 bytes: one shard per cache line (TestShardSize)
+	// 64 bytes: one shard per cache line (TestShardSize).
 }
 
 type entry struct {
