@@ -1,10 +1,6 @@
 package memorystore
 
-import (
-	"maps"
-	"math"
-	"slices"
-)
+import "math"
 
 // shrinkMin is the fewest entries a shard must have held before its map is
 // rebuilt smaller: below it the memory is not worth the copy.
@@ -18,18 +14,17 @@ const shrinkMin = 256
 
 // add stores e under key, which sh does not hold. The caller holds sh.mu.
 func (sh *shard) add(key string, e entry) {
-	e.n = &node{key: key}
+	e.slot = sh.exp.push(key, e.expires)
 	sh.m[key] = e
-	sh.exp.push(item{e.expires, e.n})
 	sh.peak = max(sh.peak, len(sh.m))
 	sh.noteNext()
 }
 
-// put stores e, which carries the node of the entry under key, in place of
+// put stores e, which carries the slot of the entry under key, in place of
 // that entry. The caller holds sh.mu.
 func (sh *shard) put(key string, e entry) {
 	sh.m[key] = e
-	if i := e.n.pos; e.expires < sh.exp[i].expires {
+	if i := sh.exp.pos(e.slot); e.expires < sh.exp.items[i].expires {
 		sh.advance(i, e.expires)
 	}
 }
@@ -37,7 +32,7 @@ func (sh *shard) put(key string, e entry) {
 // advance moves the item at i up the heap to expires, earlier than its
 // time. The caller holds sh.mu.
 func (sh *shard) advance(i int, expires int64) {
-	sh.exp[i].expires = expires
+	sh.exp.items[i].expires = expires
 	sh.exp.up(i)
 	sh.noteNext()
 }
@@ -45,7 +40,7 @@ func (sh *shard) advance(i int, expires int64) {
 // remove deletes e, the entry under key; settle must follow. The caller
 // holds sh.mu.
 func (sh *shard) remove(key string, e entry) {
-	sh.exp.removeAt(e.n.pos)
+	sh.exp.removeAt(sh.exp.pos(e.slot))
 	delete(sh.m, key)
 }
 
@@ -55,18 +50,17 @@ func (sh *shard) remove(key string, e entry) {
 // items, and reports whether it stopped for that reason. settle must
 // follow. The caller holds sh.mu.
 func (sh *shard) popExpired(now int64, limit int) (deleted int, more bool) {
-	for visited := 0; len(sh.exp) > 0 && sh.exp[0].expires <= now; visited++ {
+	h := &sh.exp
+	for visited := 0; len(h.items) > 0 && h.items[0].expires <= now; visited++ {
 		if visited == limit {
 			return deleted, true
 		}
-		root := sh.exp[0].n
-		if e := sh.m[root.key]; e.expires > now {
-			sh.exp[0].expires = e.expires
-			sh.exp.down(0)
+		if e := sh.m[h.slots[h.items[0].slot].key]; e.expires > now {
+			h.items[0].expires = e.expires
+			h.down(0)
 			continue
 		}
-		sh.exp.removeAt(0)
-		delete(sh.m, root.key)
+		delete(sh.m, h.removeAt(0))
 		deleted++
 	}
 	return deleted, false
@@ -83,8 +77,8 @@ func (sh *shard) settle() {
 // the sweeper to read without the lock. The caller holds sh.mu.
 func (sh *shard) noteNext() {
 	next := int64(math.MaxInt64)
-	if len(sh.exp) > 0 {
-		next = sh.exp[0].expires
+	if len(sh.exp.items) > 0 {
+		next = sh.exp.items[0].expires
 	}
 	if sh.next.Load() != next {
 		sh.next.Store(next)
@@ -99,9 +93,16 @@ func (sh *shard) shrink() {
 	if sh.peak < shrinkMin || len(sh.m) > sh.peak/4 {
 		return
 	}
-	m := make(map[string]entry, len(sh.m))
-	maps.Copy(m, sh.m)
-	sh.m = m
-	sh.exp = slices.Clone(sh.exp) // the nodes keep their positions
-	sh.peak = len(m)
+	n := len(sh.exp.items)
+	m := make(map[string]entry, n)
+	h := expiryHeap{items: make([]item, n), slots: make([]slot, n)}
+	for i, it := range sh.exp.items { // item i gets slot i
+		key := sh.exp.slots[it.slot].key
+		e := sh.m[key]
+		e.slot = int32(i)
+		m[key] = e
+		h.items[i] = item{it.expires, int32(i)}
+		h.slots[i] = slot{key, int32(i)}
+	}
+	sh.m, sh.exp, sh.peak = m, h, n
 }

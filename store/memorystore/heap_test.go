@@ -8,17 +8,29 @@ import (
 	"time"
 )
 
-// checkHeap fails t unless h is a heap whose nodes know their positions.
-func checkHeap(t *testing.T, h expiryHeap) {
+// checkHeap fails t unless h is a heap whose slots know their items, and
+// returns the keys of its items.
+func checkHeap(t *testing.T, h *expiryHeap) []string {
 	t.Helper()
-	for i, it := range h {
-		if it.n.pos != i {
-			t.Fatalf("item %d: node says pos %d", i, it.n.pos)
+	keys := make([]string, len(h.items))
+	for i, it := range h.items {
+		if pos := h.pos(it.slot); pos != i {
+			t.Fatalf("item %d: slot %d says pos %d", i, it.slot, pos)
 		}
-		if p := (i - 1) / heapArity; i > 0 && h[p].expires > it.expires {
-			t.Fatalf("item %d expires at %d, before its parent %d at %d", i, it.expires, p, h[p].expires)
+		if p := (i - 1) / heapArity; i > 0 && h.items[p].expires > it.expires {
+			t.Fatalf("item %d at %d comes before its parent %d at %d", i, it.expires, p, h.items[p].expires)
+		}
+		keys[i] = h.slots[it.slot].key
+	}
+	if n := len(h.items) + len(h.free); n != len(h.slots) {
+		t.Fatalf("%d items and %d free slots, for %d slots", len(h.items), len(h.free), len(h.slots))
+	}
+	for _, s := range h.free {
+		if h.slots[s].key != "" {
+			t.Fatalf("free slot %d still holds key %q", s, h.slots[s].key)
 		}
 	}
+	return keys
 }
 
 func TestExpiryHeapRandomOps(t *testing.T) {
@@ -26,7 +38,7 @@ func TestExpiryHeapRandomOps(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		seed   uint64
-		spread int64 // expiries are drawn from [0, spread)
+		spread int64 // times are drawn from [0, spread)
 	}{
 		{"Distinct", 1, 1 << 40},
 		{"ManyTies", 2, 8},
@@ -36,36 +48,43 @@ func TestExpiryHeapRandomOps(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewPCG(tc.seed, 0))
 			var h expiryHeap
+			slotOf := map[string]int32{} // what push returned
 			for step := range 20000 {
 				switch op := r.IntN(10); {
-				case op < 5 || len(h) == 0:
-					h.push(item{r.Int64N(tc.spread), &node{key: fmt.Sprint(step)}})
+				case op < 5 || len(h.items) == 0:
+					key := fmt.Sprint(step)
+					slotOf[key] = h.push(key, r.Int64N(tc.spread))
 				case op < 7:
-					i := r.IntN(len(h))
-					h[i].expires = r.Int64N(tc.spread)
+					i := r.IntN(len(h.items))
+					h.items[i].expires = r.Int64N(tc.spread)
 					h.fix(i)
 				case op < 9:
-					i := r.IntN(len(h))
-					want := h[i].n
+					i := r.IntN(len(h.items))
+					want := h.slots[h.items[i].slot].key
 					if got := h.removeAt(i); got != want {
-						t.Fatalf("removeAt(%d) returned another node", i)
+						t.Fatalf("removeAt(%d) = %q, want %q", i, got, want)
 					}
+					delete(slotOf, want)
 				default:
-					min := h[0].expires
-					for _, it := range h {
-						if it.expires < min {
-							t.Fatalf("the root expires at %d, after an item at %d", min, it.expires)
+					first := h.items[0].expires
+					for _, it := range h.items {
+						if it.expires < first {
+							t.Fatalf("the root is at %d, after an item at %d", first, it.expires)
 						}
 					}
-					h.removeAt(0)
+					delete(slotOf, h.removeAt(0))
 				}
 				if step%97 == 0 {
-					checkHeap(t, h)
+					for _, key := range checkHeap(t, &h) {
+						if s := slotOf[key]; h.slots[s].key != key {
+							t.Fatalf("the slot push gave %q (%d) holds %q", key, s, h.slots[s].key)
+						}
+					}
 				}
 			}
-			checkHeap(t, h)
-			for last := int64(-1); len(h) > 0; {
-				it := h[0]
+			checkHeap(t, &h)
+			for last := int64(-1); len(h.items) > 0; {
+				it := h.items[0]
 				h.removeAt(0)
 				if it.expires < last {
 					t.Fatalf("popped %d after %d", it.expires, last)
@@ -88,14 +107,14 @@ func checkShards(t *testing.T, st *state) {
 	total := 0
 	for i := range st.shards {
 		sh := &st.shards[i]
-		checkHeap(t, sh.exp)
-		if len(sh.exp) != len(sh.m) {
-			t.Fatalf("shard %d: %d heap items for %d entries", i, len(sh.exp), len(sh.m))
+		keys := checkHeap(t, &sh.exp)
+		if len(keys) != len(sh.m) {
+			t.Fatalf("shard %d: %d heap items for %d entries", i, len(keys), len(sh.m))
 		}
-		for _, it := range sh.exp {
-			e, ok := sh.m[it.n.key]
-			if !ok || e.n != it.n || it.expires > e.expires {
-				t.Fatalf("shard %d: heap item for %q (at %d) does not match its entry %+v", i, it.n.key, it.expires, e)
+		for j, key := range keys {
+			e, ok := sh.m[key]
+			if it := sh.exp.items[j]; !ok || e.slot != it.slot || it.expires > e.expires {
+				t.Fatalf("shard %d: heap item %+v for %q does not match its entry %+v", i, it, key, e)
 			}
 		}
 		if next := sh.next.Load(); next != root(sh.exp) {
@@ -110,10 +129,10 @@ func checkShards(t *testing.T, st *state) {
 
 // root returns the time of the root of h, math.MaxInt64 when it is empty.
 func root(h expiryHeap) int64 {
-	if len(h) == 0 {
+	if len(h.items) == 0 {
 		return math.MaxInt64
 	}
-	return h[0].expires
+	return h.items[0].expires
 }
 
 // Random operations through the Store keep every shard's map, heap and
@@ -156,6 +175,62 @@ func TestShardsStayConsistent(t *testing.T) {
 				}
 			}
 			checkShards(t, s.st)
+		})
+	}
+}
+
+// A shard that shrinks renumbers its slots; its entries keep working.
+func TestShrinkKeepsShardsConsistent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"Unbounded", nil},
+		{"Bounded", []Option{WithMaxEntries(100_000)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := New(tc.opts...)
+			defer s.Close()
+			ctx := t.Context()
+			const n = 40_000 // over shrinkMin entries per shard
+			toks := make([]string, n)
+			for i := range toks {
+				c, err := s.Claim(ctx, fmt.Sprint("k", i), nil, time.Hour)
+				if err != nil || !c.Won() {
+					t.Fatalf("Claim k%d: won=%v err=%v", i, c.Won(), err)
+				}
+				toks[i] = c.Token
+			}
+			for i := range toks {
+				if i%10 != 0 { // keep one in ten
+					if err := s.Release(ctx, fmt.Sprint("k", i), toks[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			checkShards(t, s.st)
+			shrunk := 0
+			for i := range s.st.shards {
+				if s.st.shards[i].peak < n/numShards/2 {
+					shrunk++
+				}
+			}
+			if shrunk == 0 {
+				t.Fatal("no shard rebuilt its map after losing nine entries in ten")
+			}
+			for i := 0; i < n; i += 10 {
+				if err := s.Complete(ctx, fmt.Sprint("k", i), toks[i], []byte("x"), time.Nanosecond); err != nil {
+					t.Fatalf("Complete k%d after the shrink: %v", i, err)
+				}
+			}
+			time.Sleep(time.Millisecond)
+			s.st.sweep()
+			checkShards(t, s.st)
+			if l := s.Len(); l != 0 {
+				t.Fatalf("Len = %d after every entry expired and a sweep, want 0", l)
+			}
 		})
 	}
 }

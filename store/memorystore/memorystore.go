@@ -67,7 +67,7 @@ type shard struct {
 	// empty), at most the earliest expiry in the shard; written under mu
 	// and read without it.
 	next atomic.Int64
-	// 64 bytes: one shard per cache line (TestShardSize).
+	_    [16]byte // whole cache lines: one shard never shares one (TestShardSize)
 }
 
 type entry struct {
@@ -75,7 +75,7 @@ type entry struct {
 	data        []byte
 	expires     int64  // nanoseconds since state.epoch
 	token       uint64 // owner token while in flight; the token that completed it after
-	n           *node  // its place in the shard's expiry heap
+	slot        int32  // its slot in the shard's expiry heap
 	state       store.State
 }
 

@@ -28,7 +28,11 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 			sh.mu.Unlock()
 			return store.Claim{Existing: store.Entry{State: old.state, Fingerprint: old.fingerprint, Data: old.data}}, nil
 		}
-		token, ok := st.insert(sh, idx, key, old.n, fingerprint, deadline(now, lease), held)
+		var expired *entry // under key, replaced in place
+		if found {
+			expired = &old
+		}
+		token, ok := st.insert(sh, idx, key, expired, fingerprint, deadline(now, lease), held)
 		sh.mu.Unlock()
 		if ok {
 			return store.Claim{Token: formatToken(token)}, nil
@@ -41,12 +45,12 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 }
 
 // insert stores a new in-flight entry under key and returns its owner
-// token. n is the node of the expired entry under key, which it replaces
-// in place, or nil when key holds none. It reports false when the entry
-// would overflow a bounded store. held says the caller already holds room
-// for the entry, from makeRoom. The caller holds sh.mu.
-func (st *state) insert(sh *shard, idx uint64, key string, n *node, fingerprint []byte, expires int64, held bool) (token uint64, ok bool) {
-	if n == nil && !held && st.bounded() && !st.reserve() {
+// token. expired is the expired entry under key, which it replaces in
+// place, or nil when key holds none. It reports false when the entry would
+// overflow a bounded store. held says the caller already holds room for
+// the entry, from makeRoom. The caller holds sh.mu.
+func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, fingerprint []byte, expires int64, held bool) (token uint64, ok bool) {
+	if expired == nil && !held && st.bounded() && !st.reserve() {
 		return 0, false
 	}
 	sh.seq++
@@ -57,9 +61,9 @@ func (st *state) insert(sh *shard, idx uint64, key string, n *node, fingerprint 
 		token:       token,
 		state:       store.StateInFlight,
 	}
-	if n != nil { // an expired entry replaced in place: no room needed
+	if expired != nil { // replaced in place: no room needed
 		st.reuse(held)
-		e.n = n
+		e.slot = expired.slot
 		sh.put(key, e)
 	} else {
 		sh.add(key, e)
