@@ -9,7 +9,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor)\$' -benchmem -benchtime=1s -count=$count ."
-cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
+cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimFullSteadyExpiry|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
 export IDEMPOTENCY_REQUIRE_REDIS=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd2" | tee -a "$out"
