@@ -41,7 +41,12 @@ type Store interface {
 	// lease or retention has run out does not exist.
 	//
 	// Claim returns an error wrapping [ErrCorrupt] when the value under key
-	// cannot be read, and [ErrFull] when a bounded store has no room.
+	// cannot be read, and [ErrFull] when a bounded store has no room for a
+	// new entry (a memory store at its bound, a Redis at maxmemory). A full
+	// store still answers a Claim of a key that holds an entry, and still
+	// lets the steps of a claim it granted (Complete, Release, Extend) go
+	// through: refusing them would leave a handler that ran without its
+	// stored outcome.
 	// Fingerprint and Data of the returned Entry are read-only: they may be
 	// shared with the store.
 	Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (Claim, error)
@@ -56,7 +61,14 @@ type Store interface {
 	Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error
 
 	// Release deletes the in-flight entry for key, but only while token
-	// still owns it. Otherwise it changes nothing and returns [ErrLeaseLost].
+	// still owns it. When key holds no entry, there is nothing left to
+	// release and Release returns nil: the lease ran out and nobody claimed
+	// the key since, or this is a Release resent by a client after the
+	// first send had landed (whose reply was lost). When key holds an entry
+	// that token does not own (another owner's claim, or a completed entry,
+	// whatever token completed it), Release changes nothing and returns
+	// [ErrLeaseLost]: it never removes another owner's entry or a completed
+	// one.
 	Release(ctx context.Context, key, token string) error
 
 	// Extend resets the lease of the in-flight entry for key to lease from

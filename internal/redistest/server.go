@@ -11,6 +11,9 @@ import (
 type Server struct {
 	tb   testing.TB
 	proc *process
+	// maxmemory is the limit before FillMemory lowered it, restored by
+	// FreeMemory.
+	maxmemory string
 }
 
 // StartServer starts a standalone redis-server on a free loopback port and

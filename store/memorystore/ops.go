@@ -81,23 +81,26 @@ func (s *Store) Complete(_ context.Context, key, token string, data []byte, rete
 	return nil
 }
 
-// Release implements [store.Store.Release]. It ignores ctx.
+// Release implements [store.Store.Release]. It ignores ctx. A key that
+// holds no live entry has nothing left to release: nil, whatever the
+// token, even one this store cannot have issued.
 func (s *Store) Release(_ context.Context, key, token string) error {
-	tok, ok := parseToken(token)
-	if !ok {
-		return store.ErrLeaseLost
-	}
+	tok, valid := parseToken(token)
 	st := s.st
 	sh, _ := st.shard(key)
 	now := st.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, owned := st.owned(sh, key, tok, now); !owned {
-		return store.ErrLeaseLost
+	e, owned := st.owned(sh, key, tok, now)
+	switch {
+	case valid && owned:
+		delete(sh.m, key)
+		st.forget()
+		return nil
+	case e.state == 0: // no live entry
+		return nil
 	}
-	delete(sh.m, key)
-	st.forget()
-	return nil
+	return store.ErrLeaseLost
 }
 
 // Extend implements [store.Store.Extend]. It ignores ctx, and returns an

@@ -66,37 +66,3 @@ func TestDeadline(t *testing.T) {
 		t.Fatalf("Claim with an expired deadline = %v, want context.DeadlineExceeded", err)
 	}
 }
-
-// TestFull checks that a Redis out of memory under noeviction makes Claim
-// report store.ErrFull.
-func TestFull(t *testing.T) {
-	t.Parallel()
-	srv := redistest.StartServer(t, "--maxmemory-policy", "noeviction")
-	rdb := srv.Client()
-	ctx := t.Context()
-	st := redisstore.New(rdb)
-	if err := st.LoadScripts(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Cap memory at what is used now; the first big write goes over it.
-	info, err := rdb.InfoMap(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	usedMemory := info["Memory"]["used_memory"]
-	if err := rdb.ConfigSet(ctx, "maxmemory", usedMemory).Err(); err != nil {
-		t.Fatal(err)
-	}
-	big := make([]byte, 64<<10)
-	for i := 0; ; i++ {
-		if i > 100 {
-			t.Fatal("Redis never ran out of memory")
-		}
-		if err := rdb.Set(ctx, newKey(t), big, 0).Err(); err != nil {
-			break
-		}
-	}
-	if _, err := st.Claim(ctx, newKey(t), fp(), longTTL); !errors.Is(err, store.ErrFull) {
-		t.Fatalf("Claim on a full Redis = %v, want store.ErrFull", err)
-	}
-}

@@ -14,6 +14,18 @@ import "github.com/redis/go-redis/v9"
 // A key holding anything but a hash is reported by its Redis type, never
 // touched, so foreign values are read as corrupt instead of failing inside
 // the script.
+//
+// The steps of a claim already granted (complete, release, extend) start
+// with the shebang allowOOM, so Redis at maxmemory with noeviction still
+// runs them: refusing the completion of a handler that ran would let a
+// retry run it again. A script with a shebang declares its flags; without
+// allow-oom, Redis would refuse it up front under OOM, even one that only
+// reads. The claim script has no shebang on purpose: Redis runs such a
+// legacy script under OOM and refuses only its first write of a command
+// that may grow memory (the HSET of a new claim), so a claim of a key
+// that holds an entry (a replay, an in-flight duplicate, a resend of this
+// very claim) still reads and answers, while a new claim fails with OOM.
+// Shebangs need Redis 7.0 or later.
 
 // claimScript: ARGV = fingerprint, token, lease in milliseconds.
 // Replies {"new"} after claiming a free key, {"hit", s, f, d} for an
@@ -38,9 +50,14 @@ end
 return {'hit', v[1], v[2], v[3]}
 `)
 
-// ownerCheck is the start of the fenced scripts: it returns 0 when the key
-// is free or ARGV[1] does not own it, and the Redis type of a key that is
-// not a hash.
+// allowOOM is the first line of the scripts of the steps of a granted
+// claim: Redis runs them, and every command in them, even when used
+// memory is over maxmemory.
+const allowOOM = "#!lua flags=allow-oom\n"
+
+// ownerCheck is the start of extendScript: it returns 0 when the key is
+// free or ARGV[1] does not own it, and the Redis type of a key that is not
+// a hash.
 const ownerCheck = `
 local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'hash' then
@@ -57,7 +74,7 @@ end
 // 1 when completed, or already completed by this token (a resend after a
 // lost reply), 0 when the token does not own the key, or the type of a key
 // that is not a hash.
-var completeScript = redis.NewScript(`
+var completeScript = redis.NewScript(allowOOM + `
 local t = redis.call('TYPE', KEYS[1]).ok
 if t ~= 'hash' then
   if t == 'none' then return 0 end
@@ -72,15 +89,28 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)
 
-// releaseScript: ARGV = token. Replies as completeScript.
-var releaseScript = redis.NewScript(ownerCheck + `
+// releaseScript: ARGV = token. Replies 1 when released, or when the key
+// holds nothing (nothing left to release: the lease ran out, or this is a
+// resend of a release that landed), 0 when the key holds an entry the
+// token does not own (another owner's, or a completed one), or the type of
+// a key that is not a hash.
+var releaseScript = redis.NewScript(allowOOM + `
+local t = redis.call('TYPE', KEYS[1]).ok
+if t ~= 'hash' then
+  if t == 'none' then return 1 end
+  return t
+end
+local o = redis.call('HMGET', KEYS[1], 'o', 's')
+if o[1] ~= ARGV[1] or o[2] ~= 'i' then
+  return 0
+end
 redis.call('DEL', KEYS[1])
 return 1
 `)
 
 // extendScript: ARGV = token, lease in milliseconds. Replies as
 // completeScript.
-var extendScript = redis.NewScript(ownerCheck + `
+var extendScript = redis.NewScript(allowOOM + ownerCheck + `
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,8 +50,14 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 }
 
 // Claim implements [store.Store.Claim]. It returns an error wrapping
-// [store.ErrFull] when Redis refuses the write for lack of memory (OOM,
-// with maxmemory-policy noeviction).
+// [store.ErrFull] when Redis refuses the write of a new claim for lack of
+// memory (OOM, with maxmemory-policy noeviction).
+//
+// When the claim fails with any other error once it was sent, Claim first
+// releases, fenced by the claim's fresh token, the claim it may have made
+// after all (see Failed claims in the package documentation), so that it
+// never leaves behind a claim nobody owns. A context already done is
+// reported before anything is sent.
 func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
 	ms, err := millis("lease", lease)
 	if err != nil {
@@ -67,11 +71,12 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	reply, err := claimScript.Run(ctx, s.rdb, []string{rkey}, fingerprint, token, ms).Result()
 	if err != nil {
 		if redis.HasErrorPrefix(err, "OOM") {
+			// The script answers OOM only at the write of a free key: a
+			// resend that found this token's own earlier claim would have
+			// won without writing. No claim of ours is there to release.
 			return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w: %w", rkey, store.ErrFull, err)
 		}
-		if mayHaveLanded(err) {
-			s.releaseUnanswered(ctx, rkey, token)
-		}
+		s.releaseFailedClaim(ctx, rkey, token)
 		return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
 	}
 	c, err := decodeClaimReply(reply, token)
@@ -92,8 +97,10 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 	return s.fenced(ctx, "complete", completeScript, key, token, data, ms)
 }
 
-// Release implements [store.Store.Release]. When the key holds a value
-// that is not an entry, the error matches both [store.ErrLeaseLost] and
+// Release implements [store.Store.Release]. It returns nil when the key
+// holds nothing, so a release that go-redis resent after the first send
+// had landed reports success. When the key holds a value that is not an
+// entry, the error matches both [store.ErrLeaseLost] and
 // [store.ErrCorrupt].
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.fenced(ctx, "release", releaseScript, key, token)
@@ -113,8 +120,10 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 // fenced runs a script that acts only while token owns key.
 func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, key, token string, args ...any) error {
 	rkey := s.prefix + key
-	if token == "" {
-		// No claim has an empty token: nothing to ask Redis.
+	if token == "" && sc != releaseScript {
+		// No claim has an empty token: nothing to ask Redis. A release
+		// asks, since its answer depends on whether the key holds an
+		// entry.
 		return fmt.Errorf("redisstore: %s %q: empty token: %w", op, rkey, store.ErrLeaseLost)
 	}
 	if err := ctx.Err(); err != nil {
@@ -130,35 +139,24 @@ func (s *Store) fenced(ctx context.Context, op string, sc *redis.Script, key, to
 	return nil
 }
 
-// unansweredReleaseTimeout bounds the release of a claim whose reply was
-// lost.
-const unansweredReleaseTimeout = 500 * time.Millisecond
+// failedClaimReleaseTimeout bounds the release that follows a failed
+// claim, retries included.
+const failedClaimReleaseTimeout = 500 * time.Millisecond
 
-// releaseUnanswered deletes the claim token may have made when the claim's
-// reply was lost (a connection cut after sending, a timeout while
-// reading): the caller is told the claim failed, so a claim that did land
-// would otherwise block the key for a whole lease. The release is fenced
-// by the token, so it can only delete this caller's own claim. Best
-// effort: errors are ignored.
-func (s *Store) releaseUnanswered(ctx context.Context, rkey, token string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unansweredReleaseTimeout)
+// releaseFailedClaim deletes the claim token may have made although the
+// claim failed. Any failure after the first send may hide a claim that
+// landed: a reply lost to a cut connection or a timeout, or a reply lost
+// and then a resend by go-redis that failed in turn (a dial error, or an
+// error reply such as LOADING, READONLY or MASTERDOWN from a server that
+// never saw the first send). The caller is told the claim failed, so a
+// claim that did land would block the key for a whole lease with no
+// handler running. The release is fenced by the token, fresh and random,
+// so it can only delete this caller's own claim, and releasing a key that
+// holds nothing of ours changes nothing. Best effort: errors are ignored.
+func (s *Store) releaseFailedClaim(ctx context.Context, rkey, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimReleaseTimeout)
 	defer cancel()
 	_ = releaseScript.Run(ctx, s.rdb, []string{rkey}, token).Err()
-}
-
-// mayHaveLanded reports whether a failed command may still have run on
-// the server: not when Redis answered with an error, nor when no
-// connection was had (a dial error, a pool timeout).
-func mayHaveLanded(err error) bool {
-	var rerr redis.Error
-	var operr *net.OpError
-	switch {
-	case errors.As(err, &rerr), errors.Is(err, redis.ErrPoolTimeout):
-		return false
-	case errors.As(err, &operr) && operr.Op == "dial":
-		return false
-	}
-	return true
 }
 
 // millis converts a TTL to whole milliseconds for PEXPIRE, rounding up so

@@ -77,7 +77,10 @@ func oneWinnerAmongThousand(t *testing.T, e *env) {
 // racingOwnersNeverOverlap has workers claim, extend and release one key
 // over and over while the others attack it with tokens they held before;
 // then they race to complete it. At no moment may two workers own the key,
-// no stale token may succeed, and exactly one Complete lands.
+// no stale token may succeed, and exactly one Complete lands. A stale
+// Release may find the key free between two owners in phase 1 (nil,
+// nothing left to release); whether it returns nil or store.ErrLeaseLost,
+// it must not free the key under its owner, which the owner checks show.
 func racingOwnersNeverOverlap(t *testing.T, e *env) {
 	const workers, rounds = 8, 60
 	key := e.key()
@@ -90,7 +93,9 @@ func racingOwnersNeverOverlap(t *testing.T, e *env) {
 			t.Errorf("%s with a stale token: got %v, want store.ErrLeaseLost", op, err)
 		}
 	}
-	attack := func(rng *rand.Rand, stale []string) {
+	// attack calls a random step with a random stale token; held says
+	// whether the key surely holds an entry meanwhile.
+	attack := func(rng *rand.Rand, stale []string, held bool) {
 		if len(stale) == 0 {
 			return
 		}
@@ -101,7 +106,9 @@ func racingOwnersNeverOverlap(t *testing.T, e *env) {
 		case 1:
 			lost("Extend", e.s.Extend(e.ctx, key, tok, longTTL))
 		default:
-			lost("Release", e.s.Release(e.ctx, key, tok))
+			if err := e.s.Release(e.ctx, key, tok); held || err != nil {
+				lost("Release", err)
+			}
 		}
 	}
 	var wg, phase1 sync.WaitGroup
@@ -125,14 +132,14 @@ func racingOwnersNeverOverlap(t *testing.T, e *env) {
 					return
 				}
 				if c.Won() {
-					attack(rng, stale)
+					attack(rng, stale, true)
 					if err := e.s.Complete(e.ctx, key, c.Token, fp, longTTL); err != nil {
 						t.Errorf("worker %d: Complete with its own token: %v", id, err)
 						return
 					}
 					completes.Add(1)
 					completedBy.Store(id)
-					attack(rng, stale)
+					attack(rng, stale, true)
 					// Its own token may repeat Complete (a no-op), never
 					// renew or delete the record.
 					lost("Extend", e.s.Extend(e.ctx, key, c.Token, longTTL))
@@ -140,7 +147,7 @@ func racingOwnersNeverOverlap(t *testing.T, e *env) {
 					return
 				}
 				if c.Existing.State == store.StateCompleted {
-					attack(rng, stale)
+					attack(rng, stale, true)
 					return
 				}
 				if t.Failed() {
@@ -216,7 +223,7 @@ func manyKeysCompletedOnce(t *testing.T, e *env) {
 
 // claimExtendRelease is phase 1 of racingOwnersNeverOverlap for worker
 // id: it returns the tokens the worker held and released.
-func claimExtendRelease(t *testing.T, e *env, key string, id int64, rounds int, owner, wins *atomic.Int64, rng *rand.Rand, attack func(*rand.Rand, []string)) []string {
+func claimExtendRelease(t *testing.T, e *env, key string, id int64, rounds int, owner, wins *atomic.Int64, rng *rand.Rand, attack func(*rand.Rand, []string, bool)) []string {
 	fp := []byte("worker-" + strconv.FormatInt(id, 10))
 	var stale []string
 	for range rounds {
@@ -230,7 +237,7 @@ func claimExtendRelease(t *testing.T, e *env, key string, id int64, rounds int, 
 				t.Errorf("worker %d: existing %s while nobody completes, want in_flight", id, describe(c.Existing))
 				return stale
 			}
-			attack(rng, stale)
+			attack(rng, stale, false) // the owner may have released it since
 			runtime.Gosched()
 			continue
 		}
@@ -239,7 +246,7 @@ func claimExtendRelease(t *testing.T, e *env, key string, id int64, rounds int, 
 			return stale
 		}
 		wins.Add(1)
-		attack(rng, stale)
+		attack(rng, stale, true)
 		if err := e.s.Extend(e.ctx, key, c.Token, longTTL); err != nil {
 			t.Errorf("worker %d: Extend with its own token: %v", id, err)
 		}

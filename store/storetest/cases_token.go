@@ -6,13 +6,27 @@ import (
 	"testing"
 )
 
-// refusedAll calls Complete, Extend and Release with token on key and
-// fails the case unless each returns store.ErrLeaseLost.
+// refusedAll calls Complete, Extend and Release with token on key, which
+// holds an entry token does not own, and fails the case unless each
+// returns store.ErrLeaseLost.
 func (e *env) refusedAll(what, key, token string) {
 	e.t.Helper()
 	e.wantLeaseLost("Complete with "+what, e.s.Complete(e.ctx, key, token, []byte("intruder"), longTTL))
 	e.wantLeaseLost("Extend with "+what, e.s.Extend(e.ctx, key, token, longTTL))
 	e.wantLeaseLost("Release with "+what, e.s.Release(e.ctx, key, token))
+}
+
+// refusedFree calls Complete, Extend and Release with token on key, which
+// holds no entry, and fails the case unless Complete and Extend return
+// store.ErrLeaseLost and Release returns nil (nothing left to release),
+// and the key is still free afterwards: none of them creates an entry.
+func (e *env) refusedFree(what, key, token string) {
+	e.t.Helper()
+	e.wantLeaseLost("Complete with "+what, e.s.Complete(e.ctx, key, token, []byte("intruder"), longTTL))
+	e.wantLeaseLost("Extend with "+what, e.s.Extend(e.ctx, key, token, longTTL))
+	if err := e.s.Release(e.ctx, key, token); err != nil {
+		e.t.Fatalf("Release with %s: %v, want nil: nothing is left to release", what, err)
+	}
 }
 
 func tokenCases() []testCase {
@@ -70,8 +84,8 @@ func tokenCases() []testCase {
 		}},
 		{"FreeKeyRefusesEveryToken", func(t *testing.T, e *env) {
 			key := e.key()
-			e.refusedAll("a made-up token on a free key", key, "storetest-not-a-token")
-			e.refusedAll("an empty token on a free key", key, "")
+			e.refusedFree("a made-up token on a free key", key, "storetest-not-a-token")
+			e.refusedFree("an empty token on a free key", key, "")
 			e.wantFree(key)
 		}},
 		{"TokensAreUnique", func(t *testing.T, e *env) {
@@ -138,20 +152,54 @@ func releaseCases() []testCase {
 				t.Fatalf("claim after release got the released token %q again", tok)
 			}
 		}},
-		{"TwiceRefused", func(t *testing.T, e *env) {
+		{"SecondReleaseIsANoOp", func(t *testing.T, e *env) {
+			// A Release resent after the first one landed (its reply was
+			// lost) finds nothing left to release: nil, not a lost lease.
+			// Complete and Extend after the Release are still refused.
 			key := e.key()
 			tok := e.claimWin(key, fingerprint(), longTTL)
 			e.ok("Release with the owner token", e.s.Release(e.ctx, key, tok))
-			e.wantLeaseLost("second Release", e.s.Release(e.ctx, key, tok))
-			e.wantLeaseLost("Complete after Release", e.s.Complete(e.ctx, key, tok, []byte("x"), longTTL))
-			e.wantLeaseLost("Extend after Release", e.s.Extend(e.ctx, key, tok, longTTL))
+			e.refusedFree("the token of a released claim", key, tok)
 			e.wantFree(key)
 		}},
+		{"FreeKeyIsANoOp", func(t *testing.T, e *env) {
+			// A key never claimed holds nothing to release, whatever the
+			// token; the Release creates nothing.
+			key := e.key()
+			for _, tok := range []string{"storetest-not-a-token", "1", ""} {
+				e.ok("Release of a key never claimed", e.s.Release(e.ctx, key, tok))
+			}
+			e.wantFree(key)
+		}},
+		{"OtherOwnerUntouched", func(t *testing.T, e *env) {
+			// A Release with a token that owned the key before is refused
+			// while another owner holds it, in flight and completed, and
+			// leaves that owner's entry as it was.
+			key := e.key()
+			old := e.claimWin(key, fingerprint(), longTTL)
+			e.ok("Release with the owner token", e.s.Release(e.ctx, key, old))
+			fp := fingerprint()
+			tok := e.claimWin(key, fp, longTTL)
+			e.wantLeaseLost("Release with the previous owner's token", e.s.Release(e.ctx, key, old))
+			e.wantInFlight(key, fp)
+			e.ok("Extend with the new owner's token", e.s.Extend(e.ctx, key, tok, longTTL))
+			e.complete(key, tok, []byte("new owner"))
+			e.wantLeaseLost("Release with the previous owner's token after Complete", e.s.Release(e.ctx, key, old))
+			e.wantCompleted(key, fp, []byte("new owner"))
+		}},
 		{"AfterCompleteRefused", func(t *testing.T, e *env) {
+			// A completed entry is never released, not even by the token
+			// that completed it, nor by any other.
 			key, fp := e.key(), fingerprint()
 			tok := e.claimWin(key, fp, longTTL)
 			e.complete(key, tok, []byte("kept"))
-			e.wantLeaseLost("Release after Complete", e.s.Release(e.ctx, key, tok))
+			for _, bad := range []struct{ what, token string }{
+				{"the token that completed it", tok},
+				{"a made-up token", "storetest-not-a-token"},
+				{"an empty token", ""},
+			} {
+				e.wantLeaseLost("Release after Complete with "+bad.what, e.s.Release(e.ctx, key, bad.token))
+			}
 			e.wantCompleted(key, fp, []byte("kept"))
 		}},
 	}

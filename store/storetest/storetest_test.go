@@ -45,6 +45,8 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"empty-token-completed", []string{"Token/CompletedRefusesEveryToken"}},
 		{"constant-token", []string{"Token/TokensAreUnique", "Token/StaleTokenChangesNothing"}},
 		{"complete-creates", []string{"Complete/CompleteFreeKeyRefused"}},
+		{"release-free-lease-lost", []string{"Release/FreeKeyIsANoOp", "Release/SecondReleaseIsANoOp", "Token/FreeKeyRefusesEveryToken", "Expiry/ExpiredLeaseRefusesOwner"}},
+		{"release-deletes-completed", []string{"Release/AfterCompleteRefused", "Release/OtherOwnerUntouched", "Token/CompletedRefusesEveryToken"}},
 		{"no-copy-data", []string{"Complete/CompleteCopiesData"}},
 		{"truncate-data", []string{"Complete/LargeData4MiB"}},
 		{"keep-fingerprint", []string{"Claim/ClaimCopiesFingerprint"}},
