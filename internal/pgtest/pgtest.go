@@ -72,14 +72,28 @@ func ServerURL() string {
 // or fails tb when no server answers (see the package documentation).
 func URL(tb testing.TB) string {
 	tb.Helper()
-	name := database(tb).Database
+	u, err := DatabaseURL()
+	if err != nil {
+		unavailable(tb, err)
+	}
+	return u
+}
+
+// DatabaseURL is [URL] for code without a testing.TB, such as TestMain or
+// an Example: it returns the error instead of skipping.
+func DatabaseURL() (string, error) {
+	pkg.once.Do(create)
+	if pkg.err != nil {
+		return "", pkg.err
+	}
+	name := pkg.cfg.Database
 	u, err := url.Parse(ServerURL())
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		// A keyword/value string: a later dbname wins.
-		return ServerURL() + " dbname=" + name
+		return ServerURL() + " dbname=" + name, nil
 	}
 	u.Path = "/" + name
-	return u.String()
+	return u.String(), nil
 }
 
 // Config returns a pool configuration for the package's database with at
@@ -111,17 +125,6 @@ func PoolFrom(tb testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	}
 	tb.Cleanup(p.Close)
 	return p
-}
-
-// database returns the connection config of the package's database,
-// creating the database on first use.
-func database(tb testing.TB) *pgx.ConnConfig {
-	tb.Helper()
-	pkg.once.Do(create)
-	if pkg.err != nil {
-		unavailable(tb, pkg.err)
-	}
-	return pkg.cfg.Copy()
 }
 
 func create() {

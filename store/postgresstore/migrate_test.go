@@ -73,7 +73,7 @@ func TestMigrateTableNames(t *testing.T) {
 				want = pgx.Identifier{tc.schema, tc.table}
 			}
 			var indexes int
-			err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE '%(expires_at)'", tc.table).Scan(&indexes)
+			err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_indexes WHERE schemaname = coalesce(nullif($1, ''), current_schema()) AND tablename = $2 AND indexdef LIKE '%(expires_at)'", tc.schema, tc.table).Scan(&indexes)
 			if err != nil || indexes != 1 {
 				t.Fatalf("expires_at index of %s: %d (%v), want 1", want.Sanitize(), indexes, err)
 			}
