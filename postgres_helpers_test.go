@@ -103,8 +103,8 @@ type pgHooks struct {
 
 type pgServerConfig struct {
 	id       int
-	proxied  bool  // the handler's pool goes through a fault proxy
-	maxConns int32 // of each pool; default 2
+	proxied  bool              // the handler's pool goes through a fault proxy
+	maxConns int32             // of each pool; default 2
 	params   map[string]string // session settings of the handler's pool
 	hooks    pgHooks
 	opts     []idempotency.Option
@@ -136,7 +136,9 @@ func (l *pgLedger) server(t *testing.T, c pgServerConfig) *pgServer {
 	}
 	opts := append([]idempotency.Option{idempotency.WithObserver(s.events)}, c.opts...)
 	s.srv = testserver.New(t, &testserver.Service{Handler: s.charge(c.hooks)}, grpc.ChainUnaryInterceptor(
-		recovery.UnaryServerInterceptor(),
+		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(func(any) error {
+			return status.Error(codes.Internal, "internal error")
+		})),
 		idempotency.UnaryServerInterceptor(s.store, opts...),
 	))
 	s.client = s.srv.Client(t, grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor(c.client...)))
