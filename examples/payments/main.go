@@ -12,6 +12,7 @@
 //
 //	go run ./examples/payments                    # the story, memory store
 //	go run ./examples/payments -redis localhost:6379   # the story on Redis
+//	go run ./examples/payments -postgres postgres://postgres@localhost/postgres   # ledger and store in PostgreSQL
 //	go run ./examples/payments -listen :50051     # only the server, for grpcurl
 //	go run ./examples/payments -v                 # with every decision logged
 package main
@@ -29,12 +30,13 @@ import (
 
 func main() {
 	redisAddr := flag.String("redis", "", "use the Redis store at `host:port` instead of the in-memory store")
+	postgresURL := flag.String("postgres", "", "keep the ledger and the store in PostgreSQL at `URL`, each charge completed in its ledger transaction")
 	listen := flag.String("listen", "", "run only the server on `address` (for example :50051), with server reflection, until interrupted")
 	metricsAddr := flag.String("metrics", "", "with -listen, serve Prometheus metrics on http://`address`/metrics")
 	verbose := flag.Bool("v", false, "log every idempotency decision and every call to stderr (slog)")
 	flag.Parse()
 
-	cfg := config{RedisAddr: *redisAddr, Logs: os.Stderr, LogLevel: slog.LevelWarn}
+	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, Logs: os.Stderr, LogLevel: slog.LevelWarn}
 	if *verbose {
 		cfg.LogLevel = slog.LevelInfo
 	}

@@ -16,16 +16,16 @@ import (
 // grpcurl commands work; the demo tokens map to tenants as in the story.
 // With metrics set, it serves the counters there on /metrics.
 func serve(ctx context.Context, cfg config, lis, metrics net.Listener, out io.Writer) error {
-	s, storeName, closeStore, err := openStore(ctx, cfg)
+	b, err := openBackend(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer b.close()
 	logger := newLogger(cfg)
 	m := newMeter()
 	srv, _ := newServer(serverConfig{
-		store:    s,
-		payments: &paymentsService{ledger: NewLedger()},
+		store:    b.store,
+		payments: b.payments(0),
 		logger:   logger,
 		meter:    m,
 		auth:     authenticator{tokens: demoTokens, allowAnonymous: true},
@@ -34,7 +34,7 @@ func serve(ctx context.Context, cfg config, lis, metrics net.Listener, out io.Wr
 		defer serveMetrics(metrics, m, logger)()
 		fmt.Fprintf(out, "Prometheus metrics on http://%s/metrics\n", metrics.Addr())
 	}
-	fmt.Fprintf(out, "payments.v1.Payments on %s (%s), server reflection on. Try:\n", lis.Addr(), storeName)
+	fmt.Fprintf(out, "payments.v1.Payments on %s (%s), server reflection on. Try:\n", lis.Addr(), b.name)
 	fmt.Fprintf(out, "  grpcurl -plaintext -v -H 'idempotency-key: k1' -d '{\"customer\":\"alice\",\"amount_cents\":1999}' %s payments.v1.Payments/Charge\n", lis.Addr())
 	fmt.Fprintln(out, "twice: the second answer is the first one replayed (header idempotency-replayed: true). Ctrl-C stops.")
 
