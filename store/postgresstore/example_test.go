@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -36,20 +37,7 @@ func (p *payments) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	if req.GetAmountCents() > 100_000 {
-		// A declined card is written to the ledger too, and its answer is
-		// recorded with it.
-		declined := status.Error(codes.FailedPrecondition, "card declined")
-		if _, err := tx.Exec(ctx, "INSERT INTO declines (customer, amount_cents) VALUES ($1, $2)",
-			req.GetCustomer(), req.GetAmountCents()); err != nil {
-			return nil, status.Error(codes.Unavailable, "ledger unavailable")
-		}
-		if err := p.store.CompleteErrorTx(ctx, tx, declined); err != nil {
-			return nil, status.Error(codes.Unavailable, "claim lost: rolled back")
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return nil, status.Error(codes.Unavailable, "commit failed")
-		}
-		return nil, declined
+		return p.decline(ctx, tx, req)
 	}
 
 	var id int64
@@ -72,6 +60,23 @@ func (p *payments) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*
 		return nil, status.Error(codes.Unavailable, "commit failed")
 	}
 	return resp, nil
+}
+
+// decline writes a declined card to the ledger and records its answer,
+// FAILED_PRECONDITION, in the same transaction.
+func (p *payments) decline(ctx context.Context, tx pgx.Tx, req *paymentsv1.ChargeRequest) (*paymentsv1.ChargeResponse, error) {
+	declined := status.Error(codes.FailedPrecondition, "card declined")
+	if _, err := tx.Exec(ctx, "INSERT INTO declines (customer, amount_cents) VALUES ($1, $2)",
+		req.GetCustomer(), req.GetAmountCents()); err != nil {
+		return nil, status.Error(codes.Unavailable, "ledger unavailable")
+	}
+	if err := p.store.CompleteErrorTx(ctx, tx, declined); err != nil {
+		return nil, status.Error(codes.Unavailable, "claim lost: rolled back")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, status.Error(codes.Unavailable, "commit failed")
+	}
+	return nil, declined
 }
 
 // Example_completeTx serves Charge with its answer recorded in the ledger's
