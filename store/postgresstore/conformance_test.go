@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
@@ -12,19 +14,26 @@ import (
 
 // TestConformance runs the shared suite on one store, with its sweeper
 // deleting expired rows every 50ms while the cases run: on the default
-// table in the search_path, and on a schema-qualified table of its own.
+// table in the search_path, on a schema-qualified table of its own, and in
+// the pgx query exec modes that use no prepared statement (for PgBouncer).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		table bool
+		mode  pgx.QueryExecMode
 	}{
-		{"default table", false},
-		{"schema-qualified table", true},
+		{"default table", false, pgx.QueryExecModeCacheStatement},
+		{"schema-qualified table", true, pgx.QueryExecModeCacheStatement},
+		// What PgBouncer before 1.21 needs: no prepared statements.
+		{"exec mode", true, pgx.QueryExecModeExec},
+		{"simple protocol", true, pgx.QueryExecModeSimpleProtocol},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool := pgtest.Pool(t, 8)
+			cfg := pgtest.Config(t, 8)
+			cfg.ConnConfig.DefaultQueryExecMode = tc.mode
+			pool := pgtest.PoolFrom(t, cfg)
 			opts := []postgresstore.Option{postgresstore.WithSweepInterval(50 * time.Millisecond)}
 			if tc.table {
 				opts = append(opts, postgresstore.WithTable(newSchema(t, pool)+".Records"))
