@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -91,7 +92,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	)
 	err = s.pool.QueryRow(ctx, s.sql.claim, []byte(key), []byte(token), fingerprint, us).Scan(&won, &state, &fp, &data)
 	if err != nil {
-		if !pgconn.SafeToRetry(err) {
+		if mayHaveLanded(err) {
 			s.releaseFailedClaim(ctx, key, token)
 		}
 		return store.Claim{}, s.fail("claim", key, err)
@@ -113,6 +114,14 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		return store.Claim{}, fmt.Errorf("postgresstore: claim %x in %s: unknown state %d: %w", key, s.table, state, store.ErrCorrupt)
 	}
 	return store.Claim{Existing: e}, nil
+}
+
+// mayHaveLanded reports whether a statement that failed with err may have
+// committed all the same: it was sent, and PostgreSQL did not answer with
+// an error (which rolls the statement back).
+func mayHaveLanded(err error) bool {
+	var pgErr *pgconn.PgError
+	return !pgconn.SafeToRetry(err) && !errors.As(err, &pgErr)
 }
 
 // failedClaimRelease bounds the release after a failed claim.
