@@ -78,6 +78,9 @@
 // in process, the default for one server.
 // [github.com/grpc-idempotency/idempotency/store/redisstore] keeps them in
 // Redis (single node, Sentinel or Cluster) so that many servers share them.
+// [github.com/grpc-idempotency/idempotency/store/postgresstore] keeps them in
+// PostgreSQL, where a handler can also record its outcome inside its own
+// transaction ([NewTxOutcome]).
 //
 // # Chaining
 //

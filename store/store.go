@@ -19,8 +19,9 @@
 // one extra round trip the first time a server sees an operation (loading a
 // script); that is the only exception to one round trip per operation.
 //
-// Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore]
-// and [github.com/grpc-idempotency/idempotency/store/redisstore]; each passes
+// Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore],
+// [github.com/grpc-idempotency/idempotency/store/redisstore] and
+// [github.com/grpc-idempotency/idempotency/store/postgresstore]; each passes
 // the conformance suite in [github.com/grpc-idempotency/idempotency/store/storetest].
 package store
 

@@ -24,6 +24,9 @@ type config struct {
 	// RedisAddr selects the Redis store at host:port; empty means the
 	// in-memory store.
 	RedisAddr string
+	// PostgresURL selects PostgreSQL for the ledger and the store
+	// together, each Charge completed inside its ledger transaction.
+	PostgresURL string
 	// Logs receives the slog output (every idempotency decision and every
 	// call); nil discards it.
 	Logs io.Writer
@@ -77,7 +80,8 @@ func newLogger(cfg config) *slog.Logger {
 // demo is a running server with the two clients of the story.
 type demo struct {
 	addr    string
-	ledger  *Ledger
+	ledger  ledgerView
+	backend *backend
 	meter   *meter
 	network *lossyNetwork
 	// keyed uses the all-in-one client interceptor: a key per call, and
@@ -91,11 +95,11 @@ type demo struct {
 // startDemo starts the server on a loopback port with the lossy network in
 // its chain, and connects both clients as tenant A. tel, when set, traces
 // and meters the server and both clients.
-func startDemo(s store.Store, logger *slog.Logger, tel *telemetry) (*demo, error) {
-	d := &demo{ledger: NewLedger(), meter: newMeter(), network: &lossyNetwork{}}
+func startDemo(b *backend, logger *slog.Logger, tel *telemetry) (*demo, error) {
+	d := &demo{ledger: b.ledger, backend: b, meter: newMeter(), network: &lossyNetwork{}}
 	srv, _ := newServer(serverConfig{
-		store:      s,
-		payments:   &paymentsService{ledger: d.ledger, latency: chargeLatency},
+		store:      b.store,
+		payments:   b.payments(chargeLatency),
 		logger:     logger,
 		meter:      d.meter,
 		auth:       authenticator{tokens: demoTokens},

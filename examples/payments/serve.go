@@ -33,11 +33,11 @@ type listeners struct {
 // /metrics; with lis.http, the REST gateway; with cfg.OTel, it prints spans
 // as they end and the metrics every [metricInterval] to out.
 func serve(ctx context.Context, cfg config, lis listeners, out io.Writer) error {
-	s, storeName, closeStore, err := openStore(ctx, cfg)
+	b, err := openBackend(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer b.close()
 	var tel *telemetry
 	if cfg.OTel {
 		if tel, err = newTelemetry(out, out, metricInterval); err != nil {
@@ -48,8 +48,8 @@ func serve(ctx context.Context, cfg config, lis listeners, out io.Writer) error 
 	logger := newLogger(cfg)
 	m := newMeter()
 	srv, _ := newServer(serverConfig{
-		store:     s,
-		payments:  &paymentsService{ledger: NewLedger(), latency: cfg.Latency},
+		store:     b.store,
+		payments:  b.payments(cfg.Latency),
 		logger:    logger,
 		meter:     m,
 		auth:      authenticator{tokens: demoTokens, allowAnonymous: true},
@@ -67,7 +67,7 @@ func serve(ctx context.Context, cfg config, lis listeners, out io.Writer) error 
 		defer stop()
 		printCurl(out, lis.http.Addr())
 	}
-	fmt.Fprintf(out, "payments.v1.Payments on %s (%s), server reflection on. Try:\n", lis.grpc.Addr(), storeName)
+	fmt.Fprintf(out, "payments.v1.Payments on %s (%s), server reflection on. Try:\n", lis.grpc.Addr(), b.name)
 	fmt.Fprintf(out, "  grpcurl -plaintext -v -H 'idempotency-key: k1' -d '{\"customer\":\"alice\",\"amount_cents\":1999}' %s payments.v1.Payments/Charge\n", lis.grpc.Addr())
 	fmt.Fprintln(out, "twice: the second answer is the first one replayed (header idempotency-replayed: true). Ctrl-C stops.")
 

@@ -115,6 +115,9 @@ func targets() []target {
 				s + "1000000/" + op, s + "1000/" + op, q, 1.30, 0, false})
 		}
 	}
+	p := "BenchmarkPostgresScale/records="
+	t = append(t, target{"postgres store claim p99, 1M vs 1k rows, sweeper running",
+		p + "1000000/claim", p + "1000/claim", "p99-ns", 1.50, 0, false})
 	return t
 }
 

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// ledgerView is what the story reads from a ledger: [Ledger] in memory,
+// [pgLedger] in PostgreSQL.
+type ledgerView interface {
+	// ChargesOf returns how many charges customer has.
+	ChargesOf(customer string) int
+	// Paid returns what customer has paid in all, net of refunds, in cents.
+	Paid(customer string) int64
+	// Totals returns the number of charges and the cents charged in all.
+	Totals() (charges int, cents int64)
+}
+
+// backend is what the example runs on: the idempotency store, and a
+// payments service over a ledger.
+type backend struct {
+	store store.Store
+	// name names the store in the story.
+	name string
+	// payments returns the service, its Charge taking latency.
+	payments func(latency time.Duration) paymentsv1.PaymentsServer
+	ledger   ledgerView
+	// pg is the PostgreSQL mode's database, nil in the other modes.
+	pg    *pgBackend
+	close func()
+}
+
+// openBackend opens what cfg asks for: PostgreSQL for the ledger and the
+// store together, or a ledger in memory with the memory or Redis store.
+func openBackend(ctx context.Context, cfg config) (*backend, error) {
+	if cfg.PostgresURL != "" {
+		return openPostgres(ctx, cfg.PostgresURL)
+	}
+	s, name, closeStore, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := NewLedger()
+	return &backend{
+		store: s, name: name, ledger: l, close: closeStore,
+		payments: func(latency time.Duration) paymentsv1.PaymentsServer {
+			return &paymentsService{ledger: l, latency: latency}
+		},
+	}, nil
+}

@@ -1,0 +1,81 @@
+// Package postgresstore is a [store.Store] on PostgreSQL, built on pgx v5
+// (pgxpool), that can also record a call's outcome inside the handler's own
+// transaction ([Store.CompleteTx]), so that "the charge happened" and "the
+// answer is recorded" commit together or not at all.
+//
+// # Table
+//
+// One row per key in one table ([DefaultTable], "idempotency_records",
+// unless [WithTable] says otherwise). [Store.Migrate] creates it, and is
+// safe to call on every start from many servers at once; [Schema] is the
+// same DDL (the file schema.sql) for your own migration tool. Keys,
+// tokens, fingerprints and data are bytea; state is 1 in flight, 2
+// completed; expires_at is the end of the lease while in flight and of the
+// retention once completed. Owner tokens are 16 random bytes from
+// crypto/rand, 22 characters of base64url.
+//
+// # One statement per step
+//
+// Claim, Complete, Release and Extend are each one SQL statement, one round
+// trip, run as an autocommit statement under READ COMMITTED (PostgreSQL's
+// default isolation; set no stricter default_transaction_isolation for the
+// store's connections). Claim is one INSERT … ON CONFLICT … DO UPDATE …
+// RETURNING that always returns the key's row: a new in-flight row with
+// the claim's token, an expired row taken over, or the live row as it was,
+// with its state, fingerprint and data. Concurrent claims of one key queue
+// on its row lock, and each sees the row as the one before it left it, so
+// exactly one wins, also when two take over the same expired lease at
+// once. Complete, Release and Extend are single statements fenced by the
+// token, the state and expires_at: a caller whose lease ran out can never
+// overwrite or delete the next owner's row, and a release never removes a
+// completed row. Times come from the database's clock_timestamp(), never
+// from the servers' clocks. A row whose lease or retention has run out
+// counts as absent to every step.
+//
+// A claim rewrites the live row it finds unchanged (that is how its
+// RETURNING sees the row, even one committed after the statement began):
+// replays and in-flight duplicates cost a row version each, a HOT update
+// that the table's fillfactor leaves room for, which PostgreSQL prunes
+// without a vacuum.
+//
+// A Claim that fails after it was sent (a connection lost before the
+// reply) may have landed all the same. Claim then releases it, fenced by
+// its fresh token and bounded by 500 ms, before returning the error, so
+// that no claim nobody owns blocks the key for a whole lease.
+//
+// # Completion inside the handler's transaction
+//
+// [Store.CompleteTx] records the response of the call whose claim the
+// handler's context carries, inside the handler's transaction, with one
+// UPDATE fenced by the claim's token; [Store.CompleteErrorTx] does the same
+// for a deterministic error (a declined card written to the ledger and
+// answered FAILED_PRECONDITION). The interceptor then makes no store call
+// for the outcome. The protocol, and what each failure leads to, is that
+// of [idempotency.TxOutcome]. While the handler's transaction is open
+// after CompleteTx, it holds the row's lock: a duplicate's claim, and the
+// interceptor's lease renewal, wait for it to commit (and then see the
+// completed row) or roll back (and then see the claim in flight). No
+// statement of the store ever raises a unique violation inside a user's
+// transaction: CompleteTx is an UPDATE.
+//
+// # Sweeping
+//
+// A background sweeper ([WithSweepInterval], every minute by default)
+// deletes expired rows in batches ([WithSweepBatch]) with FOR UPDATE SKIP
+// LOCKED, so any number of servers sweep at once without waiting on each
+// other or on live calls. [Store.Sweep] does one batch, for a cron job
+// instead.
+//
+// # PgBouncer
+//
+// The store works through PgBouncer in transaction pooling mode: every step
+// is one statement in its own transaction, and CompleteTx runs inside the
+// transaction the handler began. pgx's default query exec mode
+// (QueryExecModeCacheStatement) prepares named statements per connection,
+// which PgBouncer before 1.21, or without max_prepared_statements, cannot
+// carry from one server connection to the next. Then set the pool's
+// ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeExec (one round trip
+// per statement, no prepared statement) or pgx.QueryExecModeCacheDescribe.
+// With PgBouncer 1.21 or later and max_prepared_statements set, the default
+// mode works.
+package postgresstore

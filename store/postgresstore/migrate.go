@@ -1,0 +1,54 @@
+package postgresstore
+
+import (
+	"context"
+	_ "embed" // the schema file
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Schema is the DDL of the store's table under its default name
+// ([DefaultTable]): the file schema.sql of this package, which
+// [Store.Migrate] runs. Give it to your own migration tool instead of
+// calling Migrate if you prefer; every statement in it is idempotent.
+//
+//go:embed schema.sql
+var Schema string
+
+// migrateLockKey is the advisory lock Migrate holds while it runs, so that
+// servers starting at once do not race CREATE TABLE IF NOT EXISTS (which
+// can fail with a unique violation on the catalog when two run together).
+// It is "idempot" in ASCII, as a big-endian integer.
+const migrateLockKey = 0x6964656d706f74
+
+// Migrate creates the store's table and its index when they are missing,
+// with the DDL of [Schema] under the table name of [WithTable]. It is safe
+// to call on every start, from many servers at once: it runs in one
+// transaction under a transaction-scoped advisory lock, and changes
+// nothing when the table is there.
+func (s *Store) Migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockKey)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, schemaFor(s.cfg.table))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgresstore: migrate %s: %w", s.table, err)
+	}
+	return nil
+}
+
+// schemaFor returns [Schema] for table: the table's name and its index's
+// name replaced. The index takes the table's unqualified name with the
+// suffix _expires_at_idx, and lives in the table's schema.
+func schemaFor(table pgx.Identifier) string {
+	index := pgx.Identifier{table[len(table)-1] + "_expires_at_idx"}
+	return strings.NewReplacer(
+		DefaultTable+"_expires_at_idx", index.Sanitize(),
+		DefaultTable, table.Sanitize(),
+	).Replace(Schema)
+}

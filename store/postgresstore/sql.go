@@ -1,0 +1,99 @@
+package postgresstore
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// State values in the state column.
+const (
+	stateInFlight  = 1
+	stateCompleted = 2
+)
+
+// statements are the store's SQL, one statement per step, for one table.
+// Times come from the database's clock_timestamp() (the time the
+// expression is evaluated, not the start of the transaction), never from
+// the servers' wall clocks. Leases and retentions are passed in
+// microseconds ($n::bigint).
+type statements struct {
+	claim, complete, completeTx, release, extend, sweep string
+}
+
+func newStatements(table pgx.Identifier) statements {
+	t := table.Sanitize()
+	r := strings.NewReplacer("{t}", t)
+	return statements{
+		// claim inserts a new in-flight row, or, when the key has a row,
+		// locks it (waiting for a transaction that holds it) and takes it
+		// over when it has expired, else rewrites it unchanged so that
+		// RETURNING gives the existing row. It always returns one row:
+		// won tells whether the row carries this claim's token.
+		//
+		// Expiry is judged by one clock reading, the one the new lease is
+		// computed from (excluded.expires_at minus the lease), so that
+		// every column agrees. That reading is taken before any wait for
+		// the row lock, so it only errs towards not taking over a lease
+		// that ran out during the wait.
+		claim: r.Replace(`
+INSERT INTO {t} AS r (key, state, token, fingerprint, expires_at)
+VALUES ($1, 1, $2, $3, clock_timestamp() + $4::bigint * interval '1 microsecond')
+ON CONFLICT (key) DO UPDATE SET
+	state       = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.state ELSE r.state END,
+	token       = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.token ELSE r.token END,
+	fingerprint = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.fingerprint ELSE r.fingerprint END,
+	data        = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN NULL ELSE r.data END,
+	expires_at  = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.expires_at ELSE r.expires_at END
+RETURNING r.token = $2 AS won, r.state, r.fingerprint, CASE WHEN r.token = $2 THEN NULL ELSE r.data END`),
+
+		// complete stores the outcome while the token owns the live
+		// in-flight row. The token that completed the row may send it
+		// again (a resend after a lost reply): the row matches and is
+		// rewritten unchanged, so the step reports success.
+		complete: r.Replace(`
+UPDATE {t} SET
+	data       = CASE WHEN state = 1 THEN $3 ELSE data END,
+	expires_at = CASE WHEN state = 1 THEN clock_timestamp() + $4::bigint * interval '1 microsecond' ELSE expires_at END,
+	state      = 2
+WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()`),
+
+		// completeTx is complete inside a handler's transaction: only an
+		// in-flight row, so that a second transaction of the same call
+		// cannot commit side effects under an outcome already recorded.
+		completeTx: r.Replace(`
+UPDATE {t} SET data = $3, expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond', state = 2
+WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`),
+
+		// release deletes the token's in-flight row (live or expired: an
+		// expired one is garbage either way), and answers true when it
+		// did, or when the key holds no live row: nothing left to
+		// release. It answers false for another owner's live row or a
+		// live completed one, which it leaves alone.
+		release: r.Replace(`
+WITH released AS (
+	DELETE FROM {t} WHERE key = $1 AND token = $2 AND state = 1 RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM released)
+	OR NOT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND expires_at > clock_timestamp())`),
+
+		// extend sets the lease of the token's live in-flight row.
+		extend: r.Replace(`
+UPDATE {t} SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
+WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`),
+
+		// sweep deletes up to $1 expired rows, oldest first, skipping rows
+		// another transaction holds (a claim taking one over, a handler's
+		// transaction, another server's sweep). The row lock rechecks
+		// expires_at on the newest version of a row that changed since
+		// the statement began, so a row taken over meanwhile is kept.
+		sweep: r.Replace(`
+DELETE FROM {t} WHERE key IN (
+	SELECT key FROM {t}
+	WHERE expires_at <= clock_timestamp()
+	ORDER BY expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+)`),
+	}
+}

@@ -1,0 +1,215 @@
+package postgresstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// Store is a [store.Store] on PostgreSQL. Each method is one SQL
+// statement: one atomic round trip. It is safe for concurrent use.
+type Store struct {
+	pool  *pgxpool.Pool
+	table string // quoted, for messages
+	sql   statements
+	cfg   config
+
+	stop      context.CancelFunc
+	sweeping  sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on pool, with its rows in the table [WithTable]
+// names, and starts its sweeper ([WithSweepInterval]). The caller owns pool
+// and closes it after [Store.Close]. The table must exist before the first
+// call: run [Store.Migrate] at start-up, or apply [Schema] with your own
+// migration tool. New panics when an option is invalid.
+//
+// Each step runs as one autocommit statement on a connection of pool under
+// READ COMMITTED, PostgreSQL's default isolation: set no stricter
+// default_transaction_isolation for the store's connections. See the
+// package documentation for PgBouncer.
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	c := newConfig(opts)
+	if c.err != nil {
+		panic(c.err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Store{pool: pool, table: c.table.Sanitize(), sql: newStatements(c.table), cfg: c, stop: stop}
+	if c.sweepInterval > 0 {
+		s.sweeping.Add(1)
+		go s.sweepLoop(ctx)
+	}
+	return s
+}
+
+// Close stops the sweeper and waits for a sweep under way to end. It does
+// not close the pool. It always returns nil, and is safe to call more
+// than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.sweeping.Wait()
+	})
+	return nil
+}
+
+// Claim implements [store.Store.Claim] with one INSERT … ON CONFLICT … DO
+// UPDATE … RETURNING on the key's row: it creates the in-flight row, takes
+// over one whose lease or retention has run out, or returns the live row
+// unchanged. Concurrent claims of one key queue on its row lock, so exactly
+// one wins.
+//
+// When the statement fails after it was sent, its claim may have landed
+// all the same; Claim then releases it, fenced by the claim's fresh token,
+// before it returns the error, so that no claim nobody owns blocks the key
+// for a whole lease (see the package documentation).
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+	us, err := micros("lease", lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, s.fail("claim", key, err)
+	}
+	token := newToken()
+	var (
+		won   bool
+		state int16
+		fp    []byte
+		data  []byte
+	)
+	err = s.pool.QueryRow(ctx, s.sql.claim, []byte(key), []byte(token), fingerprint, us).Scan(&won, &state, &fp, &data)
+	if err != nil {
+		if mayHaveLanded(err) {
+			s.releaseFailedClaim(ctx, key, token)
+		}
+		return store.Claim{}, s.fail("claim", key, err)
+	}
+	if won {
+		return store.Claim{Token: token}, nil
+	}
+	e := store.Entry{Fingerprint: fp}
+	switch state {
+	case stateInFlight:
+		e.State = store.StateInFlight
+	case stateCompleted:
+		e.State = store.StateCompleted
+		e.Data = data
+		if e.Data == nil {
+			e.Data = []byte{}
+		}
+	default:
+		return store.Claim{}, fmt.Errorf("postgresstore: claim %x in %s: unknown state %d: %w", key, s.table, state, store.ErrCorrupt)
+	}
+	return store.Claim{Existing: e}, nil
+}
+
+// mayHaveLanded reports whether a statement that failed with err may have
+// committed all the same: it was sent, and PostgreSQL did not answer with
+// an error (which rolls the statement back).
+func mayHaveLanded(err error) bool {
+	var pgErr *pgconn.PgError
+	return !pgconn.SafeToRetry(err) && !errors.As(err, &pgErr)
+}
+
+// failedClaimRelease bounds the release after a failed claim.
+const failedClaimRelease = 500 * time.Millisecond
+
+// releaseFailedClaim deletes the claim of token, if it landed. It is best
+// effort: its error is dropped, since the claim's own error is reported.
+func (s *Store) releaseFailedClaim(ctx context.Context, key, token string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimRelease)
+	defer cancel()
+	_ = s.Release(rctx, key, token)
+}
+
+// Complete implements [store.Store.Complete] with one UPDATE fenced by the
+// token, the in-flight state and the lease. Complete resent with the token
+// that completed the row returns nil and changes nothing.
+func (s *Store) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
+	us, err := micros("retention", retention)
+	if err != nil {
+		return err
+	}
+	if data == nil {
+		data = []byte{} // a completed row's data is never NULL
+	}
+	return s.fenced(ctx, "complete", s.sql.complete, []byte(key), []byte(token), data, us)
+}
+
+// Release implements [store.Store.Release] with one DELETE fenced by the
+// token and the in-flight state. It returns nil when the key holds no live
+// row: nothing is left to release.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if err := ctx.Err(); err != nil {
+		return s.fail("release", key, err)
+	}
+	var ok bool
+	if err := s.pool.QueryRow(ctx, s.sql.release, []byte(key), []byte(token)).Scan(&ok); err != nil {
+		return s.fail("release", key, err)
+	}
+	if !ok {
+		return fmt.Errorf("postgresstore: release %x in %s: %w", key, s.table, store.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Extend implements [store.Store.Extend] with one UPDATE fenced by the
+// token, the in-flight state and the lease.
+func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	us, err := micros("lease", lease)
+	if err != nil {
+		return err
+	}
+	return s.fenced(ctx, "extend", s.sql.extend, []byte(key), []byte(token), us)
+}
+
+// fenced runs an UPDATE that changes one row only while the token owns it.
+func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
+	key := args[0].([]byte)
+	if err := ctx.Err(); err != nil {
+		return s.fail(op, string(key), err)
+	}
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return s.fail(op, string(key), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgresstore: %s %x in %s: %w", op, key, s.table, store.ErrLeaseLost)
+	}
+	return nil
+}
+
+// fail wraps a database or context error of op.
+func (s *Store) fail(op, key string, err error) error {
+	return fmt.Errorf("postgresstore: %s %x in %s: %w", op, key, s.table, err)
+}
+
+// micros returns d in whole microseconds, rounded up, or an error for a
+// duration that is not positive.
+func micros(what string, d time.Duration) (int64, error) {
+	if d <= 0 {
+		return 0, fmt.Errorf("postgresstore: %s must be positive, got %v", what, d)
+	}
+	return int64((d + time.Microsecond - 1) / time.Microsecond), nil
+}
+
+// newToken returns a fresh owner token: 16 random bytes from crypto/rand,
+// 22 characters of base64url.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
