@@ -36,7 +36,7 @@ import (
 // Otherwise the last attempt's error is returned as is, with its details.
 //
 // Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
-// whose idempotency.v1.method mode is DISABLED get no key and no retries;
+// whose idempotency.v1.method mode is MODE_DISABLED get no key and no retries;
 // the policy is read from protoregistry.GlobalFiles once per method.
 //
 // It panics when an option cannot work (an empty [WithClientMetadataKey]):
@@ -57,7 +57,7 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 // with no key at all, silently (a MODE_REQUIRED method then answers
 // INVALID_ARGUMENT with [ReasonKeyMissing], an optional one runs without
 // deduplication). Such clients use [ContextWithKey]. On methods that get
-// no key (NO_SIDE_EFFECTS, DISABLED) it is ignored. Default: none, the
+// no key (NO_SIDE_EFFECTS, MODE_DISABLED) it is ignored. Default: none, the
 // interceptor mints a key.
 func WithKey(key string) grpc.CallOption {
 	return keyCallOption{key: key}

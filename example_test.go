@@ -23,7 +23,7 @@ func newPaymentsServer(st store.Store, opts ...idempotency.Option) *grpc.Server 
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
 		idempotency.UnaryServerInterceptor(st, opts...),
 	))
-	registerPaymentsServer(srv, &paymentsServer{})
+	registerPaymentsServer(srv, &paymentsServer{}) // yours: shopv1.RegisterPaymentsServiceServer
 	return srv
 }
 
