@@ -9,8 +9,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp example_service_test.go example_test.go example_client_test.go example_chain_test.go \
-  example_validate_test.go go.sum "$tmp/"
+cp example_test.go example_*_test.go go.sum "$tmp/"
 cd "$tmp"
 go mod init example.com/try >/dev/null 2>&1
 go mod edit -require github.com/grpc-idempotency/idempotency@v0.0.0 \
