@@ -2,7 +2,7 @@
 TOOL := go tool -modfile=tools.mod
 GENERATED_DIRS := gen internal/gen examples
 
-.PHONY: all generate check-generate lint test bench
+.PHONY: all generate check-generate check-docs lint test bench
 
 all: generate lint test
 
@@ -23,9 +23,16 @@ lint:
 	go vet ./...
 	$(TOOL) staticcheck ./...
 
-## test: the test command the README gives.
+## check-docs: every proto snippet of the docs builds with buf, and the
+## README's examples run when copied into an empty module.
+check-docs:
+	go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
+	./scripts/check-examples.sh
+
+## test: the test command the README gives: first one line per backend
+## (Redis, PostgreSQL) saying whether its tests run or skip.
 test:
-	go test -race -shuffle=on -count=1 ./...
+	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 ./...
 
 ## bench: run the benchmarks and rewrite BENCHMARKS.md.
 bench:

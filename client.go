@@ -36,7 +36,7 @@ import (
 // Otherwise the last attempt's error is returned as is, with its details.
 //
 // Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
-// whose idempotency.v1.method mode is DISABLED get no key and no retries;
+// whose idempotency.v1.method mode is MODE_DISABLED get no key and no retries;
 // the policy is read from protoregistry.GlobalFiles once per method.
 //
 // It panics when an option cannot work (an empty [WithClientMetadataKey]):
@@ -52,10 +52,45 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 
 // WithKey makes a call use key as its idempotency key instead of a fresh
 // one, for example a key stored with the operation so that a retry after a
-// crash reuses it. It needs [UnaryClientInterceptor] on the connection; on
-// methods that get no key (NO_SIDE_EFFECTS, DISABLED) it is ignored.
+// crash reuses it. Only [UnaryClientInterceptor] reads it: on a connection
+// without the interceptor, gRPC ignores the option and the call goes out
+// with no key at all, silently (a MODE_REQUIRED method then answers
+// INVALID_ARGUMENT with [ReasonKeyMissing], an optional one runs without
+// deduplication). Such clients use [ContextWithKey]. On methods that get
+// no key (NO_SIDE_EFFECTS, MODE_DISABLED) it is ignored. Default: none, the
+// interceptor mints a key.
 func WithKey(key string) grpc.CallOption {
 	return keyCallOption{key: key}
+}
+
+// ContextWithKey returns a copy of ctx whose outgoing metadata carries key
+// under [MetadataKey], for clients that call without
+// [UnaryClientInterceptor], on which [WithKey] sends nothing. Every call
+// made with the returned context carries the key: retry a call with the
+// same context, or with the same key, to get its stored answer. With the
+// interceptor on the connection the key is kept too, as any key already
+// in the outgoing metadata is. For a server built with [WithMetadataKey],
+// put the key under that name with metadata.AppendToOutgoingContext.
+//
+// It checks the key locally, as the server would: when key fails
+// [ValidateKey], or when the outgoing metadata of ctx already carries
+// another key, or more than one, under [MetadataKey] (the server refuses a
+// call with two keys), it returns ctx unchanged and a [*KeyError] whose
+// [Reason] is [ReasonKeyInvalid]. A ctx that already carries the same key
+// is returned as it is.
+func ContextWithKey(ctx context.Context, key string) (context.Context, error) {
+	if err := ValidateKey(key); err != nil {
+		return ctx, err
+	}
+	switch md := metadata.ValueFromOutgoingContext(ctx, MetadataKey); {
+	case len(md) > 1:
+		return ctx, &KeyError{Reason: ReasonKeyInvalid, Detail: "the outgoing metadata carries more than one key"}
+	case len(md) == 1 && md[0] != key:
+		return ctx, &KeyError{Reason: ReasonKeyInvalid, Detail: "the outgoing metadata carries a different key"}
+	case len(md) == 1:
+		return ctx, nil
+	}
+	return metadata.AppendToOutgoingContext(ctx, MetadataKey, key), nil
 }
 
 // keyCallOption carries the key of [WithKey] to the interceptor; gRPC

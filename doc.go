@@ -16,8 +16,13 @@
 //	))
 //
 // Methods are configured in their .proto files with the idempotency.v1.method
-// option (mode OPTIONAL, REQUIRED or DISABLED, retention, lease, key_field);
-// methods marked idempotency_level = NO_SIDE_EFFECTS are left untouched.
+// option, for example
+//
+//	option (idempotency.v1.method) = { mode: MODE_REQUIRED, retention: { seconds: 172800 } };
+//
+// (fields mode, one of MODE_OPTIONAL, the default, MODE_REQUIRED or
+// MODE_DISABLED; retention; lease; key_field); methods marked
+// idempotency_level = NO_SIDE_EFFECTS are left untouched.
 // [WithMethodPolicy] overrides a method's proto options in code.
 // [ValidateServer] checks at start-up every method a server serves. Keys are
 // namespaced by method and by the caller's scope ([WithScope]) and hashed
@@ -69,8 +74,11 @@
 // [UnaryClientInterceptor] mints one key per logical call and retries
 // UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key,
 // honouring the server's pushback up to [WithMaxPushback].
-// [WithKey] supplies the key for one call; [WithClientMetadataKey] matches a
-// server built with [WithMetadataKey].
+// [WithKey] supplies the key for one call, through the interceptor only: a
+// client without it puts the key in the outgoing context with
+// [ContextWithKey]. [WithClientMetadataKey] matches a server built with
+// [WithMetadataKey]. [Reason] returns the ErrorInfo reason of an error, to
+// branch on ([ReasonKeyReused], [ReasonKeyInUse], ...).
 //
 // # Stores
 //
@@ -84,8 +92,13 @@
 //
 // # Chaining
 //
-// On the server, place the interceptor after recovery, logging and
-// authentication (so [WithScope] can read the principal) and before
-// validation and the handler. On the client, place the key interceptor
-// before any retry interceptor, so every retry carries the same key.
+// On the server, place the interceptor after recovery, logging,
+// authentication (so [WithScope] can read the principal) and request
+// validation, just before the handler: a request that fails validation
+// never claims its key, so the client can fix it and send it again with
+// the same key. Validation there checks the request alone; checks that
+// depend on state belong in the handler, whose answer is stored and
+// replayed (docs/semantics.md, decision 45). On the client, place the key
+// interceptor before any retry interceptor, so every retry carries the
+// same key.
 package idempotency

@@ -17,7 +17,7 @@ const ErrorDomain = "idempotency.grpc"
 
 // ErrorInfo reasons. Clients branch on these, never on message text.
 const (
-	// ReasonKeyMissing: a REQUIRED method was called without a key
+	// ReasonKeyMissing: a MODE_REQUIRED method was called without a key
 	// (INVALID_ARGUMENT, not retryable).
 	ReasonKeyMissing = "IDEMPOTENCY_KEY_MISSING"
 	// ReasonKeyInvalid: the key is empty, longer than 255 bytes, outside

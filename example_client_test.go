@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 	"sync/atomic"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
@@ -13,11 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/grpc-idempotency/idempotency"
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -26,10 +22,10 @@ import (
 // loses the first response after its handler ran, so the retry is answered
 // from the server's store.
 func ExampleUnaryClientInterceptor() {
-	server := startClientExampleServer(1)
+	server := startLossyServer(1)
 	defer server.stop()
 
-	conn, err := grpc.NewClient("passthrough:///bufconn", server.dialer,
+	conn, err := grpc.NewClient("passthrough:///bufconn", server.dial,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor()),
 	)
@@ -37,25 +33,27 @@ func ExampleUnaryClientInterceptor() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	client := testingv1.NewTestServiceClient(conn)
 
 	var header metadata.MD
-	resp, err := client.Do(context.Background(), &testingv1.DoRequest{Amount: 42}, grpc.Header(&header))
+	resp, err := charge(context.Background(), conn, 4200, grpc.Header(&header))
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("execution %d, replayed %v\n", resp.GetExecution(), header.Get(idempotency.ReplayedKey))
+	fmt.Printf("%s, replayed %v, charged %d time(s)\n",
+		resp.GetValue(), header.Get(idempotency.ReplayedKey), server.payments.charges.Load())
 	// Output:
-	// execution 1, replayed [true]
+	// ch_1, replayed [true], charged 1 time(s)
 }
 
 // Give a call its own key, for example one saved with the order it pays
-// for, so that a retry after a client crash reuses it.
+// for, so that a retry after a client crash reuses it. WithKey is read by
+// the client interceptor: without it on the connection, use
+// ContextWithKey.
 func ExampleWithKey() {
-	server := startClientExampleServer(0)
+	server := startLossyServer(0)
 	defer server.stop()
 
-	conn, err := grpc.NewClient("passthrough:///bufconn", server.dialer,
+	conn, err := grpc.NewClient("passthrough:///bufconn", server.dial,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor()),
 	)
@@ -63,20 +61,94 @@ func ExampleWithKey() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	client := testingv1.NewTestServiceClient(conn)
 
 	for _, attempt := range []string{"first", "after restart"} {
 		var header metadata.MD
-		resp, err := client.Do(context.Background(), &testingv1.DoRequest{Amount: 42},
+		resp, err := charge(context.Background(), conn, 4200,
 			idempotency.WithKey("order-1042-payment"), grpc.Header(&header))
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s: execution %d, replayed %v\n", attempt, resp.GetExecution(), header.Get(idempotency.ReplayedKey))
+		fmt.Printf("%s: %s, replayed %v\n", attempt, resp.GetValue(), header.Get(idempotency.ReplayedKey))
 	}
 	// Output:
-	// first: execution 1, replayed []
-	// after restart: execution 1, replayed [true]
+	// first: ch_1, replayed []
+	// after restart: ch_1, replayed [true]
+}
+
+// A client without the client interceptor puts its key in the outgoing
+// context: WithKey would send nothing on such a connection. It retries by
+// itself, with the same context and so the same key.
+func ExampleContextWithKey() {
+	server := startLossyServer(1)
+	defer server.stop()
+
+	conn, err := grpc.NewClient("passthrough:///bufconn", server.dial,
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	ctx, err := idempotency.ContextWithKey(context.Background(), "order-1042-payment")
+	if err != nil {
+		log.Fatal(err) // the key is not 1 to 255 bytes of printable ASCII
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		var header metadata.MD
+		resp, err := charge(ctx, conn, 4200, grpc.Header(&header))
+		if status.Code(err) == codes.Unavailable {
+			fmt.Println("attempt", attempt, "lost its response")
+			continue // in production: back off first
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("attempt %d: %s, replayed %v\n", attempt, resp.GetValue(), header.Get(idempotency.ReplayedKey))
+		break
+	}
+	// Output:
+	// attempt 1 lost its response
+	// attempt 2: ch_1, replayed [true]
+}
+
+// Branch on the ErrorInfo reason of an error, never on its message. Here a
+// client bug reuses a key for another amount.
+func ExampleReason() {
+	server := startLossyServer(0)
+	defer server.stop()
+
+	conn, err := grpc.NewClient("passthrough:///bufconn", server.dial,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor()),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	ctx := context.Background()
+	_, err = charge(ctx, conn, 4200, idempotency.WithKey("order-1042-payment"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = charge(ctx, conn, 9900, idempotency.WithKey("order-1042-payment"))
+
+	switch idempotency.Reason(err) {
+	case idempotency.ReasonKeyReused:
+		// A bug: the key was sent with another request. Never retry it.
+		fmt.Println("bug, not retried:", status.Code(err), idempotency.Reason(err))
+	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
+		// Transient: the interceptor retried as long as it could; try again
+		// later with the same key.
+	case idempotency.ReasonResponseNotRetained:
+		// The call ran but its answer was too large to keep: look the
+		// charge up instead of charging again.
+	case "":
+		// Not one of this library's errors (or no error): the handler's own.
+	}
+	// Output:
+	// bug, not retried: FailedPrecondition IDEMPOTENCY_KEY_REUSED
 }
 
 // Keep go-grpc-middleware's retry and let this library only attach keys:
@@ -84,10 +156,10 @@ func ExampleWithKey() {
 // metadata before the retry layer makes its attempts. The example server
 // loses the first two responses.
 func ExampleWithoutRetry() {
-	server := startClientExampleServer(2)
+	server := startLossyServer(2)
 	defer server.stop()
 
-	conn, err := grpc.NewClient("passthrough:///bufconn", server.dialer,
+	conn, err := grpc.NewClient("passthrough:///bufconn", server.dial,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(
 			idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()), // first: one key per call
@@ -98,31 +170,32 @@ func ExampleWithoutRetry() {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	client := testingv1.NewTestServiceClient(conn)
 
 	var header metadata.MD
-	resp, err := client.Do(context.Background(), &testingv1.DoRequest{Amount: 42}, grpc.Header(&header))
+	resp, err := charge(context.Background(), conn, 4200, grpc.Header(&header))
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("execution %d, replayed %v, handler ran %d time(s)\n",
-		resp.GetExecution(), header.Get(idempotency.ReplayedKey), server.service.Executions())
+	fmt.Printf("%s, replayed %v, charged %d time(s)\n",
+		resp.GetValue(), header.Get(idempotency.ReplayedKey), server.payments.charges.Load())
 	// Output:
-	// execution 1, replayed [true], handler ran 1 time(s)
+	// ch_1, replayed [true], charged 1 time(s)
 }
 
-// clientExampleServer is the test service behind the idempotency server
-// interceptor, on an in-memory listener.
-type clientExampleServer struct {
-	dialer  grpc.DialOption
-	service *testserver.Service
-	stop    func()
+// lossyServer is the payments service behind the idempotency server
+// interceptor, on an in-memory listener, behind a network that loses
+// responses.
+type lossyServer struct {
+	dial     grpc.DialOption
+	payments *paymentsServer
+	stop     func()
 }
 
-// startClientExampleServer starts a server that loses the first lose
-// responses after its handler ran, as a flaky network would.
-func startClientExampleServer(lose int64) *clientExampleServer {
-	store := memorystore.New()
+// startLossyServer starts a server that loses the first lose responses
+// after its handler ran, as a flaky network would: the client gets
+// UNAVAILABLE although the charge happened.
+func startLossyServer(lose int64) *lossyServer {
+	memory := memorystore.New()
 	var seen atomic.Int64
 	loseFirst := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		resp, err := handler(ctx, req)
@@ -131,19 +204,15 @@ func startClientExampleServer(lose int64) *clientExampleServer {
 		}
 		return resp, err
 	}
-	svc := &testserver.Service{}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(loseFirst, idempotency.UnaryServerInterceptor(store)))
-	testingv1.RegisterTestServiceServer(srv, svc)
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = srv.Serve(lis) }()
-	return &clientExampleServer{
-		dialer: grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return lis.DialContext(ctx)
-		}),
-		service: svc,
+	payments := &paymentsServer{}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(loseFirst, idempotency.UnaryServerInterceptor(memory)))
+	registerPaymentsServer(srv, payments)
+	return &lossyServer{
+		dial:     serveInMemory(srv),
+		payments: payments,
 		stop: func() {
 			srv.Stop()
-			_ = store.Close()
+			_ = memory.Close()
 		},
 	}
 }

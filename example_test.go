@@ -4,66 +4,69 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/grpc-idempotency/idempotency"
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
-// The server interceptor, chained into grpc.NewServer with the embedded
-// memory store. A retry with the same key gets the stored answer.
-func ExampleUnaryServerInterceptor() {
-	store := memorystore.New()
-	defer store.Close()
-
+// newPaymentsServer chains the idempotency interceptor into a gRPC server
+// and registers the payments service (example_service_test.go). Any
+// [store.Store] will do: memorystore for one process, redisstore for many.
+func newPaymentsServer(st store.Store, opts ...idempotency.Option) *grpc.Server {
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
-		idempotency.UnaryServerInterceptor(store),
+		idempotency.UnaryServerInterceptor(st, opts...),
 	))
-	testingv1.RegisterTestServiceServer(srv, &testserver.Service{})
+	registerPaymentsServer(srv, &paymentsServer{}) // yours: shopv1.RegisterPaymentsServiceServer
+	return srv
+}
 
-	lis := bufconn.Listen(1 << 20)
-	go func() { _ = srv.Serve(lis) }()
+// The server interceptor, chained into grpc.NewServer with the embedded
+// memory store. A retry with the same key gets the stored answer, marked
+// idempotency-replayed, and the handler does not run again.
+func ExampleUnaryServerInterceptor() {
+	// At most a million entries: about 600 MB with 200-byte responses.
+	memory := memorystore.New(memorystore.WithMaxEntries(1_000_000))
+	defer memory.Close()
+
+	srv := newPaymentsServer(memory)
 	defer srv.Stop()
 
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+	conn, err := grpc.NewClient("passthrough:///bufconn", serveInMemory(srv),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer conn.Close()
-	client := testingv1.NewTestServiceClient(conn)
 
 	ctx := metadata.AppendToOutgoingContext(context.Background(), idempotency.MetadataKey, "charge-42")
 	for _, attempt := range []string{"first", "retry"} {
 		var header metadata.MD
-		resp, err := client.Do(ctx, &testingv1.DoRequest{Amount: 42}, grpc.Header(&header))
+		resp, err := charge(ctx, conn, 4200, grpc.Header(&header))
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s: execution %d, replayed %v\n", attempt, resp.GetExecution(), header.Get(idempotency.ReplayedKey))
+		fmt.Printf("%s: %s, replayed %v\n", attempt, resp.GetValue(), header.Get(idempotency.ReplayedKey))
 	}
 	// Output:
-	// first: execution 1, replayed []
-	// retry: execution 1, replayed [true]
+	// first: ch_1, replayed []
+	// retry: ch_1, replayed [true]
 }
 
 // Scope keys by the authenticated principal so that one tenant can never
-// read another tenant's answer by sending the same key.
+// read another tenant's answer by sending the same key: here two tenants
+// send the same key and each gets its own charge.
 func ExampleWithScope() {
-	store := memorystore.New()
-	defer store.Close()
+	memory := memorystore.New()
+	defer memory.Close()
 
-	interceptor := idempotency.UnaryServerInterceptor(store,
+	srv := newPaymentsServer(memory,
 		idempotency.WithScope(func(ctx context.Context) (string, error) {
 			// In production: the principal your authentication step verified.
 			md, _ := metadata.FromIncomingContext(ctx)
@@ -73,6 +76,29 @@ func ExampleWithScope() {
 			return "", status.Error(codes.Unauthenticated, "no tenant")
 		}),
 	)
-	fmt.Println(interceptor != nil)
-	// Output: true
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient("passthrough:///bufconn", serveInMemory(srv),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	for _, tenant := range []string{"tenant-a", "tenant-b", "tenant-a"} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(),
+			"tenant", tenant, idempotency.MetadataKey, "order-7")
+		resp, err := charge(ctx, conn, 700)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(tenant+":", resp.GetValue())
+	}
+	_, err = charge(metadata.AppendToOutgoingContext(context.Background(), idempotency.MetadataKey, "order-7"), conn, 700)
+	fmt.Println("no tenant:", status.Code(err))
+	// Output:
+	// tenant-a: ch_1
+	// tenant-b: ch_2
+	// tenant-a: ch_1
+	// no tenant: Unauthenticated
 }

@@ -48,7 +48,7 @@ const (
 	OutcomeInFlight
 	// OutcomeKeyReused: the key was used with a different request.
 	OutcomeKeyReused
-	// OutcomeKeyMissing: a REQUIRED method was called without a key.
+	// OutcomeKeyMissing: a MODE_REQUIRED method was called without a key.
 	OutcomeKeyMissing
 	// OutcomeKeyInvalid: the key was malformed.
 	OutcomeKeyInvalid

@@ -1,0 +1,119 @@
+// Command backends says, before the test suite runs, which backends its
+// tests will use and which they will skip: `go test` hides the output of
+// packages that pass, so a skipped Redis or PostgreSQL test is otherwise
+// invisible. It prints one line per backend:
+//
+//	redis: found redis-server (version 7.0.15), tests run
+//	postgres: not reachable at 127.0.0.1:5432 (connection refused), tests skip; ...
+//
+// It exits with status 1 when a backend is missing although
+// IDEMPOTENCY_REQUIRE_REDIS=1 or IDEMPOTENCY_REQUIRE_POSTGRES=1 asks its
+// tests to fail instead of skipping, so that CI stops before running the
+// suite. Run it from the repository root (make test does):
+//
+//	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 ./...
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// Environment variables read by the tests, and by this command.
+const (
+	requireRedisEnv    = "IDEMPOTENCY_REQUIRE_REDIS"
+	requirePostgresEnv = "IDEMPOTENCY_REQUIRE_POSTGRES"
+	postgresURLEnv     = "IDEMPOTENCY_POSTGRES_URL"
+	// defaultPostgresURL is the database the PostgreSQL tests use when
+	// postgresURLEnv is not set.
+	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	// postgresPackage holds the PostgreSQL tests.
+	postgresPackage = "store/postgresstore"
+)
+
+func main() {
+	missing := report(os.Stdout, probes{
+		redis:    probeRedis,
+		postgres: probePostgres,
+		hasPostgresTests: func() bool {
+			_, err := os.Stat(postgresPackage)
+			return err == nil
+		},
+		getenv: os.Getenv,
+	})
+	if missing {
+		os.Exit(1)
+	}
+}
+
+// probes are what report checks, replaceable in tests.
+type probes struct {
+	redis            func() (string, error)
+	postgres         func(url string) (string, error)
+	hasPostgresTests func() bool
+	getenv           func(string) string
+}
+
+// report prints one line per backend and returns whether a backend that
+// the environment requires is missing.
+func report(out io.Writer, p probes) (missing bool) {
+	if v, err := p.redis(); err == nil {
+		fmt.Fprintf(out, "redis: found redis-server (%s), tests run\n", v)
+	} else {
+		missing = say(out, p.getenv(requireRedisEnv) == "1", "redis", err.Error(),
+			"install redis-server and redis-tools (apt-get install redis-server redis-tools)", requireRedisEnv)
+	}
+	if !p.hasPostgresTests() {
+		fmt.Fprintf(out, "postgres: no %s in this tree, no tests to run\n", postgresPackage)
+		return missing
+	}
+	url := p.getenv(postgresURLEnv)
+	if url == "" {
+		url = defaultPostgresURL
+	}
+	if v, err := p.postgres(url); err == nil {
+		fmt.Fprintf(out, "postgres: found %s, tests run\n", v)
+	} else {
+		missing = say(out, p.getenv(requirePostgresEnv) == "1", "postgres", err.Error(),
+			"start a PostgreSQL that trusts user postgres on 127.0.0.1:5432 (apt-get install postgresql), or set "+postgresURLEnv,
+			requirePostgresEnv) || missing
+	}
+	return missing
+}
+
+// say prints the line of a missing backend and returns required.
+func say(out io.Writer, required bool, name, why, install, env string) bool {
+	if required {
+		fmt.Fprintf(out, "%s: %s, and %s=1: its tests would fail; %s\n", name, why, env, install)
+		return true
+	}
+	fmt.Fprintf(out, "%s: %s, tests skip; %s, or set %s=1 to fail instead\n", name, why, install, env)
+	return false
+}
+
+// probeRedis finds redis-server and redis-cli on PATH, as the tests do,
+// and returns the server's version.
+func probeRedis() (string, error) {
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redis-server not found")
+	}
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		return "", fmt.Errorf("redis-cli not found")
+	}
+	v, err := exec.Command(server, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("redis-server --version: %v", err)
+	}
+	if m := versionField.FindSubmatch(v); m != nil {
+		return "version " + string(m[1]), nil
+	}
+	return strings.TrimSpace(string(v)), nil
+}
+
+// versionField is the version in redis-server --version's output.
+var versionField = regexp.MustCompile(`\bv=(\S+)`)
