@@ -16,7 +16,14 @@ func fill(t *testing.T, s *postgresstore.Store, prefix string, n int, lease time
 	t.Helper()
 	for i := range n {
 		key := fmt.Sprintf("%s-%d", prefix, i)
-		c, err := s.Claim(t.Context(), key, []byte("fp"), lease)
+		// Half the keys are completed with retention lease: they are
+		// claimed with a long lease, so a loaded machine cannot let the
+		// claim run out before Complete.
+		claimLease := lease
+		if i%2 == 0 {
+			claimLease = time.Minute
+		}
+		c, err := s.Claim(t.Context(), key, []byte("fp"), claimLease)
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim %s: %v won=%v", key, err, c.Won())
 		}
