@@ -8,7 +8,7 @@ all: generate lint test
 
 ## generate: regenerate Go code from proto/ (removes stale files first).
 generate:
-	find $(GENERATED_DIRS) -name '*.pb.go' -delete 2>/dev/null || true
+	find $(GENERATED_DIRS) \( -name '*.pb.go' -o -name '*.pb.gw.go' \) -delete 2>/dev/null || true
 	$(TOOL) buf generate
 
 ## check-generate: fail when regenerating changes a byte.

@@ -17,11 +17,11 @@ import (
 // safe.
 //
 // The key comes from [WithKey], else from the outgoing metadata under
-// [MetadataKey] (when both are given they must agree), else from the key
-// generator ([WithKeyGenerator]); it is
-// set in the outgoing metadata once, before the first attempt, so every
-// attempt carries it, including those made by retry layers below this
-// interceptor. A caller-supplied key that [ValidateKey] refuses fails the
+// [MetadataKey] or the name set with [WithClientMetadataKey] (when both are
+// given they must agree), else from the key generator
+// ([WithKeyGenerator]); it is set in the outgoing metadata under that
+// name once, before the first attempt, so every attempt carries it,
+// including those made by retry layers below this interceptor. A caller-supplied key that [ValidateKey] refuses fails the
 // call with INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
 //
 // A failed attempt is retried on UNAVAILABLE, and on ABORTED only when its
@@ -29,16 +29,23 @@ import (
 // ABORTED is not safe to retry (AIP-194). Nothing else is retried. Retries
 // wait for the backoff ([WithBackoff]) or the server's pushback
 // (google.rpc.RetryInfo, grpc-retry-pushback-ms), whichever is longer; a
-// wait that would end after the caller's deadline is not started and the
-// last error is returned at once, and a context cancelled after a failed
+// pushback over [WithMaxPushback] (default 1 minute) or a wait that would
+// end after the caller's deadline is not started and the last error is
+// returned at once, and a context cancelled after a failed
 // attempt ends the call with CANCELED, as grpc-go's own retries do.
 // Otherwise the last attempt's error is returned as is, with its details.
 //
 // Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
 // whose idempotency.v1.method mode is DISABLED get no key and no retries;
 // the policy is read from protoregistry.GlobalFiles once per method.
+//
+// It panics when an option cannot work (an empty [WithClientMetadataKey]):
+// a programming error, found at start-up.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	c := &clientInterceptor{cfg: newClientConfig(opts)}
+	if err := c.cfg.validate(); err != nil {
+		panic(err)
+	}
 	c.keyed.Store(&map[string]bool{})
 	return c.intercept
 }
@@ -110,7 +117,7 @@ func (c *clientInterceptor) attachKey(ctx context.Context, opts []grpc.CallOptio
 			key, fromOption = k.key, true
 		}
 	}
-	switch md := metadata.ValueFromOutgoingContext(ctx, MetadataKey); {
+	switch md := metadata.ValueFromOutgoingContext(ctx, c.cfg.metadataKey); {
 	case len(md) > 1:
 		return ctx, keyInvalid("the outgoing metadata carries more than one key")
 	case len(md) == 1 && fromOption && md[0] != key:
@@ -123,7 +130,7 @@ func (c *clientInterceptor) attachKey(ctx context.Context, opts []grpc.CallOptio
 	if err := ValidateKey(key); err != nil {
 		return ctx, keyStatus(err)
 	}
-	return metadata.AppendToOutgoingContext(ctx, MetadataKey, key), nil
+	return metadata.AppendToOutgoingContext(ctx, c.cfg.metadataKey, key), nil
 }
 
 func keyInvalid(detail string) error {

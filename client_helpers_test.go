@@ -64,7 +64,8 @@ func (r *clientRig) executions() int64 { return r.srv.Service.Executions() }
 // interceptor.
 type attempt struct {
 	method string
-	keys   []string // values of the idempotency-key metadata
+	keys   []string    // values of the idempotency-key metadata
+	md     metadata.MD // all of the request metadata
 	at     time.Time
 }
 
@@ -75,7 +76,8 @@ type attemptLog struct {
 }
 
 func (l *attemptLog) record(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	a := attempt{method: info.FullMethod, keys: metadata.ValueFromIncomingContext(ctx, idempotency.MetadataKey), at: time.Now()}
+	md, _ := metadata.FromIncomingContext(ctx)
+	a := attempt{method: info.FullMethod, keys: md.Get(idempotency.MetadataKey), md: md, at: time.Now()}
 	l.mu.Lock()
 	l.list = append(l.list, a)
 	l.mu.Unlock()

@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +21,13 @@ const (
 	// backoff with full jitter).
 	DefaultBackoffBase = 50 * time.Millisecond
 	DefaultBackoffMax  = 5 * time.Second
+	// DefaultMaxPushback is the longest wait a server may ask for with
+	// google.rpc.RetryInfo or grpc-retry-pushback-ms before a retry; see
+	// [WithMaxPushback]. One minute covers every wait the server
+	// interceptor asks for by default (in-flight rejections ask for
+	// [DefaultRetryAfter], 1s) and the longest a key can stay blocked by a
+	// server that died holding it ([DefaultLease], 60s).
+	DefaultMaxPushback = time.Minute
 )
 
 // ClientOption configures [UnaryClientInterceptor].
@@ -30,20 +39,25 @@ type clientConfig struct {
 	backoff           func(ctx context.Context, attempt uint) time.Duration
 	onRetry           func(ctx context.Context, attempt int, err error)
 	newKey            func() string
+	metadataKey       string
+	maxPushback       time.Duration
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {
 	c := clientConfig{
 		maxAttempts: DefaultMaxAttempts,
 		// Jitter fraction 1 draws from [0, 2·base·2^(n-1)): full jitter.
-		backoff: retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
-		newKey:  uuid.NewString,
+		backoff:     retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
+		newKey:      uuid.NewString,
+		metadataKey: MetadataKey,
+		maxPushback: DefaultMaxPushback,
 	}
 	for _, o := range opts {
 		o(&c)
 	}
 	c.maxAttempts = max(c.maxAttempts, 1)
 	c.perAttemptTimeout = max(c.perAttemptTimeout, 0)
+	c.maxPushback = max(c.maxPushback, 0)
 	if c.backoff == nil {
 		c.backoff = func(context.Context, uint) time.Duration { return 0 }
 	}
@@ -51,6 +65,14 @@ func newClientConfig(opts []ClientOption) clientConfig {
 		c.newKey = uuid.NewString
 	}
 	return c
+}
+
+// validate reports the client options that cannot work.
+func (c *clientConfig) validate() error {
+	if c.metadataKey == "" {
+		return errors.New("idempotency: client metadata key must not be empty")
+	}
+	return nil
 }
 
 // WithMaxAttempts sets how many attempts a call makes at most, the first
@@ -103,4 +125,27 @@ func WithOnRetry(hook func(ctx context.Context, attempt int, err error)) ClientO
 // random UUIDv4).
 func WithKeyGenerator(generate func() string) ClientOption {
 	return func(c *clientConfig) { c.newKey = generate }
+}
+
+// WithClientMetadataKey sends the key under metadata key name instead of
+// [MetadataKey] ("idempotency-key"), to match a server built with
+// [WithMetadataKey](name). The name is lower-cased as gRPC metadata keys
+// are. A key the caller already put in the outgoing metadata is looked for
+// under this name too. An empty name makes [UnaryClientInterceptor] panic.
+// Default [MetadataKey].
+func WithClientMetadataKey(name string) ClientOption {
+	return func(c *clientConfig) { c.metadataKey = strings.ToLower(name) }
+}
+
+// WithMaxPushback caps the wait a server may ask for before a retry, with
+// google.rpc.RetryInfo or the grpc-retry-pushback-ms trailer. A server that
+// asks for a longer wait (or sends a RetryInfo that is not a valid
+// duration) ends the retries: the call returns that attempt's error at
+// once instead of waiting, so a broken or hostile server cannot park a
+// call, and its goroutine, that has no deadline. A wait of exactly d is
+// honoured. Negative values mean 0: any positive pushback ends the
+// retries. The cap applies to the server's pushback only, never to the
+// backoff set with [WithBackoff]. Default [DefaultMaxPushback] (1 minute).
+func WithMaxPushback(d time.Duration) ClientOption {
+	return func(c *clientConfig) { c.maxPushback = d }
 }

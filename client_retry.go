@@ -96,21 +96,27 @@ func keyInUse(st *status.Status) bool {
 
 // delay returns the wait before the retry that follows attempt: the
 // backoff, raised to the server's pushback when that is longer. It reports
-// false when the server's pushback trailer asks for no retry (a negative or
-// malformed value, gRFC A6).
+// false when the server asks for no retry: a negative or malformed pushback
+// trailer (gRFC A6), a RetryInfo that is not a valid duration, or either
+// one longer than the cap ([WithMaxPushback]).
 func (c *clientInterceptor) delay(ctx context.Context, attempt int, st *status.Status, trailer metadata.MD) (time.Duration, bool) {
 	d := max(c.cfg.backoff(ctx, uint(attempt)), 0)
 	if vals := trailer.Get(pushbackKey); len(vals) > 0 {
 		ms, err := strconv.ParseInt(vals[0], 10, 64)
-		if err != nil || ms < 0 {
+		if err != nil || ms < 0 || millis(ms) > c.cfg.maxPushback {
 			return 0, false
 		}
 		d = max(d, millis(ms))
 	}
 	for _, detail := range st.Details() {
-		if ri, ok := detail.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().IsValid() {
-			d = max(d, ri.GetRetryDelay().AsDuration())
+		ri, ok := detail.(*errdetails.RetryInfo)
+		if !ok || ri.GetRetryDelay() == nil {
+			continue
 		}
+		if !ri.GetRetryDelay().IsValid() || ri.GetRetryDelay().AsDuration() > c.cfg.maxPushback {
+			return 0, false
+		}
+		d = max(d, ri.GetRetryDelay().AsDuration())
 	}
 	return d, true
 }

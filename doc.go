@@ -18,20 +18,59 @@
 // Methods are configured in their .proto files with the idempotency.v1.method
 // option (mode OPTIONAL, REQUIRED or DISABLED, retention, lease, key_field);
 // methods marked idempotency_level = NO_SIDE_EFFECTS are left untouched.
-// [WithMethodPolicy] overrides a method's proto options in code. Keys are
+// [WithMethodPolicy] overrides a method's proto options in code.
+// [ValidateServer] checks at start-up every method a server serves. Keys are
 // namespaced by method and by the caller's scope ([WithScope]) and hashed
 // before they reach the store. Errors carry google.rpc.ErrorInfo with
 // [ErrorDomain] and one of the Reason constants, so clients branch on the
 // reason, never on the message.
 //
 // Handlers that must fence their own side effects read their claim with
-// [ClaimFromContext].
+// [ClaimFromContext]. A store that shares a database with the handler's side
+// effects records the outcome inside the handler's own transaction
+// ([NewTxOutcome]).
+//
+// # What runs once
+//
+// A handler runs once per key: once it has started under a claim, only its
+// own retryable error or panic releases the claim. These cannot cause a
+// second execution, on any store (each names the test that shows it):
+//
+//   - a lost response retried by the client (TestClientLostResponse);
+//   - concurrent duplicates on one or many servers
+//     (TestExactlyOnceUnderConcurrency, TestRedisExactlyOnceAcrossInstances);
+//   - the caller cancelling or timing out while the handler runs: a claimed
+//     handler runs on a context detached from its caller, bounded by
+//     [WithHandlerTimeout] (TestCallerGivingUpChargesOnce);
+//   - an outcome the record cannot hold, which completes the key as not
+//     retained (TestUnkeepableOutcomeCompletesNotRetained,
+//     TestReplayBinaryMetadataAndMessage);
+//   - a stalled or failed renewal, retried until the lease would run out,
+//     and a slow completion, covered by renewal
+//     (TestStalledRenewalRetriedBeforeLeaseEnds,
+//     TestRenewalCoversStoringTheOutcome);
+//   - lost Redis replies and a full Redis with noeviction
+//     (TestRedisOrphanClaim, TestChaosCompleteReplyLost, TestRedisOutOfMemory).
+//
+// These can (SECURITY.md has the table): a memory store's process
+// restarting (TestDurabilityMemoryRestartForgets); a Redis node restarting
+// without persistence, evicting, or failing over to a replica that missed a
+// write, since replication is asynchronous (TestDurabilityRedisRestartForgets,
+// TestDurabilityRedisEvictionForgets,
+// TestDurabilityRedisFailoverLosesUnreplicatedWrite); a server dying between
+// the side effect and storing the outcome, after which the key runs again
+// once its lease ends (TestDurabilityUnsettledClaimRunsAgainAfterLease); and
+// a lease lost while the handler still runs, when the handler's context is
+// cancelled with a cause matching store.ErrLeaseLost
+// (TestLostLeaseCancelsHandlerWithCause).
 //
 // # Client
 //
 // [UnaryClientInterceptor] mints one key per logical call and retries
-// UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key.
-// [WithKey] supplies the key for one call.
+// UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key,
+// honouring the server's pushback up to [WithMaxPushback].
+// [WithKey] supplies the key for one call; [WithClientMetadataKey] matches a
+// server built with [WithMetadataKey].
 //
 // # Stores
 //

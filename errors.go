@@ -42,6 +42,10 @@ const (
 	// ReasonStoreFull: a bounded store has no room for a new key
 	// (RESOURCE_EXHAUSTED, retryable later).
 	ReasonStoreFull = "IDEMPOTENCY_STORE_FULL"
+	// ReasonMisconfigured: the method's idempotency policy cannot work, so
+	// its calls fail closed (INTERNAL, not retryable; see
+	// [MethodConfigError]).
+	ReasonMisconfigured = "IDEMPOTENCY_METHOD_MISCONFIGURED"
 )
 
 // Sentinel errors behind each reason. The interceptor turns them into gRPC
@@ -55,6 +59,7 @@ var (
 	ErrRecordCorrupt       = errors.New("stored idempotency record is unreadable")
 	ErrResponseNotRetained = errors.New("the original response was too large to retain and cannot be replayed")
 	ErrStoreFull           = errors.New("idempotency store is full")
+	ErrMisconfigured       = errors.New("the method's idempotency policy cannot work")
 )
 
 // KeyError says why a key was refused.
@@ -80,22 +85,58 @@ func (e *KeyError) Unwrap() error {
 	return ErrKeyInvalid
 }
 
+// MethodConfigError says why one method's idempotency policy cannot work.
+// [UnaryServerInterceptor] panics with it (joined with errors.Join when
+// there are several) for a method named by [WithMethodPolicy]; a method
+// resolved on its first call fails its calls with INTERNAL,
+// [ReasonMisconfigured] and a message naming only the method and file,
+// and reports it to the observer as the Err of [OutcomeMisconfigured];
+// [ValidateServer] returns it. It unwraps to [ErrMisconfigured].
+type MethodConfigError struct {
+	// Method is the full method name, "/pkg.Service/Method".
+	Method string
+	// File is the path of the proto file that declares the method, or ""
+	// when it is not known.
+	File string
+	// Problem says what is wrong, for the server's logs.
+	Problem string
+}
+
+// Error names the method, its file when known, and the problem.
+func (e *MethodConfigError) Error() string {
+	return "idempotency: " + e.where() + ": " + e.Problem
+}
+
+// Unwrap returns ErrMisconfigured.
+func (e *MethodConfigError) Unwrap() error { return ErrMisconfigured }
+
+func (e *MethodConfigError) where() string {
+	if e.File == "" {
+		return "method " + e.Method
+	}
+	return "method " + e.Method + " (" + e.File + ")"
+}
+
 type failure struct {
 	err     error
 	code    codes.Code
 	reason  string
 	outcome Outcome // reported when the error is returned; 0 when reported elsewhere
+	// pushback: the answer asks the client to wait before retrying
+	// (google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer).
+	pushback bool
 }
 
 var failures = []failure{
-	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, OutcomeKeyMissing},
-	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, OutcomeKeyInvalid},
-	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, OutcomeKeyReused},
-	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, OutcomeInFlight},
-	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, OutcomeStoreError},
-	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt},
-	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0},
-	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull},
+	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, OutcomeKeyMissing, false},
+	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, OutcomeKeyInvalid, false},
+	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, OutcomeKeyReused, false},
+	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, OutcomeInFlight, true},
+	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, OutcomeStoreError, true},
+	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt, false},
+	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
+	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull, true},
+	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, OutcomeMisconfigured, false},
 }
 
 // failureOf returns the failure err is one of, if any.
@@ -109,17 +150,22 @@ func failureOf(err error) (failure, bool) {
 }
 
 // statusOf turns an interceptor error into the gRPC status the client sees:
-// the code and ErrorInfo reason of its failure, and a RetryInfo for an
-// in-flight rejection. Only the interceptor's own text reaches the client;
+// the code and ErrorInfo reason of its failure, and a RetryInfo when the
+// client should wait before retrying (key in use, store unavailable or
+// full). Only the interceptor's own text reaches the client;
 // store errors are reduced to their sentinel's text.
 func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 	msg := f.err.Error()
 	var ke *KeyError
-	if errors.As(err, &ke) {
+	var ce *MethodConfigError
+	switch {
+	case errors.As(err, &ke):
 		msg = ke.Error()
+	case errors.As(err, &ce): // what is wrong stays in the server's logs
+		msg = "idempotency: " + ce.where() + " is misconfigured on the server"
 	}
 	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: f.reason, Domain: ErrorDomain}}
-	if f.reason == ReasonKeyInUse {
+	if f.pushback {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
 	}
 	st, derr := status.New(f.code, msg).WithDetails(details...)
@@ -127,4 +173,27 @@ func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 		return status.New(f.code, msg)
 	}
 	return st
+}
+
+// Reason returns the google.rpc.ErrorInfo reason of err when err is a gRPC
+// status error from this library (its ErrorInfo is in [ErrorDomain]), or
+// one of its sentinel errors; otherwise "". Clients branch on it, for
+// example on [ReasonKeyReused] (a bug: never retry) or [ReasonKeyInUse].
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	if f, ok := failureOf(err); ok {
+		return f.reason
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == ErrorDomain {
+			return ei.GetReason()
+		}
+	}
+	return ""
 }

@@ -141,7 +141,7 @@ func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context
 	for attempt := 0; ; attempt++ {
 		var err error
 		start := time.Now()
-		held := c.renewal.holding(func() {
+		held := c.renewal.holding(func() bool {
 			deadline := start.Add(c.cfg.lease / 3)
 			if giveUp.Before(deadline) {
 				deadline = giveUp
@@ -149,6 +149,7 @@ func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context
 			actx, cancel := context.WithDeadline(sctx, deadline)
 			err = step(actx)
 			cancel()
+			return err == nil || errors.Is(err, store.ErrLeaseLost)
 		})
 		if !held {
 			return errLostEarlier

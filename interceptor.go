@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
-	"github.com/grpc-idempotency/idempotency/internal/policy"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -30,10 +29,12 @@ import (
 // deterministic error for the retention period. See the package
 // documentation for the behaviour in every situation.
 //
-// Method policies are read from the registered proto descriptors. It panics
-// when the options are invalid or a proto declares an idempotency.v1.method
-// option that cannot work (on a streaming method, or a key_field that is not
-// a string field): both are programming errors found at start-up.
+// Method policies are read from the registered proto descriptors, each
+// method's once, on its first call. It panics when the options are invalid
+// or the policy of a method named by [WithMethodPolicy] cannot work (see
+// [MethodConfigError]): programming errors, found at start-up. A method
+// whose proto option cannot work fails its calls closed instead; check
+// them all at start-up with [ValidateServer].
 func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
 	i, err := newInterceptor(s, opts)
 	if err != nil {
@@ -57,7 +58,7 @@ func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := policy.Validate(cfg.files); err != nil {
+	if err := cfg.validateMethods(); err != nil {
 		return nil, err
 	}
 	return &interceptor{store: s, cfg: cfg}, nil
@@ -144,9 +145,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, i.cfg.storeTimeout)
-		cl, err := i.store.Claim(cctx, c.key, c.fingerprint, c.cfg.lease)
-		cancel()
+		cl, err := i.claim(ctx, c)
 		c.storeTime += time.Since(start)
 		if err != nil {
 			return i.claimFailed(ctx, c, err, req, handler)
@@ -184,6 +183,17 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 			return nil, ErrKeyInUse
 		}
 	}
+}
+
+// claim claims c's key, bounded by the store timeout and the caller's
+// deadline (the timer is set only when the caller's deadline is later).
+func (i *interceptor) claim(ctx context.Context, c *call) (store.Claim, error) {
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > i.cfg.storeTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, i.cfg.storeTimeout)
+		defer cancel()
+	}
+	return i.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
 }
 
 // claimFailed handles a Claim error: fail closed, or fail open when
@@ -224,7 +234,7 @@ func (i *interceptor) fail(ctx context.Context, method string, err error, storeT
 	if f.outcome != 0 {
 		i.observe(ctx, method, f.outcome, storeTime, err)
 	}
-	if f.reason == ReasonKeyInUse {
+	if f.pushback {
 		ms := strconv.FormatInt(i.cfg.retryAfter.Milliseconds(), 10)
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(pushbackKey, ms))
 	}

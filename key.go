@@ -42,8 +42,13 @@ func ValidateKey(key string) error {
 }
 
 // clientKey returns the key of the call: from metadata, else from the
-// method's key field. It returns "" with no error when there is none.
+// method's key field. It returns "" with no error when there is none, and
+// the method's configuration error, failing the call closed, when its
+// policy cannot work.
 func (i *interceptor) clientKey(ctx context.Context, m *methodConfig, req proto.Message) (string, error) {
+	if m.err != nil {
+		return "", m.err
+	}
 	vals := metadata.ValueFromIncomingContext(ctx, i.cfg.metadataKey)
 	switch {
 	case len(vals) > 1:

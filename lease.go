@@ -42,6 +42,7 @@ type renewal struct {
 	leaseEnd time.Time
 	failures int
 	stopped  bool
+	settling bool // a step that ends the claim has been tried
 	lost     bool // the store said the token no longer owns the key
 	expired  bool // the lease ran out unrenewed: it may still hold
 }
@@ -77,8 +78,11 @@ func (r *renewal) renew() {
 		r.leaseEnd, r.failures = start.Add(lease), 0
 		r.i.observe(r.ctx, r.c.method, OutcomeLeaseRenewed, took, nil)
 		r.timer.Reset(lease / 3)
-	case errors.Is(err, store.ErrLeaseLost) && r.c.txRecorded.Load():
-		// The handler's transaction completed the key: nothing to renew.
+	case errors.Is(err, store.ErrLeaseLost) && (r.settling || r.c.txRecorded.Load()):
+		// A step that ends the claim has been tried (its reply may have
+		// been lost after it landed), or the handler's transaction
+		// completed the key: nothing is left to renew, and the settling
+		// step, retried, tells which it was.
 		r.stopped = true
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
@@ -106,15 +110,20 @@ func (r *renewal) expire() {
 }
 
 // holding runs step, a store call that ends the claim, while no renewal
-// runs. It reports false without running step when the store has already
-// said the claim is lost.
-func (r *renewal) holding(step func()) bool {
+// runs; when step reports that the claim is settled, renewal stops before
+// it can run again (an Extend after the outcome was stored would be refused
+// and reported as a lost lease). It reports false without running step
+// when the store has already said the claim is lost.
+func (r *renewal) holding(step func() (settled bool)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.lost {
 		return false
 	}
-	step()
+	r.settling = true
+	if step() {
+		r.stopped = true
+	}
 	return true
 }
 

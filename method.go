@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -38,14 +39,17 @@ type MethodPolicy struct {
 	Retention time.Duration
 	// Lease of in-flight claims.
 	Lease time.Duration
-	// KeyField names a top-level string field of the request to read the
-	// key from when metadata has none (AIP-155 request_id).
+	// KeyField names a top-level singular string field of the request to
+	// read the key from when metadata has none (AIP-155 request_id). A name
+	// that is not one is a configuration error (see [WithMethodPolicy]).
+	// Default: the proto option's key_field, if any.
 	KeyField string
 	// Cancellation says whether the method's claimed handler is cancelled
-	// with its caller ([WithCallerCancellation]).
+	// with its caller ([WithCallerCancellation]). Default: the server-wide
+	// setting.
 	Cancellation Cancellation
 	// HandlerTimeout bounds the method's claimed handler once its caller
-	// has gone ([WithHandlerTimeout]).
+	// has gone ([WithHandlerTimeout]). Default: the server-wide setting.
 	HandlerTimeout time.Duration
 }
 
@@ -71,8 +75,11 @@ type methodConfig struct {
 	lease          time.Duration
 	handlerTimeout time.Duration
 	followCaller   bool
-	keyField       protoreflect.FieldDescriptor
+	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
 	responseType   protoreflect.MessageType
+	// err, a *MethodConfigError, is set when the policy cannot work; every
+	// call of the method then fails closed with it.
+	err error
 }
 
 var modeFromProto = map[idempotencyv1.Mode]Mode{
@@ -82,7 +89,8 @@ var modeFromProto = map[idempotencyv1.Mode]Mode{
 }
 
 // method returns the cached policy of fullMethod, resolving it on the first
-// call from the descriptors and the options set in code.
+// call from the descriptors and the options set in code. Concurrent first
+// calls may each resolve it; they get the same result and one is kept.
 func (i *interceptor) method(fullMethod string, req any) *methodConfig {
 	if m, ok := i.methods.Load(fullMethod); ok {
 		return m.(*methodConfig)
@@ -93,50 +101,91 @@ func (i *interceptor) method(fullMethod string, req any) *methodConfig {
 }
 
 func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
-	m := &methodConfig{mode: ModeOptional, retention: i.cfg.retention, lease: i.cfg.lease,
-		handlerTimeout: i.cfg.handlerTimeout, followCaller: i.cfg.cancellation == CancellationCaller}
 	md := policy.FindMethod(i.cfg.files, fullMethod)
+	var reqDesc protoreflect.MessageDescriptor
+	if msg, ok := req.(proto.Message); ok {
+		// The request's own descriptor, not the registry's: with
+		// WithDescriptors the two are different values, and reading a
+		// message with another descriptor's field panics.
+		reqDesc = msg.ProtoReflect().Descriptor()
+	}
+	m, err := i.cfg.policyOf(fullMethod, md, reqDesc)
+	if err != nil {
+		m.err = err
+		m.mode = ModeRequired // never DISABLED: the call must reach clientKey and fail
+	}
 	if md != nil {
-		p := policy.FromDescriptor(md)
-		m.mode = modeFromProto[p.Mode]
-		if p.Retention > 0 {
-			m.retention = p.Retention
-		}
-		if p.Lease > 0 {
-			m.lease = p.Lease
-		}
-		m.keyField = p.KeyField
 		if mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName()); err == nil {
 			m.responseType = mt
 		}
 	}
-	if o, ok := i.cfg.methods[fullMethod]; ok {
+	return m
+}
+
+// policyOf merges the proto policy of md (nil when the registry does not
+// have the method) with the one set in code, and resolves the key field on
+// req, the descriptor of the method's request (nil when not known). The
+// error, a *MethodConfigError, says why the policy cannot work: an
+// idempotency.v1.method option or a code policy on a streaming method, or a
+// key field that is not a singular string field of the request. The key
+// field of a DISABLED method is never read, so it is not checked.
+func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, req protoreflect.MessageDescriptor) (*methodConfig, error) {
+	m := &methodConfig{mode: ModeOptional, retention: c.retention, lease: c.lease,
+		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
+	fail := &MethodConfigError{Method: fullMethod}
+	var keyField, source string
+	if md != nil {
+		fail.File = md.ParentFile().Path()
+		p := policy.FromDescriptor(md)
+		if p.Annotated && policy.Streaming(md) {
+			fail.Problem = "idempotency.v1.method option on a streaming method; it applies to unary methods only"
+			return m, fail
+		}
+		m.mode = modeFromProto[p.Mode]
+		m.retention = positiveOr(p.Retention, m.retention)
+		m.lease = positiveOr(p.Lease, m.lease)
+		keyField, source = p.KeyField, "key_field"
+	}
+	if o, ok := c.methods[fullMethod]; ok {
+		if md != nil && policy.Streaming(md) {
+			fail.Problem = "WithMethodPolicy names a streaming method; it applies to unary methods only"
+			return m, fail
+		}
 		if o.Mode != ModeUnspecified {
 			m.mode = o.Mode
 		}
-		if o.Retention > 0 {
-			m.retention = o.Retention
-		}
-		if o.Lease > 0 {
-			m.lease = o.Lease
-		}
-		if o.HandlerTimeout > 0 {
-			m.handlerTimeout = o.HandlerTimeout
-		}
+		m.retention = positiveOr(o.Retention, m.retention)
+		m.lease = positiveOr(o.Lease, m.lease)
+		m.handlerTimeout = positiveOr(o.HandlerTimeout, m.handlerTimeout)
 		if o.Cancellation != CancellationUnspecified {
 			m.followCaller = o.Cancellation == CancellationCaller
 		}
 		if o.KeyField != "" {
-			m.keyField = nil
-			if msg, ok := req.(proto.Message); ok {
-				f := msg.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(o.KeyField))
-				if f != nil && f.Kind() == protoreflect.StringKind && !f.IsList() {
-					m.keyField = f
-				}
-			}
+			keyField, source = o.KeyField, "MethodPolicy.KeyField"
 		}
 	}
 	m.retention = max(m.retention, MinRetention)
 	m.lease = max(m.lease, MinLease)
-	return m
+	if keyField == "" || m.mode == ModeDisabled {
+		return m, nil
+	}
+	if req == nil {
+		fail.Problem = fmt.Sprintf("%s %q cannot be checked: the method is not in the descriptor registry", source, keyField)
+		return m, fail
+	}
+	f, err := policy.KeyField(req, keyField)
+	if err != nil {
+		fail.Problem = source + " " + err.Error()
+		return m, fail
+	}
+	m.keyField = f
+	return m, nil
+}
+
+// positiveOr returns d when it is set (positive), and otherwise def.
+func positiveOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }

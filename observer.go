@@ -72,6 +72,10 @@ const (
 	OutcomeNotRetained
 	// OutcomeStoreFull: a bounded store had no room for a new key.
 	OutcomeStoreFull
+	// OutcomeMisconfigured: the method's policy cannot work (Err is a
+	// [*MethodConfigError]); the call failed closed with INTERNAL and the
+	// handler did not run.
+	OutcomeMisconfigured
 )
 
 var outcomeNames = [...]string{
@@ -80,6 +84,7 @@ var outcomeNames = [...]string{
 	OutcomeStoreError: "store_error", OutcomeFailOpen: "fail_open", OutcomeReleased: "released",
 	OutcomeLeaseRenewed: "lease_renewed", OutcomeLeaseLost: "lease_lost",
 	OutcomeRecordCorrupt: "record_corrupt", OutcomeNotRetained: "not_retained", OutcomeStoreFull: "store_full",
+	OutcomeMisconfigured: "misconfigured",
 }
 
 // String returns the outcome's snake_case name, for logs and metric labels.

@@ -81,7 +81,8 @@ func newConfig(opts []Option) *config {
 
 // WithMetadataKey reads the client's key from metadata key name instead of
 // [MetadataKey] ("idempotency-key"). The name is lower-cased as gRPC
-// metadata keys are.
+// metadata keys are. Give clients the same name with
+// [WithClientMetadataKey].
 func WithMetadataKey(name string) Option {
 	return func(c *config) { c.metadataKey = strings.ToLower(name) }
 }
@@ -160,7 +161,18 @@ func WithFingerprint(f FingerprintFunc) Option {
 
 // WithMethodPolicy sets the policy of one method (full name,
 // "/pkg.Service/Method"), overriding its proto options field by field: the
-// zero value of a field keeps what the proto says.
+// zero value of a field keeps what the proto says. Default: the proto
+// options alone.
+//
+// [UnaryServerInterceptor] checks the policy of every method named here
+// when it is built, and panics with a [*MethodConfigError] naming the
+// method and its proto file when it cannot work: a KeyField (or the
+// proto's key_field) that is not a singular string field of the request,
+// or a streaming method. A name the descriptor registry ([WithDescriptors])
+// does not have is accepted and applied when the method is called; its
+// KeyField is checked against the first request, and a bad one fails the
+// method's calls closed. [ValidateServer] reports names a server does not
+// serve.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) Option {
 	return func(c *config) {
 		if c.methods == nil {
@@ -180,14 +192,20 @@ func WithObserver(o Observer) Option {
 }
 
 // WithDescriptors resolves method options from files instead of
-// protoregistry.GlobalFiles.
+// protoregistry.GlobalFiles, for example a registry built with
+// protodesc.NewFiles from a descriptor set. Key fields are looked up on each
+// request's own descriptor, so files need not hold the generated types.
+// Default protoregistry.GlobalFiles.
 func WithDescriptors(files *protoregistry.Files) Option {
 	return func(c *config) { c.files = files }
 }
 
-// WithRetryAfter sets the delay an in-flight rejection asks the client to
-// wait, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer.
-// Default [DefaultRetryAfter] (1s).
+// WithRetryAfter sets the delay the server asks a client to wait before
+// retrying, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer,
+// on an in-flight rejection ([ReasonKeyInUse]) and when the store is
+// unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
+// clients do not hammer a store that is down. Default [DefaultRetryAfter]
+// (1s).
 func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.retryAfter = d }
 }

@@ -50,14 +50,14 @@ func TestRedisOrphanClaim(t *testing.T) {
 					if err := direct.ConfigSet(ctx, "replica-serve-stale-data", "no").Err(); err != nil {
 						t.Errorf("CONFIG SET replica-serve-stale-data: %v", err)
 					}
-					if err := direct.SlaveOf(ctx, host, port).Err(); err != nil {
+					if err := direct.ReplicaOf(ctx, host, port).Err(); err != nil {
 						t.Errorf("REPLICAOF %s: %v", silent, err)
 					}
 				})
 				return addr
 			}
 			heal := func() {
-				if err := direct.SlaveOf(context.WithoutCancel(t.Context()), "NO", "ONE").Err(); err != nil {
+				if err := direct.ReplicaOf(context.WithoutCancel(t.Context()), "NO", "ONE").Err(); err != nil {
 					t.Errorf("REPLICAOF NO ONE: %v", err)
 				}
 			}

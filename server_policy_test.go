@@ -181,14 +181,21 @@ func TestConfigurationErrors(t *testing.T) {
 	t.Parallel()
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })
+	// A method named by WithMethodPolicy is checked at construction, its
+	// proto option included; the panic names the method and its file.
+	named := func(files *protoregistry.Files) []idempotency.Option {
+		return []idempotency.Option{idempotency.WithDescriptors(files),
+			idempotency.WithMethodPolicy("/bad.v1.Bad/Pay", idempotency.MethodPolicy{Lease: time.Minute})}
+	}
+	const where = "/bad.v1.Bad/Pay (bad/v1/bad.proto): "
 	cases := []struct {
 		name string
 		opts []idempotency.Option
 		want string
 	}{
-		{"streaming method with option", []idempotency.Option{idempotency.WithDescriptors(badFiles(t, true, ""))}, "streaming"},
-		{"key_field not a string", []idempotency.Option{idempotency.WithDescriptors(badFiles(t, false, "amount"))}, "key_field"},
-		{"key_field missing", []idempotency.Option{idempotency.WithDescriptors(badFiles(t, false, "nope"))}, "key_field"},
+		{"streaming method with option", named(badFiles(t, true, "")), where + "idempotency.v1.method option on a streaming method"},
+		{"key_field not a string", named(badFiles(t, false, "amount")), where + `key_field "amount" is not a singular string field`},
+		{"key_field missing", named(badFiles(t, false, "nope")), where + `key_field "nope" names no field`},
 		{"zero lease", []idempotency.Option{idempotency.WithLease(0)}, "lease"},
 		{"empty metadata key", []idempotency.Option{idempotency.WithMetadataKey("")}, "metadata key"},
 	}
@@ -205,6 +212,8 @@ func TestConfigurationErrors(t *testing.T) {
 		})
 	}
 	idempotency.UnaryServerInterceptor(mem) // the registered test protos are valid
+	// A bad method nobody names is left for its first call and ValidateServer.
+	idempotency.UnaryServerInterceptor(mem, idempotency.WithDescriptors(badFiles(t, false, "nope")))
 }
 
 // badFiles builds a registry with one service whose annotated method is

@@ -3,9 +3,10 @@ package store
 import "errors"
 
 var (
-	// ErrLeaseLost is returned by Complete, Release and Extend when the
-	// token no longer owns the key: the lease ran out, or another owner
-	// claimed the key since.
+	// ErrLeaseLost is returned by Complete and Extend when the token no
+	// longer owns the key (the lease ran out, or another owner claimed the
+	// key since), and by Release when another token owns the key or the
+	// entry is completed. Release of a key that holds no entry succeeds.
 	ErrLeaseLost = errors.New("store: lease lost")
 
 	// ErrCorrupt is wrapped by errors for a stored value that cannot be

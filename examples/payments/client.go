@@ -9,14 +9,18 @@ import (
 
 // dial connects to addr as the holder of token, with the given client
 // interceptors, outermost first, and one more innermost that counts each
-// attempt that goes on the wire in m.
-func dial(addr, token string, m *meter, chain ...grpc.UnaryClientInterceptor) (*grpc.ClientConn, error) {
+// attempt that goes on the wire in m. With tel (-otel), the call-span
+// interceptor goes before them all and otelgrpc traces each attempt.
+func dial(addr, token string, m *meter, tel *telemetry, chain ...grpc.UnaryClientInterceptor) (*grpc.ClientConn, error) {
 	chain = append(chain, countAttempts(m))
-	return grpc.NewClient(addr,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(bearerToken(token)),
-		grpc.WithChainUnaryInterceptor(chain...),
-	)
+	}
+	if tel != nil {
+		opts = append(opts, tel.dialOptions()...)
+	}
+	return grpc.NewClient(addr, append(opts, grpc.WithChainUnaryInterceptor(chain...))...)
 }
 
 // countAttempts counts every attempt that reaches it, so placed below a

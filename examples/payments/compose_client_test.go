@@ -83,7 +83,7 @@ func TestWithoutTheLibraryTheLedgerChargesTwice(t *testing.T) {
 	paymentsv1.RegisterPaymentsServer(srv, &paymentsService{ledger: ledger})
 	addr := listen(t, srv)
 	m := newMeter()
-	cc, err := dial(addr, tokenA, m, retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithCodes(codes.Unavailable), retry.WithBackoff(retry.BackoffLinear(0))))
+	cc, err := dial(addr, tokenA, m, nil, retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithCodes(codes.Unavailable), retry.WithBackoff(retry.BackoffLinear(0))))
 	if err != nil {
 		t.Fatal(err)
 	}

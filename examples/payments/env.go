@@ -32,6 +32,12 @@ type config struct {
 	Logs io.Writer
 	// LogLevel is the lowest level written to Logs.
 	LogLevel slog.Level
+	// OTel traces and meters every call with OpenTelemetry and prints the
+	// spans and metrics with the SDK's stdout exporters (-otel).
+	OTel bool
+	// Latency is how long each Charge takes in the server modes (-latency),
+	// so that a duplicate sent meanwhile finds its key in flight.
+	Latency time.Duration
 }
 
 // Demo tenants and their bearer tokens.
@@ -87,8 +93,9 @@ type demo struct {
 }
 
 // startDemo starts the server on a loopback port with the lossy network in
-// its chain, and connects both clients as tenant A.
-func startDemo(b *backend, logger *slog.Logger) (*demo, error) {
+// its chain, and connects both clients as tenant A. tel, when set, traces
+// and meters the server and both clients.
+func startDemo(b *backend, logger *slog.Logger, tel *telemetry) (*demo, error) {
 	d := &demo{ledger: b.ledger, backend: b, meter: newMeter(), network: &lossyNetwork{}}
 	srv, _ := newServer(serverConfig{
 		store:      b.store,
@@ -98,6 +105,7 @@ func startDemo(b *backend, logger *slog.Logger) (*demo, error) {
 		auth:       authenticator{tokens: demoTokens},
 		network:    d.network,
 		retryAfter: 20 * time.Millisecond,
+		telemetry:  tel,
 	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,14 +119,14 @@ func startDemo(b *backend, logger *slog.Logger) (*demo, error) {
 		}
 	}()
 	d.addr = lis.Addr().String()
-	keyedConn, err := dial(d.addr, tokenA, d.meter, idempotency.UnaryClientInterceptor(
+	keyedConn, err := dial(d.addr, tokenA, d.meter, tel, idempotency.UnaryClientInterceptor(
 		idempotency.WithOnRetry(func(_ context.Context, _ int, _ error) { d.meter.retried() }),
 	))
 	if err != nil {
 		srv.Stop()
 		return nil, err
 	}
-	plainConn, err := dial(d.addr, tokenA, d.meter)
+	plainConn, err := dial(d.addr, tokenA, d.meter, tel)
 	if err != nil {
 		_ = keyedConn.Close()
 		srv.Stop()

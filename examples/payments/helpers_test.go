@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -70,30 +68,12 @@ func listen(t *testing.T, srv *grpc.Server) string {
 // conn dials r as the holder of token through chain.
 func (r *rig) conn(t *testing.T, token string, chain ...grpc.UnaryClientInterceptor) *grpc.ClientConn {
 	t.Helper()
-	cc, err := dial(r.addr, token, r.meter, chain...)
+	cc, err := dial(r.addr, token, r.meter, nil, chain...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // dialNoToken is [dial] with an optional token and no interceptors, for

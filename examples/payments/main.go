@@ -14,6 +14,8 @@
 //	go run ./examples/payments -redis localhost:6379   # the story on Redis
 //	go run ./examples/payments -postgres postgres://postgres@localhost/postgres   # ledger and store in PostgreSQL
 //	go run ./examples/payments -listen :50051     # only the server, for grpcurl
+//	go run ./examples/payments -http :8080        # the server behind a REST gateway, for curl
+//	go run ./examples/payments -otel              # the story, then its spans and metrics
 //	go run ./examples/payments -v                 # with every decision logged
 package main
 
@@ -32,11 +34,14 @@ func main() {
 	redisAddr := flag.String("redis", "", "use the Redis store at `host:port` instead of the in-memory store")
 	postgresURL := flag.String("postgres", "", "keep the ledger and the store in PostgreSQL at `URL`, each charge completed in its ledger transaction")
 	listen := flag.String("listen", "", "run only the server on `address` (for example :50051), with server reflection, until interrupted")
-	metricsAddr := flag.String("metrics", "", "with -listen, serve Prometheus metrics on http://`address`/metrics")
+	metricsAddr := flag.String("metrics", "", "with -listen or -http, serve Prometheus metrics on http://`address`/metrics")
+	httpAddr := flag.String("http", "", "run only the server, behind a grpc-gateway REST gateway on `address` (for example :8080), until interrupted")
+	otel := flag.Bool("otel", false, "trace and meter every call with OpenTelemetry and print the spans and metrics (SDK stdout exporters)")
+	latency := flag.Duration("latency", 0, "with -listen or -http, make each Charge take this `long`, to see a duplicate refused while it runs")
 	verbose := flag.Bool("v", false, "log every idempotency decision and every call to stderr (slog)")
 	flag.Parse()
 
-	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, Logs: os.Stderr, LogLevel: slog.LevelWarn}
+	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, Logs: os.Stderr, LogLevel: slog.LevelWarn, OTel: *otel, Latency: *latency}
 	if *verbose {
 		cfg.LogLevel = slog.LevelInfo
 	}
@@ -44,9 +49,9 @@ func main() {
 	defer stop()
 
 	var err error
-	if *listen != "" {
+	if *listen != "" || *httpAddr != "" {
 		cfg.LogLevel = slog.LevelInfo
-		err = listenAndServe(ctx, cfg, *listen, *metricsAddr)
+		err = listenAndServe(ctx, cfg, *listen, *metricsAddr, *httpAddr)
 	} else {
 		err = run(ctx, cfg, os.Stdout)
 	}
@@ -57,18 +62,33 @@ func main() {
 	}
 }
 
-// listenAndServe opens the listeners of -listen and -metrics and serves.
-func listenAndServe(ctx context.Context, cfg config, addr, metricsAddr string) error {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
+// listenAndServe opens the listeners of -listen, -metrics and -http and
+// serves. With -http alone, the gRPC server listens on a loopback port.
+func listenAndServe(ctx context.Context, cfg config, addr, metricsAddr, httpAddr string) error {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var lis listeners
+	defer func() { // when serving ends or cannot start; a second Close is harmless
+		for _, l := range []net.Listener{lis.grpc, lis.metrics, lis.http} {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}()
+	var err error
+	if lis.grpc, err = net.Listen("tcp", addr); err != nil {
 		return err
 	}
-	var metrics net.Listener
 	if metricsAddr != "" {
-		if metrics, err = net.Listen("tcp", metricsAddr); err != nil {
-			_ = lis.Close()
+		if lis.metrics, err = net.Listen("tcp", metricsAddr); err != nil {
 			return err
 		}
 	}
-	return serve(ctx, cfg, lis, metrics, os.Stdout)
+	if httpAddr != "" {
+		if lis.http, err = net.Listen("tcp", httpAddr); err != nil {
+			return err
+		}
+	}
+	return serve(ctx, cfg, lis, os.Stdout)
 }

@@ -30,7 +30,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	var out syncBuffer
-	go func() { done <- serve(ctx, config{Logs: t.Output()}, lis, metrics, &out) }()
+	go func() { done <- serve(ctx, config{Logs: t.Output()}, listeners{grpc: lis, metrics: metrics}, &out) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -35,6 +35,9 @@ type serverConfig struct {
 	// retryAfter is how long an in-flight duplicate is asked to wait
 	// (idempotency.WithRetryAfter); 0 keeps the library default.
 	retryAfter time.Duration
+	// telemetry, when set (-otel), traces calls with otelgrpc and adds the
+	// OpenTelemetry observer.
+	telemetry *telemetry
 }
 
 // newServer returns a gRPC server serving Payments, the health service and
@@ -48,11 +51,19 @@ type serverConfig struct {
 //  5. selector: idempotency for payments.v1.Payments only, with the
 //     principal as the key scope.
 //
-// It also returns the health server, to flip its status.
+// With c.telemetry (-otel), otelgrpc's stats handler gives every call a
+// span, and the OpenTelemetry observer records each decision beside the
+// slog and metrics observer. It also returns the health server, to flip its status.
 func newServer(c serverConfig) (*grpc.Server, *health.Server) {
+	observer := newObserver(c.logger, c.meter)
+	var serverOpts []grpc.ServerOption
+	if c.telemetry != nil {
+		observer = observers(observer, c.telemetry.observer())
+		serverOpts = append(serverOpts, grpc.StatsHandler(c.telemetry.serverHandler()))
+	}
 	opts := []idempotency.Option{
 		idempotency.WithScope(principalScope),
-		idempotency.WithObserver(newObserver(c.logger, c.meter)),
+		idempotency.WithObserver(observer),
 	}
 	if c.retryAfter > 0 {
 		opts = append(opts, idempotency.WithRetryAfter(c.retryAfter))
@@ -70,7 +81,7 @@ func newServer(c serverConfig) (*grpc.Server, *health.Server) {
 		selector.MatchFunc(isPayments),
 	))
 
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(chain...))
+	srv := grpc.NewServer(append(serverOpts, grpc.ChainUnaryInterceptor(chain...))...)
 	paymentsv1.RegisterPaymentsServer(srv, c.payments)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -27,14 +29,35 @@ const duplicates = 10
 
 // run starts a server and clients in this process on the store cfg names,
 // tells the story of five calls on out, and returns an error naming the
-// first outcome that was not what the library promises.
+// first outcome that was not what the library promises. With cfg.OTel it
+// then prints the spans and metrics of the story.
 func run(ctx context.Context, cfg config, out io.Writer) error {
+	if !cfg.OTel {
+		return tell(ctx, cfg, out, nil)
+	}
+	var spans, metrics syncBuffer
+	tel, err := newTelemetry(&spans, &metrics, time.Hour) // metrics once, at shutdown
+	if err != nil {
+		return err
+	}
+	err = tell(ctx, cfg, out, tel)
+	if serr := tel.shutdown(ctx); serr != nil {
+		return errors.Join(err, serr)
+	}
+	fmt.Fprintf(out, "\nOpenTelemetry, from the SDK's stdout exporters: %d spans, one JSON object a line:\n%s",
+		strings.Count(spans.String(), "\n"), spans.String())
+	fmt.Fprintf(out, "Metrics:\n%s", metrics.String())
+	return err
+}
+
+// tell is [run] without the printing of the telemetry.
+func tell(ctx context.Context, cfg config, out io.Writer, tel *telemetry) error {
 	b, err := openBackend(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	d, err := startDemo(b, newLogger(cfg))
+	d, err := startDemo(b, newLogger(cfg), tel)
 	if err != nil {
 		return err
 	}

@@ -42,3 +42,24 @@ func TestTargetsNameMeasuredBenchmarks(t *testing.T) {
 		}
 	}
 }
+
+func TestThroughputOfTimesAndRates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, unit string
+		got, base  float64
+		want       float64
+	}{
+		{"TimeHalfAsFast", "ns/op", 200, 100, 0.5},
+		{"TimeTwiceAsFast", "ns/op", 50, 100, 2},
+		{"RateHalf", "claims/s", 500, 1000, 0.5},
+		{"RateTwice", "claims/s", 2000, 1000, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := (target{unit: tc.unit}).throughput(tc.got, tc.base); got != tc.want {
+				t.Fatalf("throughput(%v, %v) in %s = %v, want %v", tc.got, tc.base, tc.unit, got, tc.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,7 @@ type Store struct {
 	CorruptData atomic.Bool
 
 	failCompletes atomic.Int64
+	loseCompletes atomic.Int64
 	stalls        map[string]*atomic.Int64 // op -> calls left to stall
 
 	mu    sync.Mutex
@@ -126,9 +127,16 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 		data = Garbage
 	}
 	err := s.Store.Complete(ctx, key, token, data, retention)
+	if err == nil && s.loseCompletes.Add(-1) >= 0 {
+		err = ErrDown // it landed, but its reply is lost
+	}
 	s.record("complete", key, retention, err)
 	return err
 }
+
+// LoseCompleteReplies makes the next n Complete calls that succeed report
+// ErrDown, as a call whose reply was lost after it landed does.
+func (s *Store) LoseCompleteReplies(n int64) { s.loseCompletes.Store(n) }
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {

@@ -22,8 +22,13 @@ type Policy struct {
 	Mode idempotencyv1.Mode
 	// Retention and Lease are zero when the descriptor does not set them.
 	Retention, Lease time.Duration
-	// KeyField is the request field named by key_field, or nil.
-	KeyField protoreflect.FieldDescriptor
+	// KeyField is the field name key_field gives, or "". It is a name, not
+	// a field: the caller resolves it with [KeyField] on the descriptor of
+	// the request it will read, which need not be the registry's.
+	KeyField string
+	// Annotated reports whether the method has the idempotency.v1.method
+	// option.
+	Annotated bool
 }
 
 // Resolve returns the policy of fullMethod ("/pkg.Service/Method") from
@@ -62,68 +67,41 @@ func Option(md protoreflect.MethodDescriptor) *idempotencyv1.MethodPolicy {
 	return mp
 }
 
-// FromDescriptor reads the policy of one method descriptor.
+// FromDescriptor reads the policy of one method descriptor. It checks
+// nothing: see [Streaming] and [KeyField].
 func FromDescriptor(md protoreflect.MethodDescriptor) Policy {
 	p := Policy{Mode: idempotencyv1.Mode_MODE_OPTIONAL}
+	if mp := Option(md); mp != nil {
+		p.Annotated = true
+		if mp.GetMode() != idempotencyv1.Mode_MODE_UNSPECIFIED {
+			p.Mode = mp.GetMode()
+		}
+		p.Retention = mp.GetRetention().AsDuration()
+		p.Lease = mp.GetLease().AsDuration()
+		p.KeyField = mp.GetKeyField()
+	}
 	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok &&
 		opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
 		p.Mode = idempotencyv1.Mode_MODE_DISABLED
-		return p
-	}
-	mp := Option(md)
-	if mp == nil {
-		return p
-	}
-	if mp.GetMode() != idempotencyv1.Mode_MODE_UNSPECIFIED {
-		p.Mode = mp.GetMode()
-	}
-	p.Retention = mp.GetRetention().AsDuration()
-	p.Lease = mp.GetLease().AsDuration()
-	if name := mp.GetKeyField(); name != "" {
-		p.KeyField = md.Input().Fields().ByName(protoreflect.Name(name))
 	}
 	return p
 }
 
-// Validate reports the configuration errors in files: an
-// idempotency.v1.method option on a streaming method, or a key_field that
-// does not name a singular string field of the request.
-func Validate(files *protoregistry.Files) error {
-	if files == nil {
-		files = protoregistry.GlobalFiles
-	}
-	var errs []string
-	files.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
-		svcs := fd.Services()
-		for i := range svcs.Len() {
-			methods := svcs.Get(i).Methods()
-			for j := range methods.Len() {
-				if err := validateMethod(methods.Get(j)); err != nil {
-					errs = append(errs, err.Error())
-				}
-			}
-		}
-		return true
-	})
-	if len(errs) > 0 {
-		return fmt.Errorf("idempotency: invalid method options: %s", strings.Join(errs, "; "))
-	}
-	return nil
+// Streaming reports whether md streams in either direction.
+func Streaming(md protoreflect.MethodDescriptor) bool {
+	return md.IsStreamingClient() || md.IsStreamingServer()
 }
 
-func validateMethod(md protoreflect.MethodDescriptor) error {
-	mp := Option(md)
-	if mp == nil {
-		return nil
+// KeyField returns the field of msg called name when it is a singular
+// string field (the only kind a key can be read from), and otherwise an
+// error that says why not.
+func KeyField(msg protoreflect.MessageDescriptor, name string) (protoreflect.FieldDescriptor, error) {
+	f := msg.Fields().ByName(protoreflect.Name(name))
+	switch {
+	case f == nil:
+		return nil, fmt.Errorf("%q names no field of %s", name, msg.FullName())
+	case f.Kind() != protoreflect.StringKind || f.Cardinality() == protoreflect.Repeated:
+		return nil, fmt.Errorf("%q is not a singular string field of %s", name, msg.FullName())
 	}
-	if md.IsStreamingClient() || md.IsStreamingServer() {
-		return fmt.Errorf("%s is a streaming method; idempotency.v1.method applies to unary methods only", md.FullName())
-	}
-	if name := mp.GetKeyField(); name != "" {
-		f := md.Input().Fields().ByName(protoreflect.Name(name))
-		if f == nil || f.Kind() != protoreflect.StringKind || f.Cardinality() == protoreflect.Repeated {
-			return fmt.Errorf("%s: key_field %q is not a singular string field of %s", md.FullName(), name, md.Input().FullName())
-		}
-	}
-	return nil
+	return f, nil
 }

@@ -119,9 +119,19 @@ type Server struct {
 // stops it when the test ends.
 func New(tb testing.TB, svc *Service, opts ...grpc.ServerOption) *Server {
 	tb.Helper()
+	return NewWith(tb, svc, nil, opts...)
+}
+
+// NewWith is [New] that lets register add more services to the gRPC server
+// before it starts; register may be nil.
+func NewWith(tb testing.TB, svc *Service, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *Server {
+	tb.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer(opts...)
 	testingv1.RegisterTestServiceServer(gs, svc)
+	if register != nil {
+		register(gs)
+	}
 	go func() { _ = gs.Serve(lis) }()
 	s := &Server{Service: svc, GRPC: gs, listener: lis}
 	tb.Cleanup(s.Stop)

@@ -4,7 +4,9 @@
 // Entries live in a fixed number of shards, each a map behind its own
 // mutex; a key's shard is chosen with [hash/maphash], so concurrent
 // requests for different keys rarely wait on each other. Every operation
-// locks one shard once, so each is a single atomic step.
+// takes effect in one hold of its key's shard lock, so each is a single
+// atomic step (a claim in a full store may first visit other shards to
+// drop expired entries).
 //
 // Owner tokens are fencing tokens: each shard counts the claims it grants,
 // and a token is that count together with the shard's number, rendered in
@@ -12,14 +14,21 @@
 // tokens granted for one key only ever grow, and no two claims of one
 // Store ever get the same token.
 //
-// Expired entries (a lease or a retention that ran out) are invisible at
-// once and are removed lazily when their key is next touched, and by a
-// background sweeper ([WithSweepInterval]) that visits one shard at a time
-// and holds its lock for a bounded number of entries, so callers never wait
-// for a whole-store scan. [Store.Close] stops the sweeper.
+// Each shard also keeps a heap of its entries' expiries, so that expired
+// entries are found without a walk over the map. Expired entries (a lease
+// or a retention that ran out) are invisible at once. They are removed
+// when their key is next touched, when a full bounded store makes room,
+// and by a background sweeper ([WithSweepInterval]) that takes them off
+// each shard's heap, holding the lock for at most 256 at a time, and does
+// not lock a shard whose heap has nothing due. [Store.Close] stops the
+// sweeper; everything else, making room included, keeps working. A shard
+// that falls to a quarter of the most entries it held copies the entries
+// left into a new map, under its lock, since Go maps never give memory
+// back.
 //
 // [WithMaxEntries] bounds the number of entries. A full store drops expired
-// entries to make room for a new key; when none have expired it refuses
+// entries to make room for a new key, at O(log n) each under one shard's
+// lock, whatever the number of entries; when none have expired it refuses
 // the claim with [store.ErrFull]. It never evicts an in-flight claim or a
 // completed outcome before its time.
 //

@@ -140,3 +140,87 @@ func TestMaxEntriesConcurrent(t *testing.T) {
 		t.Fatalf("Len = %d, want %d", n, limit)
 	}
 }
+
+// A closed store has no sweeper; a full one must still make room on the
+// caller's path once entries expire, for as long as it is used.
+func TestMaxEntriesMakesRoomAfterClose(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opt  memorystore.Option
+	}{
+		{"Sweeper", memorystore.WithSweepInterval(time.Hour)},
+		{"NoSweeper", memorystore.WithSweepInterval(0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t, memorystore.WithMaxEntries(4), tc.opt)
+			fill(t, s, 4, 20*time.Millisecond)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantFull(t, s, "early")
+			time.Sleep(50 * time.Millisecond)
+			for round := range 3 {
+				for i := range 4 {
+					key := fmt.Sprint("round", round, "-", i)
+					c, err := s.Claim(t.Context(), key, nil, 10*time.Millisecond)
+					if err != nil || !c.Won() {
+						t.Fatalf("Claim %q in a closed store whose entries expired: won=%v err=%v", key, c.Won(), err)
+					}
+				}
+				wantFull(t, s, fmt.Sprint("round", round, "-full"))
+				time.Sleep(30 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// A full store in which every claimer leaves an expired entry behind has
+// room for every claim: room made by one claimer is not taken by another
+// while it comes back for it.
+func TestMaxEntriesSteadyExpiryNeverRefuses(t *testing.T) {
+	t.Parallel()
+	const limit, claimers, rounds = 1000, 8, 300
+	s := newStore(t, memorystore.WithMaxEntries(limit), memorystore.WithSweepInterval(0))
+	ctx := t.Context()
+	fill(t, s, limit-claimers, time.Minute)
+	for i := range claimers {
+		c, err := s.Claim(ctx, fmt.Sprint("seed", i), nil, time.Minute)
+		if err != nil || !c.Won() {
+			t.Fatalf("Claim seed%d: won=%v err=%v", i, c.Won(), err)
+		}
+		if err := s.Complete(ctx, fmt.Sprint("seed", i), c.Token, nil, time.Nanosecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range claimers {
+		wg.Go(func() {
+			for i := range rounds {
+				key := fmt.Sprint("w", w, "-", i)
+				c, err := s.Claim(ctx, key, nil, time.Minute)
+				if errors.Is(err, store.ErrFull) {
+					refused.Add(1)
+					continue
+				}
+				if err != nil || !c.Won() {
+					t.Errorf("Claim %q: won=%v err=%v", key, c.Won(), err)
+					return
+				}
+				if err := s.Complete(ctx, key, c.Token, nil, time.Nanosecond); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := refused.Load(); n != 0 {
+		t.Fatalf("%d of %d claims refused with store.ErrFull although each claimer left an expired entry to drop", n, claimers*rounds)
+	}
+	if n := s.Len(); n > limit {
+		t.Fatalf("Len = %d, over the limit %d", n, limit)
+	}
+}

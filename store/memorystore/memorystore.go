@@ -42,13 +42,11 @@ type state struct {
 	seed  maphash.Seed
 	epoch time.Time // expiry times are monotonic nanoseconds since epoch
 
-	maxEntries int64        // 0: unbounded
-	count      atomic.Int64 // entries held, tracked only when bounded
-	// earliest is at most the expiry of every entry held, tracked only
-	// when bounded, so a full store knows without a scan that nothing
-	// has expired. Valid whenever roomMu is not held by a sweep.
-	earliest atomic.Int64
-	roomMu   sync.Mutex // serializes sweeps
+	maxEntries uint64 // 0: unbounded
+	// room counts the entries of a bounded store and the changes to that
+	// count (see room.go).
+	room atomic.Uint64
+	_    [16]byte // the shards start on a cache line of their own (TestShardSize)
 
 	shards [numShards]shard
 
@@ -57,11 +55,19 @@ type state struct {
 	done     chan struct{} // closed when the sweeper has returned; nil without one
 }
 
+// shard holds the entries of the keys that hash to it: a map, and a heap
+// of their expiries with one item per entry (see expiry.go).
 type shard struct {
-	mu  sync.Mutex
-	seq uint64 // claims granted by this shard
-	m   map[string]entry
-	_   [40]byte // one shard per cache line
+	mu   sync.Mutex
+	seq  uint64 // claims granted by this shard
+	m    map[string]entry
+	exp  expiryHeap
+	peak int // the most entries m held since it was made
+	// next is the time of the root of exp (math.MaxInt64 when it is
+	// empty), at most the earliest expiry in the shard; written under mu
+	// and read without it.
+	next atomic.Int64
+	_    [16]byte // whole cache lines: one shard never shares one (TestShardSize)
 }
 
 type entry struct {
@@ -69,6 +75,7 @@ type entry struct {
 	data        []byte
 	expires     int64  // nanoseconds since state.epoch
 	token       uint64 // owner token while in flight; the token that completed it after
+	slot        int32  // its slot in the shard's expiry heap
 	state       store.State
 }
 
@@ -78,12 +85,12 @@ func New(opts ...Option) *Store {
 	st := &state{
 		seed:       maphash.MakeSeed(),
 		epoch:      time.Now(),
-		maxEntries: int64(c.maxEntries),
+		maxEntries: uint64(min(c.maxEntries, maxBound)),
 		stop:       make(chan struct{}),
 	}
-	st.earliest.Store(math.MaxInt64)
 	for i := range st.shards {
 		st.shards[i].m = make(map[string]entry)
+		st.shards[i].next.Store(math.MaxInt64)
 	}
 	s := &Store{st: st}
 	if c.sweepInterval > 0 {
@@ -96,7 +103,9 @@ func New(opts ...Option) *Store {
 
 // Close stops the background sweeper and waits for it to return. It is
 // safe to call more than once and always returns nil. The Store keeps
-// working after Close; expired entries are then removed only lazily. A
+// working after Close: expired entries are then removed when their key is
+// touched again, and when a full store bounded by [WithMaxEntries] makes
+// room for a new key. A
 // Store that is dropped without Close has its sweeper stopped once the
 // garbage collector reclaims it, so an interceptor that made a default
 // Store does not leak a goroutine.
@@ -142,38 +151,6 @@ func deadline(now int64, d time.Duration) int64 {
 		return math.MaxInt64
 	}
 	return now + int64(d)
-}
-
-// bounded reports whether the store counts its entries.
-func (st *state) bounded() bool { return st.maxEntries > 0 }
-
-// reserve counts a new entry, or reports false when the store is full.
-func (st *state) reserve() bool {
-	if st.count.Add(1) > st.maxEntries {
-		st.count.Add(-1)
-		return false
-	}
-	return true
-}
-
-// forget uncounts a removed entry.
-func (st *state) forget() {
-	if st.bounded() {
-		st.count.Add(-1)
-	}
-}
-
-// noteExpiry keeps earliest at most exp.
-func (st *state) noteExpiry(exp int64) {
-	if !st.bounded() {
-		return
-	}
-	for {
-		cur := st.earliest.Load()
-		if exp >= cur || st.earliest.CompareAndSwap(cur, exp) {
-			return
-		}
-	}
 }
 
 // formatToken renders an owner token.

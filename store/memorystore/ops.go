@@ -8,7 +8,7 @@ import (
 )
 
 // Claim implements [store.Store.Claim]. It never blocks on anything but
-// one shard's mutex, so it ignores ctx. The Fingerprint and Data of a
+// shards' mutexes, so it ignores ctx. The Fingerprint and Data of a
 // returned Existing entry are shared with the store: do not modify them.
 // It returns an error when lease is not positive, and [store.ErrFull] when
 // the store is bounded by [WithMaxEntries], full, and holds nothing that
@@ -19,35 +19,56 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 	}
 	st := s.st
 	sh, idx := st.shard(key)
-	for retried := false; ; retried = true {
+	for held := false; ; held = true {
 		now := st.now()
 		sh.mu.Lock()
-		e, found := sh.m[key]
-		if found && e.expires > now {
+		old, found := sh.m[key]
+		if found && old.expires > now {
+			st.giveBack(held)
 			sh.mu.Unlock()
-			return store.Claim{Existing: store.Entry{State: e.state, Fingerprint: e.fingerprint, Data: e.data}}, nil
+			return store.Claim{Existing: store.Entry{State: old.state, Fingerprint: old.fingerprint, Data: old.data}}, nil
 		}
-		// An expired entry under key is replaced in place: no room needed.
-		if !found && st.bounded() && !st.reserve() {
-			sh.mu.Unlock()
-			if retried || !st.makeRoom() {
-				return store.Claim{}, store.ErrFull
-			}
-			continue // the key may have been claimed meanwhile
+		var expired *entry // under key, replaced in place
+		if found {
+			expired = &old
 		}
-		sh.seq++
-		token := sh.seq<<shardBits | idx
-		exp := deadline(now, lease)
-		sh.m[key] = entry{
-			fingerprint: clone(fingerprint),
-			expires:     exp,
-			token:       token,
-			state:       store.StateInFlight,
-		}
-		st.noteExpiry(exp)
+		token, ok := st.insert(sh, idx, key, expired, fingerprint, deadline(now, lease), held)
 		sh.mu.Unlock()
-		return store.Claim{Token: formatToken(token)}, nil
+		if ok {
+			return store.Claim{Token: formatToken(token)}, nil
+		}
+		if held || !st.makeRoom(idx) {
+			return store.Claim{}, store.ErrFull
+		}
+		// The key may have been claimed meanwhile: look again.
 	}
+}
+
+// insert stores a new in-flight entry under key and returns its owner
+// token. expired is the expired entry under key, which it replaces in
+// place, or nil when key holds none. It reports false when the entry would
+// overflow a bounded store. held says the caller already holds room for
+// the entry, from makeRoom. The caller holds sh.mu.
+func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, fingerprint []byte, expires int64, held bool) (token uint64, ok bool) {
+	if expired == nil && !held && st.bounded() && !st.reserve() {
+		return 0, false
+	}
+	sh.seq++
+	token = sh.seq<<shardBits | idx
+	e := entry{
+		fingerprint: clone(fingerprint),
+		expires:     expires,
+		token:       token,
+		state:       store.StateInFlight,
+	}
+	if expired != nil { // replaced in place: no room needed
+		st.reuse(held)
+		e.slot = expired.slot
+		sh.put(key, e)
+	} else {
+		sh.add(key, e)
+	}
+	return token, true
 }
 
 // Complete implements [store.Store.Complete]. It copies data before taking
@@ -76,8 +97,7 @@ func (s *Store) Complete(_ context.Context, key, token string, data []byte, rete
 	}
 	e.state, e.data = store.StateCompleted, data // e.token stays: it completed the entry
 	e.expires = deadline(now, retention)
-	sh.m[key] = e
-	st.noteExpiry(e.expires)
+	sh.put(key, e)
 	return nil
 }
 
@@ -94,8 +114,7 @@ func (s *Store) Release(_ context.Context, key, token string) error {
 	e, owned := st.owned(sh, key, tok, now)
 	switch {
 	case valid && owned:
-		delete(sh.m, key)
-		st.forget()
+		st.remove(sh, key, e)
 		return nil
 	case e.state == 0: // no live entry
 		return nil
@@ -123,8 +142,7 @@ func (s *Store) Extend(_ context.Context, key, token string, lease time.Duration
 		return store.ErrLeaseLost
 	}
 	e.expires = deadline(now, lease)
-	sh.m[key] = e
-	st.noteExpiry(e.expires)
+	sh.put(key, e)
 	return nil
 }
 
@@ -136,8 +154,7 @@ func (st *state) owned(sh *shard, key string, token uint64, now int64) (entry, b
 		return entry{}, false
 	}
 	if e.expires <= now {
-		delete(sh.m, key)
-		st.forget()
+		st.remove(sh, key, e)
 		return entry{}, false
 	}
 	return e, e.state == store.StateInFlight && e.token == token

@@ -33,9 +33,13 @@ func WithSweepInterval(d time.Duration) Option {
 
 // WithMaxEntries bounds the number of entries the store holds, in flight
 // and completed, to n. Default: unbounded; a value of zero or less keeps it
-// unbounded. A Claim of a new key in a full store first drops expired
-// entries; if none have expired it returns [store.ErrFull]. No in-flight
-// claim and no completed outcome is ever evicted early.
+// unbounded, and a value above [math.MaxInt32] is taken as math.MaxInt32.
+// A Claim of a new key in a full store first drops expired entries, found
+// through each shard's expiry heap at O(log n) each, whatever the number of
+// entries; if none have expired it returns [store.ErrFull]. A claim that
+// keeps losing the room it found to other claims is also refused after a
+// few tries. No in-flight claim and no completed outcome is ever evicted
+// early.
 func WithMaxEntries(n int) Option {
 	return func(c *config) { c.maxEntries = max(n, 0) }
 }

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency"
+)
+
+// The -http mode: the README's curl commands against the REST gateway in
+// front of the gRPC server. A charge, its replay, the key reused with
+// another amount, a missing key, and a duplicate while the charge runs.
+func TestServeHTTP(t *testing.T) {
+	t.Parallel()
+	addr := startServe(t, config{Logs: t.Output(), Latency: 300 * time.Millisecond})
+	charges := "http://" + addr + "/v1/charges"
+	const body = `{"customer":"dave","amount_cents":700}`
+
+	first := httpPost(t, charges, "order-7", body)
+	replay := httpPost(t, charges, "order-7", body)
+	if first.status != http.StatusOK || replay.status != http.StatusOK || replay.body != first.body ||
+		!strings.Contains(first.body, `"id":"ch_1"`) {
+		t.Fatalf("charge %d %s, replay %d %s; want ch_1 twice", first.status, first.body, replay.status, replay.body)
+	}
+	if first.header.Get("Idempotent-Replayed") != "" || replay.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("want Idempotent-Replayed: true on the replay only")
+	}
+
+	wantHTTPProblem(t, httpPost(t, charges, "order-7", `{"customer":"dave","amount_cents":900}`), 422, idempotency.ReasonKeyReused)
+	wantHTTPProblem(t, httpPost(t, charges, "", body), 400, idempotency.ReasonKeyMissing)
+
+	running := make(chan response, 1)
+	go func() { running <- httpPost(t, charges, "order-8", `{"customer":"erin","amount_cents":800}`) }()
+	time.Sleep(100 * time.Millisecond) // the charge takes 300ms
+	dup := httpPost(t, charges, "order-8", `{"customer":"erin","amount_cents":800}`)
+	wantHTTPProblem(t, dup, 409, idempotency.ReasonKeyInUse)
+	if dup.header.Get("Retry-After") == "" {
+		t.Fatal("409 without Retry-After")
+	}
+	if r := <-running; r.status != http.StatusOK {
+		t.Fatalf("the running charge: %d %s", r.status, r.body)
+	}
+
+	if r := httpGet(t, charges+"/ch_1"); r.status != http.StatusOK || !strings.Contains(r.body, `"customer":"dave"`) {
+		t.Fatalf("GET ch_1: %d %s", r.status, r.body)
+	}
+}
+
+// startServe runs [serve] with only -http (the gRPC server on a loopback
+// port) until the test ends, and returns the gateway's address.
+func startServe(t *testing.T, cfg config) string {
+	t.Helper()
+	grpcLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, listeners{grpc: grpcLis, http: httpLis}, io.Discard) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return httpLis.Addr().String()
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func httpPost(t *testing.T, url, key, body string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return do(t, req)
+}
+
+func httpGet(t *testing.T, url string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+func wantHTTPProblem(t *testing.T, r response, status int, reason string) {
+	t.Helper()
+	var p struct {
+		Status int    `json:"status"`
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil || r.status != status || p.Status != status || p.Reason != reason ||
+		r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("got %d %s (%s), want a %d problem with reason %s", r.status, r.body, r.header.Get("Content-Type"), status, reason)
+	}
+}

@@ -1,0 +1,250 @@
+package gatewayidempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+const (
+	required = "/v1/required"
+	charge   = `{"payload":"charge","amount":"1999"}`
+)
+
+// Each error of the interceptor gets the IETF draft's status, a problem
+// body naming its reason, and Retry-After where a retry may succeed.
+func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		setup      setup
+		call       func(t *testing.T, g *gateway) response
+		status     int
+		reason     string
+		retryAfter string // "" when none is expected
+		detail     string // "" for the gRPC status message
+	}{
+		{
+			name:   "missing key",
+			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge) },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyMissing,
+			detail: "idempotency key required: send it in the Idempotency-Key header",
+		},
+		{
+			name:   "invalid key",
+			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, "not a key") },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+		},
+		{
+			name:   "two keys",
+			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, "k1", "k2") },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+		},
+		{
+			name:   "in use",
+			setup:  setup{server: []idempotency.Option{idempotency.WithRetryAfter(1500 * time.Millisecond)}},
+			call:   inUse,
+			status: http.StatusConflict, reason: idempotency.ReasonKeyInUse, retryAfter: "2",
+		},
+		{
+			name: "reused with another body",
+			call: func(t *testing.T, g *gateway) response {
+				if r := g.post(t, required, charge, "k"); r.status != http.StatusOK {
+					t.Fatalf("first call: %d %s", r.status, r.body)
+				}
+				return g.post(t, required, `{"payload":"charge","amount":"2500"}`, "k")
+			},
+			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused,
+		},
+		{
+			name: "store unavailable",
+			call: func(t *testing.T, g *gateway) response {
+				g.store.Down.Store(true)
+				return g.post(t, required, charge, "k")
+			},
+			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreUnavailable, retryAfter: "1",
+		},
+		{
+			name: "store full",
+			// The server's RetryInfo (WithRetryAfter on the server) wins over
+			// the gateway's own default.
+			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)},
+				server:  []idempotency.Option{idempotency.WithRetryAfter(2500 * time.Millisecond)},
+				gateway: []gatewayidempotency.Option{gatewayidempotency.WithRetryAfter(7 * time.Second)}},
+			call: func(t *testing.T, g *gateway) response {
+				if r := g.post(t, required, charge, "k1"); r.status != http.StatusOK {
+					t.Fatalf("first call: %d %s", r.status, r.body)
+				}
+				return g.post(t, required, charge, "k2")
+			},
+			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreFull, retryAfter: "3",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGateway(t, tt.setup)
+			r := tt.call(t, g)
+			p := wantProblem(t, r, tt.status, tt.reason)
+			if tt.detail != "" && p.Detail != tt.detail {
+				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
+			}
+			if got := r.header.Get("Retry-After"); got != tt.retryAfter {
+				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
+			}
+			if got := r.header.Get(gatewayidempotency.ReplayedHeader); got != "" {
+				t.Errorf("%s: %q on a refusal, want none", gatewayidempotency.ReplayedHeader, got)
+			}
+		})
+	}
+}
+
+// inUse holds a slow call with key "k" in its handler and sends the same
+// call again.
+func inUse(t *testing.T, g *gateway) response {
+	t.Helper()
+	const slow = `{"payload":"slow","sleep":"0.3s"}`
+	first := make(chan response, 1)
+	go func() { first <- g.post(t, required, slow, "k") }()
+	waitUntil(t, func() bool { return g.srv.Service.Executions() == 1 })
+	r := g.post(t, required, slow, "k")
+	if f := <-first; f.status != http.StatusOK {
+		t.Errorf("the first call: %d %s", f.status, f.body)
+	}
+	return r
+}
+
+// Errors that are not the interceptor's keep grpc-gateway's mapping and
+// body, or go to the handler given to WithErrorHandler.
+func TestOtherErrorsKeepTheirMapping(t *testing.T) {
+	t.Parallel()
+	notFound := func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		return nil, status.Error(codes.NotFound, "no such charge")
+	}
+	t.Run("default", func(t *testing.T) {
+		t.Parallel()
+		g := newGateway(t, setup{handler: notFound})
+		r := g.post(t, required, charge, "k")
+		var body struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+			t.Fatal(err)
+		}
+		if r.status != http.StatusNotFound || body.Code != int(codes.NotFound) || body.Message != "no such charge" ||
+			r.header.Get("Content-Type") != "application/json" {
+			t.Fatalf("got %d %s (%s), want grpc-gateway's 404", r.status, r.body, r.header.Get("Content-Type"))
+		}
+	})
+	t.Run("WithErrorHandler", func(t *testing.T) {
+		t.Parallel()
+		next := func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+			w.WriteHeader(http.StatusTeapot)
+			_, _ = w.Write([]byte(status.Convert(err).Message()))
+		}
+		g := newGateway(t, setup{handler: notFound, gateway: []gatewayidempotency.Option{gatewayidempotency.WithErrorHandler(next)}})
+		if r := g.post(t, required, charge, "k"); r.status != http.StatusTeapot || r.body != "no such charge" {
+			t.Fatalf("got %d %q, want the next handler's 418", r.status, r.body)
+		}
+		// The interceptor's own errors are still ours.
+		wantProblem(t, g.post(t, required, charge), http.StatusBadRequest, idempotency.ReasonKeyMissing)
+	})
+}
+
+// A retry gets the first answer's JSON byte for byte, marked replayed; the
+// handler ran once.
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		keys [2]string // the header of the first call and of the retry
+	}{
+		{"bare key", [2]string{"order-1", "order-1"}},
+		{"structured field string", [2]string{`"order-1"`, `"order-1"`}},
+		{"quoted, then bare", [2]string{`"order-1"`, "order-1"}},
+		{"escapes", [2]string{`"a\"b\\c"`, `a"b\c`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGateway(t, setup{})
+			first := g.post(t, required, charge, tt.keys[0])
+			retry := g.post(t, required, charge, tt.keys[1])
+			if first.status != http.StatusOK || retry.status != http.StatusOK || retry.body != first.body {
+				t.Fatalf("first %d %s, retry %d %s; want the same 200 answer", first.status, first.body, retry.status, retry.body)
+			}
+			if first.header.Get(gatewayidempotency.ReplayedHeader) != "" || retry.header.Get(gatewayidempotency.ReplayedHeader) != "true" {
+				t.Fatalf("%s: first %q, retry %q; want none, then true", gatewayidempotency.ReplayedHeader,
+					first.header.Get(gatewayidempotency.ReplayedHeader), retry.header.Get(gatewayidempotency.ReplayedHeader))
+			}
+			if n := g.srv.Service.Executions(); n != 1 {
+				t.Fatalf("handler ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// A stored error of the handler is replayed with grpc-gateway's mapping and
+// the replay header.
+func TestReplayedError(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, setup{handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		return nil, status.Error(codes.InvalidArgument, "amount over the limit")
+	}})
+	first := g.post(t, required, charge, "k")
+	retry := g.post(t, required, charge, "k")
+	if first.status != http.StatusBadRequest || retry.status != http.StatusBadRequest || retry.body != first.body {
+		t.Fatalf("first %d %s, retry %d %s; want the same 400", first.status, first.body, retry.status, retry.body)
+	}
+	if first.header.Get(gatewayidempotency.ReplayedHeader) != "" || retry.header.Get(gatewayidempotency.ReplayedHeader) != "true" {
+		t.Fatal("want the replay header on the retry only")
+	}
+	if n := g.srv.Service.Executions(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}
+
+// The header reaches a server that reads its key from another metadata key.
+func TestWithMetadataKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		gateway []gatewayidempotency.Option
+		status  int
+	}{
+		{"matching", []gatewayidempotency.Option{gatewayidempotency.WithMetadataKey("X-Request-Key")}, http.StatusOK},
+		{"default name", nil, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGateway(t, setup{server: []idempotency.Option{idempotency.WithMetadataKey("x-request-key")}, gateway: tt.gateway})
+			if r := g.post(t, required, charge, "k"); r.status != tt.status {
+				t.Fatalf("got %d %s, want %d", r.status, r.body, tt.status)
+			}
+		})
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

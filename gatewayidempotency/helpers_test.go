@@ -1,0 +1,112 @@
+package gatewayidempotency_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+// gateway is a real HTTP server (httptest) with a real grpc-gateway mux in
+// front of the test service on bufconn, behind the idempotency interceptor
+// over a memory store wrapped in a fault store.
+type gateway struct {
+	url   string
+	http  *http.Client // the test server's, whose connections close with it
+	srv   *testserver.Server
+	store *faultstore.Store
+}
+
+// setup configures a [gateway].
+type setup struct {
+	handler testserver.HandlerFunc
+	server  []idempotency.Option
+	gateway []gatewayidempotency.Option
+	memory  []memorystore.Option
+}
+
+func newGateway(t *testing.T, s setup) *gateway {
+	t.Helper()
+	mem := memorystore.New(s.memory...)
+	t.Cleanup(func() { _ = mem.Close() })
+	fs := faultstore.New(mem)
+	srv := testserver.New(t, &testserver.Service{Handler: s.handler},
+		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(fs, s.server...)))
+	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions(s.gateway...)...)
+	if err := testingv1.RegisterTestServiceHandler(t.Context(), mux, srv.Dial(t)); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return &gateway{url: hs.URL, http: hs.Client(), srv: srv, store: fs}
+}
+
+// response is what an HTTP call returned.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// post sends body as JSON to path with the given Idempotency-Key header
+// lines (none for a call without a key).
+func (g *gateway) post(t *testing.T, path, body string, keys ...string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for _, k := range keys {
+		req.Header.Add(gatewayidempotency.KeyHeader, k)
+	}
+	resp, err := g.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// problem is an RFC 9457 body as the package writes it.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Reason string `json:"reason"`
+}
+
+// wantProblem checks that r is a problem of the package's type with the
+// given status and reason, and returns it.
+func wantProblem(t *testing.T, r response, status int, reason string) problem {
+	t.Helper()
+	var p problem
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
+		t.Fatalf("body %q is not JSON: %v", r.body, err)
+	}
+	if r.status != status || p.Status != status || p.Reason != reason || p.Type != gatewayidempotency.ProblemType ||
+		p.Title != http.StatusText(status) || p.Detail == "" {
+		t.Fatalf("got %d %s, want %d with reason %s", r.status, r.body, status, reason)
+	}
+	if ct := r.header.Get("Content-Type"); ct != gatewayidempotency.ProblemContentType {
+		t.Fatalf("Content-Type %q, want %q", ct, gatewayidempotency.ProblemContentType)
+	}
+	return p
+}

@@ -1,0 +1,63 @@
+package gatewayidempotency
+
+import (
+	"strings"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+
+	"github.com/grpc-idempotency/idempotency"
+)
+
+// DefaultRetryAfter is the Retry-After of a 503 answer whose status carries
+// no google.rpc.RetryInfo.
+const DefaultRetryAfter = time.Second
+
+// Option configures [ServeMuxOptions].
+type Option func(*config)
+
+type config struct {
+	metadataKey string
+	retryAfter  time.Duration
+	next        runtime.ErrorHandlerFunc
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		metadataKey: idempotency.MetadataKey,
+		retryAfter:  DefaultRetryAfter,
+		next:        runtime.DefaultHTTPErrorHandler,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.next == nil {
+		c.next = runtime.DefaultHTTPErrorHandler
+	}
+	c.retryAfter = max(c.retryAfter, 0)
+	return c
+}
+
+// WithMetadataKey passes the Idempotency-Key header on under metadata key
+// name, to match a server built with [idempotency.WithMetadataKey](name).
+// The name is lower-cased as gRPC metadata keys are. Default
+// [idempotency.MetadataKey] ("idempotency-key").
+func WithMetadataKey(name string) Option {
+	return func(c *config) { c.metadataKey = strings.ToLower(name) }
+}
+
+// WithRetryAfter sets the Retry-After of a 503 answer (store unavailable or
+// full) whose status carries no google.rpc.RetryInfo. It is sent in whole
+// seconds, rounded up. Default [DefaultRetryAfter] (1s); negative values
+// mean 0.
+func WithRetryAfter(d time.Duration) Option {
+	return func(c *config) { c.retryAfter = d }
+}
+
+// WithErrorHandler sets the handler of every error that is not one of the
+// idempotency interceptor's, for a mux that had its own
+// runtime.WithErrorHandler: [ServeMuxOptions] installs an error handler, and
+// a mux has one. Default runtime.DefaultHTTPErrorHandler.
+func WithErrorHandler(next runtime.ErrorHandlerFunc) Option {
+	return func(c *config) { c.next = next }
+}

@@ -1,0 +1,89 @@
+// Package otelidempotency reports the decisions of the idempotency
+// interceptors to OpenTelemetry: metrics through a MeterProvider, and
+// attributes and events on the spans that otelgrpc (or any other
+// instrumentation) puts in the call's context.
+//
+// It is a package of its own so that the core package imports no telemetry
+// library. Its name follows the OpenTelemetry Go contrib packages (otelgrpc,
+// otelhttp): "otel" and the name of the instrumented package.
+//
+// # Server
+//
+// [NewObserver] returns an [idempotency.Observer]. Chain otelgrpc's stats
+// handler on the server so that each call has a span:
+//
+//	srv := grpc.NewServer(
+//		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+//		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(store,
+//			idempotency.WithObserver(otelidempotency.NewObserver()),
+//		)),
+//	)
+//
+// Every decision adds one to the decision counter and, when the decision
+// made store calls, records their time in the store histogram. On the
+// call's span (trace.SpanFromContext) it sets the outcome attribute, so the
+// span ends with the call's last decision, and it adds an event for the
+// moments worth a mark on the timeline: a replay, an in-flight rejection, a
+// lease renewal and a lost lease.
+//
+// # Client
+//
+// [UnaryClientInterceptor] starts one span per logical call, chained before
+// (outside) the idempotency client interceptor or any other retry layer:
+//
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+//		grpc.WithChainUnaryInterceptor(
+//			otelidempotency.UnaryClientInterceptor(),
+//			idempotency.UnaryClientInterceptor(),
+//		),
+//	)
+//
+// Each attempt that the layers below it send (counted with grpc.OnFinish,
+// so it works with any retry layer) is one child span of otelgrpc's; the
+// call span gets the number of attempts and an event for each retry with
+// its reason.
+//
+// # Names
+//
+// The rpc.* attributes follow the OpenTelemetry semantic conventions in the
+// same form as otelgrpc: by default rpc.system.name and the fully qualified
+// rpc.method ("payments.v1.Payments/Charge"); with
+// OTEL_SEMCONV_STABILITY_OPT_IN=rpc/old, rpc.system, rpc.service
+// ("payments.v1.Payments") and rpc.method ("Charge") split from the full
+// method; with rpc/dup, both (the fully qualified rpc.method wins). Our own
+// names are in the idempotency namespace.
+//
+// Metrics ([WithMeterProvider]; default otel.GetMeterProvider()):
+//
+//	name                                instrument           unit        attributes
+//	idempotency.server.decisions        Int64Counter         {decision}  rpc.*, idempotency.outcome
+//	idempotency.server.store.duration   Float64Histogram     s           rpc.*, idempotency.outcome
+//
+// The histogram records [idempotency.Event.StoreTime] of the decisions that
+// made store calls (a missing or invalid key makes none).
+//
+// Server span (the span in the call's context, otelgrpc's server span):
+//
+//	name                           kind        value
+//	idempotency.outcome            attribute   the outcome's String(): executed, replayed, in_flight, ...
+//	idempotency.replayed           event       a stored outcome was replayed
+//	idempotency.in_flight          event       a duplicate was rejected with ABORTED
+//	idempotency.lease_renewed      event       the running handler's lease was renewed
+//	idempotency.lease_lost         event       the running handler lost its claim
+//
+// Client call span ([WithTracerProvider]; default otel.GetTracerProvider()),
+// named as gRFC A72 names the call span, "Sent.payments.v1.Payments.Charge",
+// of kind internal since otelgrpc's attempt spans below it are the client
+// spans:
+//
+//	name                           kind        value
+//	rpc.*                          attributes  as above
+//	rpc.response.status_code       attribute   the call's final gRPC code: "OK", "UNAVAILABLE", ...
+//	idempotency.attempts           attribute   attempts sent (int)
+//	idempotency.retry              event       an attempt failed and was retried; attributes
+//	                                           idempotency.attempt (the failed attempt's number, int)
+//	                                           and idempotency.retry.reason (the ErrorInfo reason in
+//	                                           [idempotency.ErrorDomain], such as IDEMPOTENCY_KEY_IN_USE,
+//	                                           else the gRPC code, such as UNAVAILABLE)
+package otelidempotency

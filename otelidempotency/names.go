@@ -1,0 +1,42 @@
+package otelidempotency
+
+import "go.opentelemetry.io/otel/attribute"
+
+// ScopeName is the instrumentation scope of the meter and tracer this
+// package uses.
+const ScopeName = "github.com/grpc-idempotency/idempotency/otelidempotency"
+
+// Metric names.
+const (
+	// DecisionsMetric counts the server interceptor's decisions, by method
+	// and outcome (Int64Counter, unit {decision}).
+	DecisionsMetric = "idempotency.server.decisions"
+	// StoreDurationMetric is the time a decision spent in store calls, by
+	// method and outcome (Float64Histogram, unit s).
+	StoreDurationMetric = "idempotency.server.store.duration"
+)
+
+// Attribute keys of our own namespace.
+const (
+	// OutcomeKey is the decision, the [idempotency.Outcome]'s String(): on
+	// the metrics, and on the server span, where it ends as the call's last
+	// decision.
+	OutcomeKey = attribute.Key("idempotency.outcome")
+	// AttemptsKey is how many attempts a client call sent, on the call span.
+	AttemptsKey = attribute.Key("idempotency.attempts")
+	// AttemptKey is the number of the attempt that failed, on a
+	// [RetryEvent].
+	AttemptKey = attribute.Key("idempotency.attempt")
+	// RetryReasonKey says why an attempt was retried, on a [RetryEvent]: the
+	// google.rpc.ErrorInfo reason in [idempotency.ErrorDomain] when the error
+	// carries one, else the gRPC code ("UNAVAILABLE").
+	RetryReasonKey = attribute.Key("idempotency.retry.reason")
+)
+
+// RetryEvent is the name of the call span's event for an attempt that
+// failed and was retried.
+const RetryEvent = "idempotency.retry"
+
+// eventPrefix names the server span's events: "idempotency." and the
+// outcome, for example "idempotency.replayed".
+const eventPrefix = "idempotency."

@@ -1,0 +1,142 @@
+package otelidempotency
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/grpc-idempotency/idempotency"
+)
+
+// spanEvents are the outcomes that add an event to the server span, besides
+// setting its outcome attribute.
+var spanEvents = []idempotency.Outcome{
+	idempotency.OutcomeReplayed,
+	idempotency.OutcomeInFlight,
+	idempotency.OutcomeLeaseRenewed,
+	idempotency.OutcomeLeaseLost,
+}
+
+// storeBuckets are the store histogram's bucket bounds, in seconds: from
+// 100 µs (a memory store, a Redis on the same host) to 10 s (the default
+// store timeout).
+var storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// NewObserver returns an [idempotency.Observer] that records each decision
+// of the server interceptor: one in the [DecisionsMetric] counter, its store
+// time in the [StoreDurationMetric] histogram when it made store calls, and
+// the [OutcomeKey] attribute and, for replays, in-flight rejections, lease
+// renewals and lost leases, an event on the span in the call's context.
+// Outcomes are named by their String(), so outcomes added to the library
+// later are recorded without a change here. The package documentation has
+// the table of names.
+//
+// Instruments come from the [WithMeterProvider] provider (default the
+// global one). An error creating them goes to otel.Handle; the
+// observer then uses what the provider returned, or a no-op instrument. Observe does not block, and once it has seen a method
+// and outcome it allocates nothing of its own (BenchmarkObserve).
+func NewObserver(opts ...Option) idempotency.Observer {
+	c := newConfig(opts)
+	meter := c.meterProvider.Meter(ScopeName)
+	decisions, err := meter.Int64Counter(DecisionsMetric,
+		metric.WithUnit("{decision}"),
+		metric.WithDescription("Decisions of the idempotency server interceptor, by method and outcome."))
+	handle(err)
+	if decisions == nil {
+		decisions = metricnoop.Int64Counter{}
+	}
+	storeTime, err := meter.Float64Histogram(StoreDurationMetric,
+		metric.WithUnit("s"),
+		metric.WithDescription("Time a decision of the idempotency server interceptor spent in store calls."),
+		metric.WithExplicitBucketBoundaries(storeBuckets...))
+	handle(err)
+	if storeTime == nil {
+		storeTime = metricnoop.Float64Histogram{}
+	}
+	o := &observer{semconv: c.semconv, decisions: decisions, storeTime: storeTime}
+	o.names.Store(&map[decisionKey]*decisionNames{})
+	return o
+}
+
+func handle(err error) {
+	if err != nil {
+		otel.Handle(err)
+	}
+}
+
+type observer struct {
+	semconv   semconvMode
+	decisions metric.Int64Counter
+	storeTime metric.Float64Histogram
+
+	// names is copied on write, once per method and outcome, so that the
+	// hot path is one map read without locks or allocations.
+	names atomic.Pointer[map[decisionKey]*decisionNames]
+	mu    sync.Mutex // serialises writers of names
+}
+
+type decisionKey struct {
+	method  string
+	outcome idempotency.Outcome
+}
+
+// decisionNames is what a decision records, built once per method and
+// outcome.
+type decisionNames struct {
+	// add and record carry the attribute set (rpc.* and
+	// idempotency.outcome), as slices so that no call allocates one.
+	add     []metric.AddOption
+	record  []metric.RecordOption
+	outcome []attribute.KeyValue // idempotency.outcome alone, for the span
+	event   string               // "" when the outcome adds no span event
+}
+
+// Observe implements [idempotency.Observer].
+func (o *observer) Observe(ctx context.Context, e idempotency.Event) {
+	n := o.namesOf(e.Method, e.Outcome)
+	o.decisions.Add(ctx, 1, n.add...)
+	if e.StoreTime > 0 {
+		o.storeTime.Record(ctx, e.StoreTime.Seconds(), n.record...)
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(n.outcome...)
+	if n.event != "" {
+		span.AddEvent(n.event)
+	}
+}
+
+func (o *observer) namesOf(method string, outcome idempotency.Outcome) *decisionNames {
+	k := decisionKey{method, outcome}
+	if n, ok := (*o.names.Load())[k]; ok {
+		return n
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	old := *o.names.Load()
+	if n, ok := old[k]; ok {
+		return n
+	}
+	oa := OutcomeKey.String(outcome.String())
+	set := metric.WithAttributeSet(attribute.NewSet(append(methodAttrs(o.semconv, method), oa)...))
+	n := &decisionNames{add: []metric.AddOption{set}, record: []metric.RecordOption{set}, outcome: []attribute.KeyValue{oa}}
+	if slices.Contains(spanEvents, outcome) {
+		n.event = eventPrefix + outcome.String()
+	}
+	m := make(map[decisionKey]*decisionNames, len(old)+1)
+	for key, v := range old {
+		m[key] = v
+	}
+	m[k] = n
+	o.names.Store(&m)
+	return n
+}

@@ -1,0 +1,335 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/grpc-idempotency/idempotency"
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+const (
+	testFile = "idempotency/testing/v1/testing.proto"
+	badFile  = "bad/v1/bad.proto"
+	badPay   = "/bad.v1.Bad/Pay"   // unary, key_field names no field
+	badWatch = "/bad.v1.Bad/Watch" // client streaming, with the option
+)
+
+// A KeyField set in code that is not a singular string field of the
+// method's request panics at construction, naming the method and its file.
+func TestKeyFieldMistypedInCodePanics(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	for _, field := range []string{"reqest_id", "amount", "sleep"} {
+		t.Run(field, func(t *testing.T) {
+			t.Parallel()
+			msg := panicOf(func() {
+				idempotency.UnaryServerInterceptor(mem, idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
+					idempotency.MethodPolicy{Mode: idempotency.ModeRequired, KeyField: field}))
+			})
+			for _, want := range []string{testingv1.TestService_Do_FullMethodName, testFile, quoted(field)} {
+				if !strings.Contains(msg, want) {
+					t.Fatalf("panic %q, want it to name %q", msg, want)
+				}
+			}
+		})
+	}
+}
+
+// A method the descriptor registry does not know is accepted at
+// construction; its KeyField is checked on its first call, against the
+// request, and a bad one fails every call closed: the handler never runs
+// without the deduplication its policy asked for.
+func TestKeyFieldOfUnknownMethodFailsClosed(t *testing.T) {
+	t.Parallel()
+	ev := &events{}
+	srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(memStore(t),
+		idempotency.WithObserver(ev),
+		idempotency.WithDescriptors(new(protoregistry.Files)),
+		idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{KeyField: "reqest_id"}))))
+	client := srv.Client(t)
+	for _, ctx := range []context.Context{t.Context(), withKey(t.Context(), "k-1")} {
+		_, err := client.Do(ctx, &testingv1.DoRequest{RequestId: "r-1"})
+		wantMisconfigured(t, err, testingv1.TestService_Do_FullMethodName, "")
+	}
+	if n := srv.Service.Executions(); n != 0 {
+		t.Fatalf("handler ran %d times, want 0", n)
+	}
+	if n := ev.count(idempotency.OutcomeMisconfigured); n != 2 {
+		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
+	}
+}
+
+// With WithDescriptors and a registry built from a descriptor set (not the
+// generated one), a proto key_field works: the field is resolved on the
+// request's own descriptor.
+func TestKeyFieldFromDescriptorSet(t *testing.T) {
+	t.Parallel()
+	srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(
+		recovery.UnaryServerInterceptor(), // a panic fails the test instead of the binary
+		idempotency.UnaryServerInterceptor(memStore(t), idempotency.WithDescriptors(descriptorFiles(t)))))
+	client := srv.Client(t)
+	for range 2 {
+		resp, err := client.Keyed(t.Context(), &testingv1.DoRequest{RequestId: "r-1", Payload: "p"})
+		if err != nil || resp.GetExecution() != 1 {
+			t.Fatalf("Keyed = %v, %v; want execution 1 (key from request_id)", resp, err)
+		}
+	}
+	_, err := client.Keyed(t.Context(), &testingv1.DoRequest{Payload: "p"})
+	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+	if n := srv.Service.Executions(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+}
+
+// A malformed annotation on a method the server does not call at
+// construction (an unrelated linked-in proto) does not take the server
+// down: the served methods work, ValidateServer names the bad ones, and
+// the bad unary method fails its calls closed.
+func TestUnrelatedMalformedAnnotation(t *testing.T) {
+	t.Parallel()
+	files := descriptorFiles(t, malformedFile())
+	ev := &events{}
+	var interceptor grpc.UnaryServerInterceptor
+	if msg := panicOf(func() {
+		interceptor = idempotency.UnaryServerInterceptor(memStore(t), idempotency.WithDescriptors(files), idempotency.WithObserver(ev))
+	}); msg != "" {
+		t.Fatalf("construction panicked: %s", msg)
+	}
+	var payRan atomic.Int64
+	srv := testserver.NewWith(t, &testserver.Service{}, registerBad(&payRan), grpc.ChainUnaryInterceptor(interceptor))
+	client := srv.Client(t)
+
+	for range 2 {
+		if resp, err := client.Keyed(t.Context(), &testingv1.DoRequest{RequestId: "r-1"}); err != nil || resp.GetExecution() != 1 {
+			t.Fatalf("Keyed = %v, %v; want execution 1", resp, err)
+		}
+	}
+	_, err := client.Required(t.Context(), &testingv1.DoRequest{})
+	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+
+	cc := srv.Dial(t)
+	for _, ctx := range []context.Context{t.Context(), withKey(t.Context(), "k-1")} {
+		err := cc.Invoke(ctx, badPay, &testingv1.DoRequest{RequestId: "r-1"}, new(testingv1.DoResponse))
+		wantMisconfigured(t, err, badPay, badFile)
+	}
+	if n := payRan.Load(); n != 0 {
+		t.Fatalf("the misconfigured handler ran %d times, want 0", n)
+	}
+	if n := ev.count(idempotency.OutcomeMisconfigured); n != 2 {
+		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
+	}
+
+	err = idempotency.ValidateServer(srv.GRPC, idempotency.WithDescriptors(files))
+	if !errors.Is(err, idempotency.ErrMisconfigured) {
+		t.Fatalf("ValidateServer = %v, want ErrMisconfigured", err)
+	}
+	for _, want := range []string{badPay + " (" + badFile + ")", `key_field "nope"`, badWatch + " (" + badFile + ")", "streaming"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("ValidateServer = %q, want it to name %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "TestService") {
+		t.Fatalf("ValidateServer = %q, reports a method that is fine", err)
+	}
+}
+
+// ValidateServer checks the methods a server serves with the options given.
+func TestValidateServer(t *testing.T) {
+	t.Parallel()
+	plain := testserver.New(t, &testserver.Service{})
+	files := descriptorFiles(t, malformedFile())
+	var ran atomic.Int64
+	withBad := testserver.NewWith(t, &testserver.Service{}, registerBad(&ran))
+	tests := []struct {
+		name string
+		srv  *testserver.Server
+		opts []idempotency.Option
+		want []string // substrings of the error; none: no error
+	}{
+		{name: "generated registry", srv: plain},
+		{name: "descriptor set", srv: plain, opts: []idempotency.Option{idempotency.WithDescriptors(files)}},
+		{name: "code policy", srv: plain, opts: []idempotency.Option{idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
+			idempotency.MethodPolicy{Mode: idempotency.ModeRequired, KeyField: "request_id"})}},
+		{name: "code policy fixes a bad key_field", srv: withBad, opts: []idempotency.Option{idempotency.WithDescriptors(files),
+			idempotency.WithMethodPolicy(badPay, idempotency.MethodPolicy{KeyField: "request_id"})},
+			want: []string{badWatch}},
+		{name: "malformed annotations", srv: withBad, opts: []idempotency.Option{idempotency.WithDescriptors(files)},
+			want: []string{badPay, badWatch, badFile}},
+		{name: "policy for a method the server does not serve", srv: plain, opts: []idempotency.Option{
+			idempotency.WithMethodPolicy("/idempotency.testing.v1.TestService/Charge", idempotency.MethodPolicy{Mode: idempotency.ModeRequired})},
+			want: []string{"/idempotency.testing.v1.TestService/Charge", "does not serve"}},
+		{name: "KeyField on a method missing from the registry", srv: plain, opts: []idempotency.Option{
+			idempotency.WithDescriptors(new(protoregistry.Files)),
+			idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{KeyField: "request_id"})},
+			want: []string{testingv1.TestService_Do_FullMethodName, testFile, "not in the descriptor registry"}},
+		{name: "invalid option", srv: plain, opts: []idempotency.Option{idempotency.WithLease(0)}, want: []string{"lease"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := idempotency.ValidateServer(tt.srv.GRPC, tt.opts...)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("ValidateServer = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateServer = nil, want an error naming %q", tt.want)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("ValidateServer = %q, want it to name %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// wantMisconfigured fails the test unless err is the fail-closed answer of
+// a misconfigured method: INTERNAL, the reason, a message naming the method
+// and file (when known) and nothing of the configuration's detail.
+func wantMisconfigured(t *testing.T, err error, method, file string) {
+	t.Helper()
+	wantReason(t, err, codes.Internal, idempotency.ReasonMisconfigured)
+	msg := status.Convert(err).Message()
+	if !strings.Contains(msg, method) || !strings.Contains(msg, file) {
+		t.Fatalf("message %q, want it to name %s and %q", msg, method, file)
+	}
+	if strings.Contains(msg, "field") {
+		t.Fatalf("message %q gives the client configuration detail", msg)
+	}
+}
+
+// memStore returns a memory store that is closed when the test ends.
+func memStore(t *testing.T) *memorystore.Store {
+	t.Helper()
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	return mem
+}
+
+// panicOf runs f and returns what it panicked with, as text, or "".
+func panicOf(f func()) (msg string) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg = fmt.Sprint(p)
+		}
+	}()
+	f()
+	return ""
+}
+
+func quoted(s string) string { return `"` + s + `"` }
+
+// descriptorFiles returns a registry built the way a server that loads a
+// descriptor set (buf build, protoc --descriptor_set_out) builds it: from
+// serialized descriptors of the test service, its imports and extra, and
+// not from the generated code's registry.
+func descriptorFiles(t *testing.T, extra ...*descriptorpb.FileDescriptorProto) *protoregistry.Files {
+	t.Helper()
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, fd := range []protoreflect.FileDescriptor{
+		descriptorpb.File_google_protobuf_descriptor_proto,
+		durationpb.File_google_protobuf_duration_proto,
+		idempotencyv1.File_idempotency_v1_options_proto,
+		testingv1.File_idempotency_testing_v1_testing_proto,
+	} {
+		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
+	}
+	set.File = append(set.File, extra...)
+	b, err := proto.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := &descriptorpb.FileDescriptorSet{}
+	if err := proto.Unmarshal(b, parsed); err != nil {
+		t.Fatal(err)
+	}
+	files, err := protodesc.NewFiles(parsed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// malformedFile describes bad.v1.Bad: Pay, whose key_field names no field,
+// and Watch, a streaming method with the option.
+func malformedFile() *descriptorpb.FileDescriptorProto {
+	option := func(keyField string) *descriptorpb.MethodOptions {
+		opts := &descriptorpb.MethodOptions{}
+		proto.SetExtension(opts, idempotencyv1.E_Method, &idempotencyv1.MethodPolicy{
+			Mode: idempotencyv1.Mode_MODE_REQUIRED, KeyField: keyField,
+		})
+		return opts
+	}
+	return &descriptorpb.FileDescriptorProto{
+		Name:       proto.String(badFile),
+		Package:    proto.String("bad.v1"),
+		Syntax:     proto.String("proto3"),
+		Dependency: []string{testFile, "idempotency/v1/options.proto"},
+		Service: []*descriptorpb.ServiceDescriptorProto{{
+			Name: proto.String("Bad"),
+			Method: []*descriptorpb.MethodDescriptorProto{{
+				Name:       proto.String("Pay"),
+				InputType:  proto.String(".idempotency.testing.v1.DoRequest"),
+				OutputType: proto.String(".idempotency.testing.v1.DoResponse"),
+				Options:    option("nope"),
+			}, {
+				Name:            proto.String("Watch"),
+				InputType:       proto.String(".idempotency.testing.v1.DoRequest"),
+				OutputType:      proto.String(".idempotency.testing.v1.DoResponse"),
+				ClientStreaming: proto.Bool(true),
+				Options:         option(""),
+			}},
+		}},
+	}
+}
+
+// registerBad serves bad.v1.Bad as generated code would; Pay counts its
+// executions in ran.
+func registerBad(ran *atomic.Int64) func(grpc.ServiceRegistrar) {
+	pay := func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		req := new(testingv1.DoRequest)
+		if err := dec(req); err != nil {
+			return nil, err
+		}
+		handler := func(context.Context, any) (any, error) {
+			ran.Add(1)
+			return &testingv1.DoResponse{}, nil
+		}
+		if interceptor == nil {
+			return handler(ctx, req)
+		}
+		return interceptor(ctx, req, &grpc.UnaryServerInfo{FullMethod: badPay}, handler)
+	}
+	return func(r grpc.ServiceRegistrar) {
+		r.RegisterService(&grpc.ServiceDesc{
+			ServiceName: "bad.v1.Bad",
+			HandlerType: (*any)(nil),
+			Methods:     []grpc.MethodDesc{{MethodName: "Pay", Handler: pay}},
+			Streams: []grpc.StreamDesc{{StreamName: "Watch", ClientStreams: true,
+				Handler: func(any, grpc.ServerStream) error { return nil }}},
+			Metadata: badFile,
+		}, struct{}{})
+	}
+}

@@ -1,0 +1,119 @@
+package idempotency
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/grpc-idempotency/idempotency/internal/policy"
+)
+
+// ServiceInfoProvider is what [ValidateServer] needs of a server: the
+// services it serves. *grpc.Server implements it, as does grpc-go's
+// reflection.ServiceInfoProvider.
+type ServiceInfoProvider interface {
+	GetServiceInfo() map[string]grpc.ServiceInfo
+}
+
+// ValidateServer checks the idempotency policy of every method srv serves,
+// as an interceptor built with opts resolves it, and returns an error that
+// names each method whose policy cannot work and its proto file, one
+// [*MethodConfigError] per method (joined with errors.Join), or nil. Call
+// it once the services are registered, before Serve, as a start-up check
+// or in a test: [UnaryServerInterceptor] checks at construction only the
+// methods named by [WithMethodPolicy], since it cannot know which services
+// the server will register, and fails the calls of any other method whose
+// proto option cannot work.
+//
+// Besides what [UnaryServerInterceptor] checks, ValidateServer reports a
+// [WithMethodPolicy] that names a method srv does not serve (a mistyped
+// name would otherwise go unnoticed) and a KeyField it cannot check
+// because the descriptor registry does not have the method. An invalid
+// option is returned as [UnaryServerInterceptor] would panic with it.
+func ValidateServer(srv ServiceInfoProvider, opts ...Option) error {
+	cfg := newConfig(opts)
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	services := srv.GetServiceInfo()
+	served := make(map[string]bool)
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(services)) {
+		info := services[name]
+		file, _ := info.Metadata.(string) // the proto file, in generated code
+		methods := slices.SortedFunc(slices.Values(info.Methods), func(a, b grpc.MethodInfo) int {
+			return cmp.Compare(a.Name, b.Name)
+		})
+		for _, mi := range methods {
+			full := "/" + name + "/" + mi.Name
+			served[full] = true
+			if err := cfg.checkServed(full, mi.IsClientStream || mi.IsServerStream, file); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.methods)) {
+		if !served[name] {
+			errs = append(errs, &MethodConfigError{Method: name, File: cfg.fileOf(name),
+				Problem: "WithMethodPolicy names a method the server does not serve"})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkServed checks the policy of one method a server serves; file is
+// the proto file the server names for it, used when the descriptor
+// registry does not have the method.
+func (c *config) checkServed(fullMethod string, streaming bool, file string) error {
+	md := policy.FindMethod(c.files, fullMethod)
+	if md == nil {
+		if _, ok := c.methods[fullMethod]; !ok {
+			return nil // no descriptor, no code policy: OPTIONAL, nothing to check
+		}
+		if streaming {
+			return &MethodConfigError{Method: fullMethod, File: file,
+				Problem: "WithMethodPolicy names a streaming method; it applies to unary methods only"}
+		}
+	}
+	var req protoreflect.MessageDescriptor
+	if md != nil {
+		req = md.Input()
+	}
+	_, err := c.policyOf(fullMethod, md, req)
+	var ce *MethodConfigError
+	if errors.As(err, &ce) && ce.File == "" {
+		ce.File = file
+	}
+	return err
+}
+
+// validateMethods checks, at construction, the policy of every method
+// named by [WithMethodPolicy] that the descriptor registry has, so that a
+// mistyped KeyField panics at start-up. A method the registry does not have
+// is resolved, and its KeyField checked against the request, on its first
+// call.
+func (c *config) validateMethods() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(c.methods)) {
+		md := policy.FindMethod(c.files, name)
+		if md == nil {
+			continue
+		}
+		if _, err := c.policyOf(name, md, md.Input()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileOf returns the proto file that declares fullMethod, or "".
+func (c *config) fileOf(fullMethod string) string {
+	if md := policy.FindMethod(c.files, fullMethod); md != nil {
+		return md.ParentFile().Path()
+	}
+	return ""
+}
