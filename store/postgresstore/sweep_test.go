@@ -10,25 +10,24 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
-// fill claims n keys named prefix-i with lease, completing every other one
-// with retention instead.
-func fill(t *testing.T, s *postgresstore.Store, prefix string, n int, lease time.Duration) {
+// fill writes n keys named prefix-i that expire after ttl: every other one
+// a claim with a lease of ttl, the others completed with a retention of ttl
+// (claimed with a minute's lease, so that a slow machine cannot lose it
+// before the Complete).
+func fill(t *testing.T, s *postgresstore.Store, prefix string, n int, ttl time.Duration) {
 	t.Helper()
 	for i := range n {
 		key := fmt.Sprintf("%s-%d", prefix, i)
-		// Half the keys are completed with retention lease: they are
-		// claimed with a long lease, so a loaded machine cannot let the
-		// claim run out before Complete.
-		claimLease := lease
+		lease := ttl
 		if i%2 == 0 {
-			claimLease = time.Minute
+			lease = time.Minute
 		}
-		c, err := s.Claim(t.Context(), key, []byte("fp"), claimLease)
+		c, err := s.Claim(t.Context(), key, []byte("fp"), lease)
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim %s: %v won=%v", key, err, c.Won())
 		}
 		if i%2 == 0 {
-			if err := s.Complete(t.Context(), key, c.Token, []byte("data"), lease); err != nil {
+			if err := s.Complete(t.Context(), key, c.Token, []byte("data"), ttl); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -42,6 +42,12 @@ type txHandler func(ctx context.Context, f *txFixture, req *testingv1.DoRequest)
 func newTxFixture(t *testing.T, h txHandler, opts ...idempotency.Option) *txFixture {
 	t.Helper()
 	s, pool := newStore(t, 4)
+	return newTxFixtureOn(t, s, pool, h, opts...)
+}
+
+// newTxFixtureOn is newTxFixture on the store s and the handler's pool.
+func newTxFixtureOn(t *testing.T, s *postgresstore.Store, pool *pgxpool.Pool, h txHandler, opts ...idempotency.Option) *txFixture {
+	t.Helper()
 	ledger := strings.TrimSuffix(tableOf(t, s), ".records") + ".ledger"
 	if _, err := pool.Exec(t.Context(), "CREATE TABLE "+ledger+" (payload text NOT NULL)"); err != nil {
 		t.Fatal(err)
