@@ -89,6 +89,9 @@
 // [github.com/grpc-idempotency/idempotency/store/postgresstore] keeps them in
 // PostgreSQL, where a handler can also record its outcome inside its own
 // transaction ([NewTxOutcome]).
+// [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
+// service from one store to another without losing the keys in flight or
+// the outcomes stored (docs/operations.md has the procedure).
 //
 // # Chaining
 //
