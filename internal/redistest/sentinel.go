@@ -80,6 +80,7 @@ func StartSentinelWith(tb testing.TB, cfg SentinelConfig) *Sentinel {
 		}
 		s.Replicas = append(s.Replicas, startReplica(tb, link))
 	}
+	waitOnline(tb, master, cfg.Replicas)
 	s.proc = startProcess(tb, bin, false, func(dir string, port int) []string {
 		conf := filepath.Join(dir, "sentinel.conf")
 		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel resolve-hostnames no\n",
@@ -120,6 +121,24 @@ func startReplica(tb testing.TB, link string) *Server {
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("redistest: replica %s never linked to %s: %v\n%s", r.Addr(), link, err, info)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// waitOnline waits until master counts n replicas online: only those
+// count in a WAIT, and after a full sync a master puts a replica online
+// only once it acknowledges the stream, up to a second later.
+func waitOnline(tb testing.TB, master *Server, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		info, err := bulkCommand(master.Addr(), "INFO replication")
+		if err == nil && strings.Count(info, ",state=online,") == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: the master does not have %d replicas online: %v\n%s", n, err, info)
 		}
 		time.Sleep(pollInterval)
 	}

@@ -55,7 +55,7 @@ func WithoutPipelining() Option {
 // what this does and does not promise). Default: off (n = 0), no WAIT.
 //
 // timeout must be positive (WAIT with 0 blocks for ever) and below the
-// client's ReadTimeout (3 s by default), which bounds the round trip the
+// client's ReadTimeout (5 s by default), which bounds the round trip the
 // WAIT is part of. New panics on n < 0 or timeout <= 0, and on a timeout
 // at or above the ReadTimeout of a client whose options it can read.
 func WithMinReplicas(n int, timeout time.Duration) Option {

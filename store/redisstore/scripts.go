@@ -77,7 +77,11 @@ local layout, s, o, v, hl = entry()
 // write that changes nothing, so that a WAIT sent after this script on the
 // same connection waits for the replicas to reach this point of the
 // replication stream, which includes the completion, whichever connection
-// wrote it.
+// wrote it. Redis documents WAIT as counting the writes of its own
+// connection; Redis 7.0 in fact waits for the offset the connection's
+// previous command saw, write or not, which covers the completion
+// already; the write keeps the promise on any version, on a path only a
+// retry takes.
 var completeScript = newScript(allowOOM + readEntry + `
 if layout == nil then return 0 end
 if not layout then return s end
