@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,5 +267,48 @@ func TestClusterNodeStopRestart(t *testing.T) {
 	}
 	if got, err := c.SlotOwner(ctx, slot); err != nil || got != owner {
 		t.Fatalf("the restarted node owns slot %d: %d, %v; want %d", slot, got, err, owner)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	ctx := t.Context()
+	rdb := c.Client()
+	slot := int(rdb.ClusterKeySlot(ctx, "k").Val())
+	owner, err := c.SlotOwner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := (owner + 1) % redistest.ClusterSize
+	var r redistest.Redirects
+	wrong := c.NodeClient(other)
+	if err := r.Attach(ctx, wrong); err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.Get(ctx, "k").Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+		t.Fatalf("GET on a node that does not own the key = %v, want MOVED", err)
+	}
+	p := wrong.Pipeline()
+	p.Get(ctx, "k")
+	p.Set(ctx, "k", "v", 0)
+	_, _ = p.Exec(ctx)
+	// ASK: the owner migrates the slot and does not hold the key.
+	owning := c.NodeClient(owner)
+	if err := r.Attach(ctx, owning); err != nil {
+		t.Fatal(err)
+	}
+	id := c.NodeClient(other).ClusterMyID(ctx).Val()
+	if err := c.NodeClient(other).Do(ctx, "cluster", "setslot", slot, "importing", owning.ClusterMyID(ctx).Val()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owning.Do(ctx, "cluster", "setslot", slot, "migrating", id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owning.Get(ctx, "k").Err(); err == nil || !strings.HasPrefix(err.Error(), "ASK ") {
+		t.Fatalf("GET of a missing key in a migrating slot = %v, want ASK", err)
+	}
+	if r.Count("MOVED", "get") != 2 || r.Count("MOVED", "set") != 1 || r.Count("ASK", "") != 1 || r.Count("MOVED", "") != 3 {
+		t.Fatalf("counts %v; want MOVED get=2 set=1 and ASK get=1", &r)
 	}
 }
