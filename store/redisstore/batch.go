@@ -37,20 +37,33 @@ const (
 )
 
 // batcher shares round trips between concurrent store calls bound for one
-// Redis node. A call that finds fewer than limit batches on the wire is
+// Redis node. A call that finds fewer than lanes batches on the wire is
 // sent at once, in its caller's goroutine, so a lone caller waits for
-// nothing but its own round trip. Calls that arrive while limit batches are
+// nothing but its own round trip. Calls that arrive while lanes batches are
 // on the wire queue, and go out together, as one pipeline, as soon as a
 // batch returns. There is no timer: nothing ever waits for more calls to
 // come. Each call still costs its caller one round trip.
+//
+// A batch whose connection breaks can hold its lane for a long time
+// (go-redis redials and resends it, with backoff). When no batch has come
+// back for stallAfter, arriving calls open more lanes, up to maxLanes, so
+// that one broken connection does not hold up every call to the node.
 type batcher struct {
-	send  func(ctx context.Context, reqs []*request)
-	limit int
+	send func(ctx context.Context, reqs []*request)
 
 	mu       sync.Mutex
 	inFlight int
+	progress time.Time // when a batch last came back, or a lane opened on an idle batcher
 	queue    []*request
 }
+
+// Lanes: batches a batcher keeps on the wire at once, normally and while
+// the batches on the wire have not come back for stallAfter.
+const (
+	lanes      = 2
+	maxLanes   = 8
+	stallAfter = 5 * time.Millisecond
+)
 
 // do sends r, alone or with the calls queued with it, and returns once its
 // results are in r. It returns an error, and leaves r alone, only when the
@@ -62,7 +75,7 @@ func (b *batcher) do(r *request) (wasSent bool, err error) {
 	}
 	r.own()
 	b.mu.Lock()
-	if b.inFlight < b.limit {
+	if b.free() {
 		b.inFlight++
 		b.mu.Unlock()
 		return b.lead(r)
@@ -73,21 +86,30 @@ func (b *batcher) do(r *request) (wasSent bool, err error) {
 	return r.await()
 }
 
-// start takes a slot on the wire if one is free.
+// start takes a lane if one is free.
 func (b *batcher) start() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.inFlight >= b.limit {
+	if !b.free() {
 		return false
+	}
+	if b.inFlight == 0 {
+		b.progress = time.Now()
 	}
 	b.inFlight++
 	return true
+}
+
+// free reports whether a call may open a lane. Callers hold mu.
+func (b *batcher) free() bool {
+	return b.inFlight < lanes || (b.inFlight < maxLanes && time.Since(b.progress) > stallAfter)
 }
 
 // lead sends r at once, in its caller's goroutine, on the slot it took.
 func (b *batcher) lead(r *request) (bool, error) {
 	b.send(r.ctx, []*request{r})
 	b.mu.Lock()
+	b.progress = time.Now()
 	if len(b.queue) == 0 {
 		b.inFlight--
 		b.mu.Unlock()
@@ -153,6 +175,9 @@ func (b *batcher) drain() {
 		b.run(batch)
 		clear(batch)
 		spare = batch[:0]
+		b.mu.Lock()
+		b.progress = time.Now()
+		b.mu.Unlock()
 	}
 }
 

@@ -87,22 +87,31 @@ func TestSharedRoundTrips(t *testing.T) {
 	}
 }
 
-// TestQueuedCallerLeaves: a claim queued behind full batches whose caller's
-// context ends gets its context's error at once, and its command is never
-// sent.
+// TestQueuedCallerLeaves: a claim queued behind batches on the wire whose
+// caller's context ends gets its context's error at once, and its command
+// is never sent.
 func TestQueuedCallerLeaves(t *testing.T) {
 	t.Parallel()
 	rdb, direct, rt := slowRedis(t, 150*time.Millisecond)
 	st := redisstore.New(rdb)
 	var wg sync.WaitGroup
-	for range 8 { // more than the batches a node keeps on the wire
+	defer wg.Wait()
+	claim := func() {
 		wg.Go(func() {
 			if _, err := st.Claim(t.Context(), newKey(t), fp(), longTTL); err != nil {
 				t.Error(err)
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond) // the first claims are on the wire
+	// Every lane is taken: the first claims open the lanes a batcher
+	// keeps, and the later ones, finding the first stalled (no batch back
+	// for a while), open the lanes it keeps at most.
+	claim()
+	time.Sleep(20 * time.Millisecond)
+	for range redisstore.MaxLanes - 1 {
+		claim()
+		time.Sleep(10 * time.Millisecond)
+	}
 	key := newKey(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
@@ -113,7 +122,7 @@ func TestQueuedCallerLeaves(t *testing.T) {
 	if n := direct.Exists(t.Context(), redisstore.DefaultPrefix+key).Val(); n != 0 {
 		t.Fatal("the claim of the caller that left reached Redis")
 	}
-	if got := rt.CommandCount(); got != 8 {
-		t.Fatalf("%d commands went out, want the 8 claims that waited and nothing for the one that left: %q", got, rt.Commands())
+	if got := rt.CommandCount(); got != redisstore.MaxLanes {
+		t.Fatalf("%d commands went out, want the %d claims that waited and nothing for the one that left: %q", got, redisstore.MaxLanes, rt.Commands())
 	}
 }

@@ -39,3 +39,6 @@ func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerpri
 	}
 	return c, nil
 }
+
+// MaxLanes is how many batches a batcher keeps on the wire at most.
+const MaxLanes = maxLanes

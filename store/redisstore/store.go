@@ -32,9 +32,6 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// batchLimit is how many batches a batcher keeps on the wire at once.
-const batchLimit = 4
-
 // ErrTooFewReplicas is wrapped by the error of a claim or completion that
 // fewer replicas acknowledged than [WithMinReplicas] asks for. The write
 // was made on the master all the same.
@@ -78,7 +75,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 
 // newBatcher returns the batcher of requests sent to c.
 func (s *Store) newBatcher(c client) *batcher {
-	return &batcher{limit: batchLimit, send: func(ctx context.Context, reqs []*request) { s.send(ctx, c, reqs) }}
+	return &batcher{send: func(ctx context.Context, reqs []*request) { s.send(ctx, c, reqs) }}
 }
 
 // LoadScripts loads the store's Lua scripts into the script cache of Redis
