@@ -88,7 +88,7 @@ func TestRedisStoreDown(t *testing.T) {
 
 // TestRedisCorruptData proves issue 3, item 6: values written straight into
 // Redis under the store's key of a completed call (a plain string, or the
-// store's hash with garbage in its data field d) make the next call with
+// store's entry with garbage over its first bytes) make the next call with
 // that key fail with INTERNAL and IDEMPOTENCY_RECORD_CORRUPT, without
 // running the handler, overwriting the value or panicking.
 func TestRedisCorruptData(t *testing.T) {
@@ -107,9 +107,9 @@ func TestRedisCorruptData(t *testing.T) {
 			still:   func(ctx context.Context, key string) (string, error) { return rdb.Get(ctx, key).Result() },
 		},
 		{
-			name:    "HashWithGarbageData",
-			corrupt: func(ctx context.Context, key string) error { return rdb.HSet(ctx, key, "d", "garbage").Err() },
-			still:   func(ctx context.Context, key string) (string, error) { return rdb.HGet(ctx, key, "d").Result() },
+			name:    "EntryWithGarbageHeader",
+			corrupt: func(ctx context.Context, key string) error { return rdb.SetRange(ctx, key, 0, "garbage").Err() },
+			still:   func(ctx context.Context, key string) (string, error) { return rdb.GetRange(ctx, key, 0, 6).Result() },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,8 +133,8 @@ func TestRedisCorruptData(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := redisOnlyKey(ctx, t, rdb, prefix)
-			if typ, err := rdb.Type(ctx, key).Result(); err != nil || typ != "hash" {
-				t.Fatalf("TYPE %s = %q, %v; want the store's hash", key, typ, err)
+			if typ, err := rdb.Type(ctx, key).Result(); err != nil || typ != "string" {
+				t.Fatalf("TYPE %s = %q, %v; want the store's entry, a string", key, typ, err)
 			}
 			if err := tc.corrupt(ctx, key); err != nil {
 				t.Fatal(err)

@@ -103,8 +103,8 @@ func TestRedisOrphanClaim(t *testing.T) {
 
 // resendFailure is a go-redis hook that stages the failure of a resent
 // command. While staging, every dial goes to the address dial returns;
-// when a script command fails, staging ends and heal runs before the
-// error reaches the store.
+// when the claim's SET fails, staging ends and heal runs before the error
+// reaches the store.
 type resendFailure struct {
 	dial func(addr string) string
 	heal func()
@@ -126,7 +126,7 @@ func (h *resendFailure) DialHook(next redis.DialHook) redis.DialHook {
 func (h *resendFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if name := cmd.Name(); err != nil && (name == "evalsha" || name == "eval") && h.staging.CompareAndSwap(true, false) {
+		if err != nil && cmd.Name() == "set" && h.staging.CompareAndSwap(true, false) {
 			h.failed.Store(true)
 			h.heal()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,14 +29,20 @@ var benchCallers = []int{1, 64}
 // (a new key every call) and the replay path (one stored key), at 1 and 64
 // concurrent callers. Every row sends the same request and key metadata, so
 // the interceptor is the only difference: compare each row with "bare" of
-// the same run. Redis rows report round trips per call (connection
-// handshakes excluded), and the redis-ceiling rows run the same store
-// scripts with the same concurrency and no gRPC at all: what loopback Redis
-// allows on this machine.
+// the same run. Redis rows report the round trips on the wire per call
+// (roundtrips/op, connection handshakes excluded: under 2 and 1 when
+// concurrent calls share round trips, while each call still waits for one
+// round trip per step) and the commands Redis executed per call, those the
+// scripts call included (rediscmds/op, from INFO commandstats). The
+// redis-nopipe rows turn pipelining off (redisstore.WithoutPipelining), the
+// redis-wait rows make every claim and completion wait for one replica
+// (redisstore.WithMinReplicas), and the redis-ceiling rows run the same
+// store steps with the same concurrency and no gRPC at all: what loopback
+// Redis allows on this machine.
 func BenchmarkUnary(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		client := testserver.New(b, &testserver.Service{}).Client(b)
-		forCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, false) })
+		forCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, false, nil) })
 	})
 	for _, path := range []string{"executed", "replay"} {
 		replay := path == "replay"
@@ -43,21 +50,41 @@ func BenchmarkUnary(b *testing.B) {
 			s := memorystore.New()
 			b.Cleanup(func() { _ = s.Close() })
 			client := serve(b, s)
-			forCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay) })
+			forCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
-		b.Run("redis-"+path, func(b *testing.B) {
-			rdb, trips := benchRedis(b)
-			client := serve(b, redisstore.New(rdb))
-			forCallers(b, func(b *testing.B, callers int) {
-				trips.Reset()
-				benchCalls(b, client, callers, replay)
-				b.ReportMetric(float64(trips.Count())/float64(b.N), "roundtrips/op")
+		for _, variant := range []struct {
+			name     string
+			replicas int
+			opts     []redisstore.Option
+		}{
+			{"redis-", 0, nil},
+			{"redis-nopipe-", 0, []redisstore.Option{redisstore.WithoutPipelining()}},
+			{"redis-wait-", 1, []redisstore.Option{redisstore.WithMinReplicas(1, time.Second)}},
+		} {
+			b.Run(variant.name+path, func(b *testing.B) {
+				rdb, trips := benchRedis(b, variant.replicas)
+				client := serve(b, redisstore.New(rdb, variant.opts...))
+				forCallers(b, func(b *testing.B, callers int) {
+					var cpu time.Duration
+					benchCalls(b, client, callers, replay, func() {
+						resetCommandStats(b, rdb)
+						cpu = redisCPU(b, rdb)
+						trips.Reset()
+					})
+					b.ReportMetric(float64(trips.Count())/float64(b.N), "roundtrips/op")
+					b.ReportMetric(float64(commandsExecuted(b, rdb))/float64(b.N), "rediscmds/op")
+					b.ReportMetric(float64(redisCPU(b, rdb)-cpu)/float64(b.N), "redis-cpu-ns/op")
+				})
 			})
-		})
+		}
 		b.Run("redis-ceiling-"+path, func(b *testing.B) {
-			rdb, _ := benchRedis(b)
+			rdb, _ := benchRedis(b, 0)
 			s := redisstore.New(rdb)
-			forCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay) })
+			forCallers(b, func(b *testing.B, callers int) {
+				var cpu time.Duration
+				benchStore(b, s, callers, replay, func() { cpu = redisCPU(b, rdb) })
+				b.ReportMetric(float64(redisCPU(b, rdb)-cpu)/float64(b.N), "redis-cpu-ns/op")
+			})
 		})
 	}
 }
@@ -73,16 +100,75 @@ func serve(b *testing.B, s store.Store) testingv1.TestServiceClient {
 		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(s))).Client(b)
 }
 
-// benchRedis starts a redis-server and returns a client with the scripts
-// loaded and a round-trip counter attached.
-func benchRedis(b *testing.B) (*redis.Client, *redistest.RoundTrips) {
-	rdb := redistest.StartServer(b).Client()
+// benchRedis starts a redis-server, with replicas when asked, and returns
+// a client of the master with the scripts loaded and a round-trip counter
+// attached.
+func benchRedis(b *testing.B, replicas int) (*redis.Client, *redistest.RoundTrips) {
+	var rdb *redis.Client
+	if replicas > 0 {
+		rdb = redistest.StartSentinelWith(b, redistest.SentinelConfig{Replicas: replicas}).Master.Client()
+	} else {
+		rdb = redistest.StartServer(b).Client()
+	}
 	if err := redisstore.New(rdb).LoadScripts(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	trips := &redistest.RoundTrips{}
 	rdb.AddHook(trips)
 	return rdb, trips
+}
+
+// resetCommandStats zeroes the command counters of INFO commandstats.
+func resetCommandStats(b *testing.B, rdb *redis.Client) {
+	if err := rdb.ConfigResetStat(b.Context()).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// redisCPU returns the CPU time redis-server has used (INFO cpu, user and
+// system, its main thread and the others).
+func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	info, err := rdb.InfoMap(b.Context(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, k := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, err := strconv.ParseFloat(info["CPU"][k], 64)
+		if err != nil {
+			b.Fatalf("INFO cpu %s: %v", k, err)
+		}
+		total += v
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// commandsExecuted returns how many commands Redis executed since the
+// last resetCommandStats, those scripts call included, leaving out the
+// benchmark's own (INFO, CONFIG) and connection handshakes (HELLO, CLIENT).
+func commandsExecuted(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(b.Context(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		name, stats, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		switch base, _, _ := strings.Cut(name, "|"); base {
+		case "info", "config", "hello", "client", "ping", "replconf", "psync":
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		c, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			b.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
 }
 
 // parallel runs body b.N times from callers goroutines (one goroutine
@@ -106,7 +192,8 @@ func parallel(b *testing.B, callers int, body func(i int64)) {
 
 // benchCalls makes b.N calls. With replay, every call sends one key,
 // stored before the timer starts; otherwise every call has a new key.
-func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, replay bool) {
+// start, when not nil, runs just before the timer starts.
+func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, replay bool, start func()) {
 	req := &testingv1.DoRequest{Payload: "benchmark", Amount: 4200}
 	prefix := b.Name() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	ctxFor := func(i int64) context.Context {
@@ -120,6 +207,9 @@ func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, r
 			b.Fatal(err)
 		}
 	}
+	if start != nil {
+		start()
+	}
 	b.ResetTimer()
 	parallel(b, callers, func(i int64) {
 		if _, err := client.Do(ctxFor(i), req); err != nil {
@@ -129,8 +219,9 @@ func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, r
 }
 
 // benchStore runs the store steps a call needs, straight on the store:
-// claim and complete for an executed call, one claim for a replay.
-func benchStore(b *testing.B, s store.Store, callers int, replay bool) {
+// claim and complete for an executed call, one claim for a replay. start
+// runs just before the timer starts.
+func benchStore(b *testing.B, s store.Store, callers int, replay bool, start func()) {
 	ctx := context.Background()
 	fp, data := make([]byte, 33), make([]byte, 120)
 	prefix := b.Name() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
@@ -140,6 +231,7 @@ func benchStore(b *testing.B, s store.Store, callers int, replay bool) {
 			b.Fatal(err)
 		}
 	}
+	start()
 	b.ResetTimer()
 	parallel(b, callers, func(i int64) {
 		key := prefix + "0"

@@ -133,6 +133,12 @@ func (p *Proxy) CutAll() int {
 // sees a broken connection instead of its answer.
 func (p *Proxy) CutNextReply(n int) { p.cutReply.Add(int64(n)) }
 
+// ArmedCuts returns how many cuts armed by [Proxy.CutNextReply] still wait
+// for a reply to drop. A test that arms cuts at a steady pace can arm the
+// next one only once this is 0, so that cuts do not pile up while little
+// traffic flows (every reply would then be dropped).
+func (p *Proxy) ArmedCuts() int64 { return p.cutReply.Load() }
+
 // Conns returns the number of live connections.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ const clusterTimeout = 30 * time.Second
 type Cluster struct {
 	tb    testing.TB
 	nodes []*process
+
+	mu     sync.Mutex
+	admins []*redis.Client // per node, for the helpers; see admin
 }
 
 // StartCluster starts [ClusterSize] cluster-enabled redis-server processes
@@ -108,6 +112,37 @@ func (c *Cluster) Options() *redis.ClusterOptions {
 // cluster stops. Each call returns a distinct client.
 func (c *Cluster) Client() *redis.ClusterClient {
 	rdb := redis.NewClusterClient(c.Options())
+	c.tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// StopNode kills the i-th master (0 to [ClusterSize]-1, in the order of
+// [Cluster.Addrs]) and waits until it has exited. Clients then get errors
+// for the keys of its slots; the other nodes mark it failing after the
+// cluster node timeout (5 s).
+func (c *Cluster) StopNode(i int) {
+	c.tb.Helper()
+	c.nodes[i].stop()
+}
+
+// RestartNode starts the i-th master again on its port, stopping it first
+// if it runs, and waits until every node sees a healthy cluster again. It
+// comes back with the node ID and slots it had (the cluster keeps its own
+// configuration file) and no data: persistence is off.
+func (c *Cluster) RestartNode(i int) {
+	c.tb.Helper()
+	c.nodes[i].restart()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	if err := c.waitHealthy(ctx); err != nil {
+		c.tb.Fatalf("redistest: cluster after restarting node %d: %v", i, err)
+	}
+}
+
+// NodeClient returns a new client of the i-th master alone (not a cluster
+// client), closed in tb.Cleanup before the cluster stops.
+func (c *Cluster) NodeClient(i int) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: c.nodes[i].addr()})
 	c.tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

@@ -1,6 +1,9 @@
 // Package redistest runs real redis-server processes for tests: a standalone
-// server ([StartServer]), a three-master Redis Cluster ([StartCluster]) and a
-// Sentinel-monitored master ([StartSentinel]). Each process listens on a free
+// server ([StartServer]), a three-master Redis Cluster ([StartCluster]),
+// whose nodes can be stopped and restarted and whose slots can be migrated
+// while clients run ([Cluster.MigrateSlot]), and a Sentinel-monitored
+// master with replicas that fails over when its master dies
+// ([StartSentinelWith]). Each process listens on a free
 // loopback port, keeps its files in a directory from testing.TB.TempDir, runs
 // with persistence turned off (--save "" --appendonly no), and is killed and
 // reaped in testing.TB.Cleanup, together with every client handed out.

@@ -13,18 +13,21 @@ import (
 // many commands it holds. Attach it with AddHook; it is safe for concurrent
 // use. Its zero value is ready to use.
 //
-// It sees what the client it is attached to sends: on a
-// redis.ClusterClient a command counts once even when the client follows
-// a MOVED redirect internally. go-redis runs the handshake of each new
-// connection (HELLO, AUTH, CLIENT SETINFO, SELECT, READONLY) through the
-// hooks too; those round trips belong to the connection, not to a call,
-// so they are counted apart, in [RoundTrips.Handshakes], and left out of
-// Count and Commands.
+// It sees what the client it is attached to sends. Attach it with
+// [RoundTrips.Attach] to count what a store sends on a Cluster, where the
+// store talks to each master's client. go-redis runs the handshake of each
+// new connection (HELLO, AUTH, CLIENT SETINFO, SELECT, READONLY) through
+// the hooks too, and a Cluster client asks its nodes for the slot map
+// (CLUSTER SLOTS) and command table (COMMAND); those round trips belong to
+// the client, not to a call, so they are counted apart, in
+// [RoundTrips.Handshakes], and left out of Count and Commands.
 type RoundTrips struct {
 	mu         sync.Mutex
 	count      int
+	commands   int
 	handshakes int
 	names      []string // the first maxNames command names since Reset
+	attached   map[*redis.Client]bool
 }
 
 // maxNames bounds the names RoundTrips keeps, so a benchmark that counts
@@ -33,13 +36,43 @@ const maxNames = 1000
 
 var _ redis.Hook = (*RoundTrips)(nil)
 
+// Attach adds r to rdb. On a redis.ClusterClient it adds r to the client
+// of every node, those known now and those the client meets later, since
+// a store sends its commands through the node clients; each round trip is
+// then counted once, on the node it went to.
+func (r *RoundTrips) Attach(ctx context.Context, rdb redis.UniversalClient) error {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		rdb.AddHook(r)
+		return nil
+	}
+	cc.OnNewNode(r.attach)
+	return cc.ForEachShard(ctx, func(_ context.Context, c *redis.Client) error {
+		r.attach(c)
+		return nil
+	})
+}
+
+// attach adds r to c once.
+func (r *RoundTrips) attach(c *redis.Client) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.attached == nil {
+		r.attached = map[*redis.Client]bool{}
+	}
+	if !r.attached[c] {
+		r.attached[c] = true
+		c.AddHook(r)
+	}
+}
+
 // DialHook passes dials through uncounted.
 func (r *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 // ProcessHook counts one round trip per command.
 func (r *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.record(cmd.Name(), isHandshake(cmd))
+		r.record(cmd.Name(), 1, isHandshake(cmd))
 		return next(ctx, cmd)
 	}
 }
@@ -53,22 +86,22 @@ func (r *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 			names[i] = cmd.Name()
 			handshake = handshake && isHandshake(cmd)
 		}
-		r.record("pipeline("+strings.Join(names, ",")+")", handshake)
+		r.record("pipeline("+strings.Join(names, ",")+")", len(cmds), handshake)
 		return next(ctx, cmds)
 	}
 }
 
 // isHandshake reports whether cmd is one go-redis sends to set up a new
-// connection.
+// connection, or to learn a Cluster's slot map and command table.
 func isHandshake(cmd redis.Cmder) bool {
 	switch cmd.Name() {
-	case "hello", "auth", "client", "select", "readonly":
+	case "hello", "auth", "client", "select", "readonly", "cluster", "command":
 		return true
 	}
 	return false
 }
 
-func (r *RoundTrips) record(name string, handshake bool) {
+func (r *RoundTrips) record(name string, commands int, handshake bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if handshake {
@@ -76,6 +109,7 @@ func (r *RoundTrips) record(name string, handshake bool) {
 		return
 	}
 	r.count++
+	r.commands += commands
 	if len(r.names) < maxNames {
 		r.names = append(r.names, name)
 	}
@@ -97,6 +131,14 @@ func (r *RoundTrips) Count() int {
 	return r.count
 }
 
+// CommandCount returns the number of commands sent in the round trips
+// Count counts: one for a command sent alone, the length of a pipeline.
+func (r *RoundTrips) CommandCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.commands
+}
+
 // Commands returns the command name of each round trip since the last
 // Reset, in order ("pipeline(a,b)" for a pipeline), for failure messages;
 // at most the first 1000.
@@ -109,6 +151,6 @@ func (r *RoundTrips) Commands() []string {
 // Reset sets the count back to zero.
 func (r *RoundTrips) Reset() {
 	r.mu.Lock()
-	r.count, r.handshakes, r.names = 0, 0, nil
+	r.count, r.commands, r.handshakes, r.names = 0, 0, 0, nil
 	r.mu.Unlock()
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -176,5 +178,137 @@ func TestRoundTripsCluster(t *testing.T) {
 	}
 	if rt.Count() != 10 {
 		t.Fatalf("Count = %d after 10 SETs, want 10: %q", rt.Count(), rt.Commands())
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
+	s := redistest.StartSentinelWith(t, redistest.SentinelConfig{Replicas: 2, DownAfter: time.Second})
+	ctx := t.Context()
+	rdb := s.Client()
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET through the failover client: %v", err)
+	}
+	if err := rdb.Wait(ctx, 2, time.Second).Err(); err != nil {
+		t.Fatalf("WAIT 2: %v", err)
+	}
+	old, err := s.MasterAddr(ctx)
+	if err != nil || old != s.Master.Addr() {
+		t.Fatalf("MasterAddr = %s, %v; want %s", old, err, s.Master.Addr())
+	}
+	s.Master.Stop()
+	promoted := s.WaitFailover(ctx, old)
+	if got, err := promoted.Client().Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("GET on the promoted replica = %q, %v; want v", got, err)
+	}
+	if err := rdb.Set(ctx, "k2", "v2", 0).Err(); err != nil {
+		t.Fatalf("SET through the failover client after the failover: %v", err)
+	}
+}
+
+func TestClusterMigrateSlot(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	rdb := c.Client()
+	ctx := t.Context()
+	slot := int(rdb.ClusterKeySlot(ctx, "{tag}").Val())
+	for i := range 120 { // more than one MIGRATE batch
+		if err := rdb.Set(ctx, fmt.Sprintf("{tag}%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, err := c.SlotOwner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := (from + 1) % redistest.ClusterSize
+	if got, err := c.MigrateSlot(ctx, slot, to, 0); err != nil || got != from {
+		t.Fatalf("MigrateSlot = %d, %v; want %d", got, err, from)
+	}
+	if owner, err := c.SlotOwner(ctx, slot); err != nil || owner != to {
+		t.Fatalf("SlotOwner after the migration = %d, %v; want %d", owner, err, to)
+	}
+	if n := c.NodeClient(from).DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("the source still holds %d keys", n)
+	}
+	for i := range 120 {
+		if got, err := rdb.Get(ctx, fmt.Sprintf("{tag}%d", i)).Int(); err != nil || got != i {
+			t.Fatalf("GET {tag}%d after the migration = %d, %v", i, got, err)
+		}
+	}
+}
+
+func TestClusterNodeStopRestart(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	opts := c.Options()
+	opts.MaxRetries = -1
+	rdb := redis.NewClusterClient(opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := t.Context()
+	slot := int(rdb.ClusterKeySlot(ctx, "k").Val())
+	owner, err := c.SlotOwner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.StopNode(owner)
+	if err := rdb.Get(ctx, "k").Err(); err == nil {
+		t.Fatal("GET of a key on a stopped node succeeded")
+	}
+	c.RestartNode(owner)
+	if err := rdb.Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET after the restart = %v, want redis.Nil (no persistence)", err)
+	}
+	if err := rdb.Set(ctx, "k", "v2", 0).Err(); err != nil {
+		t.Fatalf("SET after the restart: %v", err)
+	}
+	if got, err := c.SlotOwner(ctx, slot); err != nil || got != owner {
+		t.Fatalf("the restarted node owns slot %d: %d, %v; want %d", slot, got, err, owner)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	ctx := t.Context()
+	rdb := c.Client()
+	slot := int(rdb.ClusterKeySlot(ctx, "k").Val())
+	owner, err := c.SlotOwner(ctx, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := (owner + 1) % redistest.ClusterSize
+	var r redistest.Redirects
+	wrong := c.NodeClient(other)
+	if err := r.Attach(ctx, wrong); err != nil {
+		t.Fatal(err)
+	}
+	if err := wrong.Get(ctx, "k").Err(); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+		t.Fatalf("GET on a node that does not own the key = %v, want MOVED", err)
+	}
+	p := wrong.Pipeline()
+	p.Get(ctx, "k")
+	p.Set(ctx, "k", "v", 0)
+	_, _ = p.Exec(ctx)
+	// ASK: the owner migrates the slot and does not hold the key.
+	owning := c.NodeClient(owner)
+	if err := r.Attach(ctx, owning); err != nil {
+		t.Fatal(err)
+	}
+	id := c.NodeClient(other).ClusterMyID(ctx).Val()
+	if err := c.NodeClient(other).Do(ctx, "cluster", "setslot", slot, "importing", owning.ClusterMyID(ctx).Val()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owning.Do(ctx, "cluster", "setslot", slot, "migrating", id).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owning.Get(ctx, "k").Err(); err == nil || !strings.HasPrefix(err.Error(), "ASK ") {
+		t.Fatalf("GET of a missing key in a migrating slot = %v, want ASK", err)
+	}
+	if r.Count("MOVED", "get") != 2 || r.Count("MOVED", "set") != 1 || r.Count("ASK", "") != 1 || r.Count("MOVED", "") != 3 {
+		t.Fatalf("counts %v; want MOVED get=2 set=1 and ASK get=1", &r)
 	}
 }

@@ -1,13 +1,44 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"fmt"
+	"time"
 
-// DecodeClaimReply exposes decodeClaimReply to the black-box fuzz test.
-var DecodeClaimReply = decodeClaimReply
+	"github.com/grpc-idempotency/idempotency/store"
+)
 
-// DecodeFencedReply exposes decodeFencedReply to the black-box fuzz test.
-var DecodeFencedReply = decodeFencedReply
+// Parsers exposed to the black-box fuzz tests.
+var (
+	DecodeValue            = decodeValue
+	EncodeInFlight         = encodeInFlight
+	DecodeLegacyClaimReply = decodeLegacyClaimReply
+	DecodeFencedReply      = decodeFencedReply
+)
 
-// ClaimScript exposes the claim script, to resend a claim with a known
-// token.
-func ClaimScript() *redis.Script { return claimScript }
+// LegacyClaim is what DecodeLegacyClaimReply returns, for the fuzz test.
+type LegacyClaim = legacyClaim
+
+// Won, Found, Value and Entry expose the fields of a LegacyClaim.
+func (l LegacyClaim) Won() bool          { return l.won }
+func (l LegacyClaim) Found() bool        { return l.found }
+func (l LegacyClaim) Value() string      { return l.value }
+func (l LegacyClaim) Entry() store.Entry { return l.entry }
+
+// ClaimWithToken is Claim with a token chosen by the test, to resend a
+// claim as go-redis does after losing its reply.
+func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+	ms, err := millis("lease", lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	cl := claim{s: s, rkey: s.prefix + key, token: token, ms: ms, value: encodeInFlight(token, fingerprint)}
+	c, err := cl.run(ctx)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	return c, nil
+}
+
+// MaxLanes is how many batches a batcher keeps on the wire at most.
+const MaxLanes = maxLanes

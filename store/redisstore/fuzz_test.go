@@ -1,12 +1,76 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
+
+// FuzzDecodeValue reads arbitrary bytes as a layout 2 entry: nothing
+// panics, anything unreadable is corrupt, and whatever reads back is a
+// well-formed entry that encodes to the same bytes.
+func FuzzDecodeValue(f *testing.F) {
+	inFlight := redisstore.EncodeInFlight("abcdefghijklmnopqrstuv", []byte("fingerprint"))
+	completed := append([]byte{2, 'c'}, inFlight[2:]...)
+	f.Add(inFlight)
+	f.Add(append(completed, "data"...))
+	f.Add(completed)
+	f.Add(append(bytes.Clone(inFlight), 'x'))
+	f.Add(inFlight[:len(inFlight)-1])
+	f.Add([]byte{2, 'i', 0, 0, 0})
+	f.Add([]byte{2, 'z', 0, 0, 0})
+	f.Add([]byte{2, 'i', 255, 0, 0})
+	f.Add([]byte{2, 'c', 0, 255, 255, 'x'})
+	f.Add([]byte{1, 'i', 0, 0, 0})
+	f.Add([]byte("garbage"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		e, token, err := redisstore.DecodeValue(string(v))
+		if err != nil {
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("DecodeValue(%q) = %v, which does not match store.ErrCorrupt", v, err)
+			}
+			if e.State != 0 || token != "" {
+				t.Fatalf("DecodeValue(%q) returned %+v, %q with error %v", v, e, token, err)
+			}
+			return
+		}
+		header := redisstore.EncodeInFlight(token, e.Fingerprint)
+		switch e.State {
+		case store.StateInFlight:
+			if e.Data != nil || !bytes.Equal(header, v) {
+				t.Fatalf("DecodeValue(%q) = in flight %+v, token %q, which encodes to %q", v, e, token, header)
+			}
+		case store.StateCompleted:
+			header[1] = 'c'
+			if e.Data == nil || !bytes.Equal(append(header, e.Data...), v) {
+				t.Fatalf("DecodeValue(%q) = completed %+v, token %q, which encodes otherwise", v, e, token)
+			}
+		default:
+			t.Fatalf("DecodeValue(%q): entry in state %v", v, e.State)
+		}
+	})
+}
+
+// FuzzEncodeInFlight checks that every claim the layout holds reads back
+// as written.
+func FuzzEncodeInFlight(f *testing.F) {
+	f.Add("abcdefghijklmnopqrstuv", []byte("fingerprint"))
+	f.Add("", []byte(nil))
+	f.Add("t", bytes.Repeat([]byte{0xff}, 300))
+	f.Fuzz(func(t *testing.T, token string, fingerprint []byte) {
+		if len(token) > 255 || len(fingerprint) > 65535 {
+			t.Skip("beyond what the layout holds; Claim refuses such a fingerprint, and tokens are 22 bytes")
+		}
+		e, got, err := redisstore.DecodeValue(string(redisstore.EncodeInFlight(token, fingerprint)))
+		if err != nil || got != token || e.State != store.StateInFlight || !bytes.Equal(e.Fingerprint, fingerprint) || e.Data != nil {
+			t.Fatalf("EncodeInFlight(%q, %q) reads back as %+v, %q, %v", token, fingerprint, e, got, err)
+		}
+	})
+}
 
 // reply builds a script reply as go-redis hands it over: shape 0 is an
 // array of the first n of (tag, s, f, d, an integer) with the elements
@@ -31,8 +95,10 @@ func reply(shape, n, nils uint8, tag, s string, f, d []byte) any {
 	return elems
 }
 
-func FuzzDecodeClaimReply(f *testing.F) {
+func FuzzDecodeLegacyClaimReply(f *testing.F) {
 	f.Add(uint8(0), uint8(1), uint8(0), "new", "", []byte(nil), []byte(nil))
+	f.Add(uint8(0), uint8(2), uint8(0), "value", "\x02i\x00\x00\x00", []byte(nil), []byte(nil))
+	f.Add(uint8(0), uint8(2), uint8(1<<1), "value", "", []byte(nil), []byte(nil))
 	f.Add(uint8(0), uint8(2), uint8(0), "type", "string", []byte(nil), []byte(nil))
 	f.Add(uint8(0), uint8(4), uint8(0), "hit", "i", []byte("fp"), []byte(nil))
 	f.Add(uint8(0), uint8(4), uint8(1<<3), "hit", "i", []byte("fp"), []byte(nil))
@@ -48,32 +114,32 @@ func FuzzDecodeClaimReply(f *testing.F) {
 	f.Add(uint8(3), uint8(0), uint8(0), "", "", []byte(nil), []byte(nil))
 	f.Fuzz(func(t *testing.T, shape, n, nils uint8, tag, s string, fingerprint, data []byte) {
 		r := reply(shape, n, nils, tag, s, fingerprint, data)
-		c, err := redisstore.DecodeClaimReply(r, "token")
+		c, err := redisstore.DecodeLegacyClaimReply(r)
 		if err != nil {
 			if !errors.Is(err, store.ErrCorrupt) {
-				t.Fatalf("DecodeClaimReply(%#v) = %v, which does not match store.ErrCorrupt", r, err)
+				t.Fatalf("DecodeLegacyClaimReply(%#v) = %v, which does not match store.ErrCorrupt", r, err)
 			}
-			if c.Won() || c.Existing.State != 0 {
-				t.Fatalf("DecodeClaimReply(%#v) returned %+v with error %v", r, c, err)
-			}
-			return
-		}
-		if c.Won() {
-			if c.Token != "token" || c.Existing.State != 0 || c.Existing.Fingerprint != nil || c.Existing.Data != nil {
-				t.Fatalf("DecodeClaimReply(%#v) won with %+v", r, c)
+			if c.Won() || c.Found() || c.Entry().State != 0 {
+				t.Fatalf("DecodeLegacyClaimReply(%#v) returned %+v with error %v", r, c, err)
 			}
 			return
 		}
-		e := c.Existing
+		if c.Won() || c.Found() {
+			if (c.Won() && c.Found()) || c.Entry().State != 0 || (!c.Found() && c.Value() != "") {
+				t.Fatalf("DecodeLegacyClaimReply(%#v) = %+v: more than one answer", r, c)
+			}
+			return
+		}
+		e := c.Entry()
 		switch {
 		case e.Fingerprint == nil:
-			t.Fatalf("DecodeClaimReply(%#v): entry without fingerprint %+v", r, e)
+			t.Fatalf("DecodeLegacyClaimReply(%#v): entry without fingerprint %+v", r, e)
 		case e.State == store.StateInFlight && e.Data != nil:
-			t.Fatalf("DecodeClaimReply(%#v): in-flight entry with data %+v", r, e)
+			t.Fatalf("DecodeLegacyClaimReply(%#v): in-flight entry with data %+v", r, e)
 		case e.State == store.StateCompleted && e.Data == nil:
-			t.Fatalf("DecodeClaimReply(%#v): completed entry without data %+v", r, e)
+			t.Fatalf("DecodeLegacyClaimReply(%#v): completed entry without data %+v", r, e)
 		case e.State != store.StateInFlight && e.State != store.StateCompleted:
-			t.Fatalf("DecodeClaimReply(%#v): entry in state %v", r, e.State)
+			t.Fatalf("DecodeLegacyClaimReply(%#v): entry in state %v", r, e.State)
 		}
 	})
 }

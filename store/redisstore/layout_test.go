@@ -11,9 +11,10 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestLayout checks the documented layout: one hash under prefix+key with
-// fields s, f, o while in flight and s, f, d once completed, TTLs in
-// milliseconds.
+// TestLayout checks the documented layout 2: one string under prefix+key,
+// version byte 2, state 'i', token and fingerprint with their lengths
+// while in flight; state 'c' and the data appended once completed; TTLs
+// in milliseconds.
 func TestLayout(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.StartServer(t).Client()
@@ -29,10 +30,11 @@ func TestLayout(t *testing.T) {
 	if len(c.Token) != 22 {
 		t.Errorf("token %q has %d characters, want 22 (16 bytes, base64url)", c.Token, len(c.Token))
 	}
-	got := rdb.HGetAll(ctx, rkey).Val()
-	want := map[string]string{"s": "i", "f": string(fingerprint), "o": c.Token}
-	if !equalMaps(got, want) {
-		t.Fatalf("in-flight hash = %q, want %q", got, want)
+	header := append([]byte{2, 'i', 22}, c.Token...)
+	header = append(header, 0, byte(len(fingerprint)))
+	header = append(header, fingerprint...)
+	if got, err := rdb.Get(ctx, rkey).Bytes(); err != nil || !bytes.Equal(got, header) {
+		t.Fatalf("in-flight value = %q, %v; want %q", got, err, header)
 	}
 	if pttl := rdb.PTTL(ctx, rkey).Val(); pttl <= time.Second || pttl > 1500*time.Millisecond {
 		t.Errorf("PTTL after a 1.5s lease = %v", pttl)
@@ -41,26 +43,13 @@ func TestLayout(t *testing.T) {
 	if err := st.Complete(ctx, key, c.Token, []byte("data"), 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	got = rdb.HGetAll(ctx, rkey).Val()
-	want = map[string]string{"s": "c", "f": string(fingerprint), "d": "data", "o": c.Token}
-	if !equalMaps(got, want) {
-		t.Fatalf("completed hash = %q, want %q", got, want)
+	want := append(append([]byte{2, 'c'}, header[2:]...), "data"...)
+	if got, err := rdb.Get(ctx, rkey).Bytes(); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("completed value = %q, %v; want %q", got, err, want)
 	}
 	if pttl := rdb.PTTL(ctx, rkey).Val(); pttl <= 89*time.Second || pttl > 90*time.Second {
 		t.Errorf("PTTL after a 90s retention = %v", pttl)
 	}
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPrefix checks that WithPrefix decides where keys land, and that
@@ -80,9 +69,10 @@ func TestPrefix(t *testing.T) {
 		t.Fatalf("b.Claim of the same key under another prefix = %+v, %v; want a win", c, err)
 	}
 	for prefix, want := range map[string][]byte{"idempotency:": fpA, "tenant-b:": fpB} {
-		got, err := rdb.HGet(ctx, prefix+key, "f").Bytes()
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("HGET %s f = %x, %v; want %x", prefix+key, got, err, want)
+		v, err := rdb.Get(ctx, prefix+key).Result()
+		e, _, derr := redisstore.DecodeValue(v)
+		if err != nil || derr != nil || !bytes.Equal(e.Fingerprint, want) {
+			t.Errorf("GET %s = fingerprint %x, %v, %v; want %x", prefix+key, e.Fingerprint, err, derr, want)
 		}
 	}
 	if n := rdb.Exists(ctx, key).Val(); n != 0 {
@@ -117,5 +107,23 @@ func TestNonPositiveTTL(t *testing.T) {
 	// Sub-millisecond TTLs round up to 1ms instead of deleting the key.
 	if err := st.Extend(ctx, key, c.Token, time.Microsecond); err != nil {
 		t.Errorf("Extend with a 1µs lease: %v", err)
+	}
+}
+
+// TestFingerprintTooLong checks that a fingerprint the layout cannot hold
+// is refused without touching Redis.
+func TestFingerprintTooLong(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.StartServer(t).Client()
+	st := redisstore.New(rdb)
+	key := newKey(t)
+	if _, err := st.Claim(t.Context(), key, make([]byte, 1<<16), longTTL); err == nil {
+		t.Fatal("Claim with a 64 KiB fingerprint succeeded")
+	}
+	if n := rdb.Exists(t.Context(), redisstore.DefaultPrefix+key).Val(); n != 0 {
+		t.Fatal("the refused claim wrote an entry")
+	}
+	if c, err := st.Claim(t.Context(), key, make([]byte, 1<<16-1), longTTL); err != nil || !c.Won() {
+		t.Fatalf("Claim with a fingerprint of 65535 bytes = %+v, %v; want a win", c, err)
 	}
 }

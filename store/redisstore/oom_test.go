@@ -48,10 +48,16 @@ func TestOutOfMemory(t *testing.T) {
 		}
 		return p
 	}
+	layout1 := func(bool) prepared {
+		p := prepared{key: newKey(t), fp: fp(), token: "layout1-owner-token-22"}
+		writeLayout1(t, rdb, redisstore.DefaultPrefix+p.key, "c", p.token, p.fp, []byte("stored"))
+		return p
+	}
 	cases := []struct {
 		name      string
 		completed bool
 		run       func(t *testing.T, ctx context.Context, p prepared)
+		prepare   func(completed bool) prepared // claim unless set
 	}{
 		{"NewClaimIsFull", false, func(t *testing.T, ctx context.Context, _ prepared) {
 			key := newKey(t)
@@ -61,14 +67,14 @@ func TestOutOfMemory(t *testing.T) {
 			if n := rdb.Exists(ctx, redisstore.DefaultPrefix+key).Val(); n != 0 {
 				t.Fatal("a refused claim left an entry")
 			}
-		}},
+		}, nil},
 		{"CompleteOfGrantedClaim", false, func(t *testing.T, ctx context.Context, p prepared) {
 			data := bytes.Repeat([]byte{0xab}, 64<<10)
 			if err := st.Complete(ctx, p.key, p.token, data, longTTL); err != nil {
 				t.Fatalf("Complete of a claim granted before OOM: %v", err)
 			}
 			wantEntry(t, ctx, st, p.key, store.StateCompleted, p.fp, data)
-		}},
+		}, nil},
 		{"ExtendOfGrantedClaim", false, func(t *testing.T, ctx context.Context, p prepared) {
 			if err := st.Extend(ctx, p.key, p.token, 2*longTTL); err != nil {
 				t.Fatalf("Extend of a claim granted before OOM: %v", err)
@@ -76,7 +82,7 @@ func TestOutOfMemory(t *testing.T) {
 			if pttl := rdb.PTTL(ctx, redisstore.DefaultPrefix+p.key).Val(); pttl <= longTTL {
 				t.Fatalf("PTTL after Extend = %v, want over %v", pttl, longTTL)
 			}
-		}},
+		}, nil},
 		{"ReleaseOfGrantedClaim", false, func(t *testing.T, ctx context.Context, p prepared) {
 			if err := st.Release(ctx, p.key, p.token); err != nil {
 				t.Fatalf("Release of a claim granted before OOM: %v", err)
@@ -84,28 +90,38 @@ func TestOutOfMemory(t *testing.T) {
 			if n := rdb.Exists(ctx, redisstore.DefaultPrefix+p.key).Val(); n != 0 {
 				t.Fatal("the released entry is still there")
 			}
-		}},
+		}, nil},
 		{"ReplayOfCompletedKey", true, func(t *testing.T, ctx context.Context, p prepared) {
 			wantEntry(t, ctx, st, p.key, store.StateCompleted, p.fp, []byte("stored"))
-		}},
+		}, nil},
 		{"InFlightDuplicate", false, func(t *testing.T, ctx context.Context, p prepared) {
 			wantEntry(t, ctx, st, p.key, store.StateInFlight, p.fp, nil)
-		}},
+		}, nil},
+		{"ReplayOfLayout1Entry", true, func(t *testing.T, ctx context.Context, p prepared) {
+			wantEntry(t, ctx, st, p.key, store.StateCompleted, p.fp, []byte("stored"))
+		}, layout1},
+		{"CompleteResentByItsOwner", true, func(t *testing.T, ctx context.Context, p prepared) {
+			if err := st.Complete(ctx, p.key, p.token, []byte("again"), longTTL); err != nil {
+				t.Fatalf("Complete resent by its owner under OOM: %v", err)
+			}
+			wantEntry(t, ctx, st, p.key, store.StateCompleted, p.fp, []byte("stored"))
+		}, nil},
 		{"ResentClaimOfItsOwnToken", false, func(t *testing.T, ctx context.Context, p prepared) {
 			// A resend of the claim that made the entry (go-redis after a
-			// lost reply) reads its own claim and wins without writing.
-			reply, err := redisstore.ClaimScript().Run(ctx, rdb, []string{redisstore.DefaultPrefix + p.key}, p.fp, p.token, longTTL.Milliseconds()).Result()
-			if err != nil {
-				t.Fatalf("resent claim: %v", err)
+			// lost reply): Redis refuses the SET before it runs, the GET
+			// that follows finds the claim's own token, and it is won.
+			c, err := st.ClaimWithToken(ctx, p.key, p.token, p.fp, longTTL)
+			if err != nil || c.Token != p.token {
+				t.Fatalf("resent claim = %+v, %v; want won with its token", c, err)
 			}
-			if c, err := redisstore.DecodeClaimReply(reply, p.token); err != nil || !c.Won() {
-				t.Fatalf("resent claim = %+v, %v; want won", c, err)
-			}
-		}},
+		}, nil},
 	}
 	prep := make([]prepared, len(cases))
 	for i, tc := range cases {
-		prep[i] = claim(tc.completed)
+		if tc.prepare == nil {
+			tc.prepare = claim
+		}
+		prep[i] = tc.prepare(tc.completed)
 	}
 	srv.FillMemory(ctx, "filler:")
 	for i, tc := range cases {

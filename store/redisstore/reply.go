@@ -6,38 +6,43 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// State values in an entry's "s" field.
-const (
-	stateInFlight  = "i"
-	stateCompleted = "c"
-)
+// legacyClaim is what legacyClaimScript found.
+type legacyClaim struct {
+	won   bool        // the script claimed the key
+	found bool        // value holds the string found under the key
+	value string      // a layout 2 entry found under the key, to decode
+	entry store.Entry // a layout 1 entry found under the key
+}
 
-// decodeClaimReply turns the reply of claimScript into a Claim; token is
-// the token the script was given. Any reply it cannot read, down to a
-// stored entry with a missing or unknown field, gives an error wrapping
-// [store.ErrCorrupt].
-func decodeClaimReply(reply any, token string) (store.Claim, error) {
+// decodeLegacyClaimReply reads the reply of legacyClaimScript. Any reply
+// it cannot read, down to a stored hash with a missing or unknown field,
+// gives an error wrapping [store.ErrCorrupt].
+func decodeLegacyClaimReply(reply any) (legacyClaim, error) {
 	arr, ok := reply.([]any)
 	if !ok || len(arr) == 0 {
-		return store.Claim{}, corrupt("unexpected claim reply %s", describe(reply))
+		return legacyClaim{}, corrupt("unexpected claim reply %s", describe(reply))
 	}
 	tag, _ := arr[0].(string)
 	switch {
 	case tag == "new" && len(arr) == 1:
-		return store.Claim{Token: token}, nil
+		return legacyClaim{won: true}, nil
+	case tag == "value" && len(arr) == 2:
+		if v, ok := arr[1].(string); ok {
+			return legacyClaim{found: true, value: v}, nil
+		}
 	case tag == "type" && len(arr) == 2:
 		t, _ := arr[1].(string)
-		return store.Claim{}, corrupt("key holds a Redis %q, not an idempotency entry (a hash)", t)
+		return legacyClaim{}, corrupt("key holds a Redis %q, not an idempotency entry", t)
 	case tag == "hit" && len(arr) == 4:
-		e, err := decodeEntry(arr[1], arr[2], arr[3])
-		return store.Claim{Existing: e}, err
+		e, err := decodeHashEntry(arr[1], arr[2], arr[3])
+		return legacyClaim{entry: e}, err
 	}
-	return store.Claim{}, corrupt("unexpected claim reply %s", describe(reply))
+	return legacyClaim{}, corrupt("unexpected claim reply %s", describe(reply))
 }
 
-// decodeEntry reads the s, f and d fields of a stored entry; nil stands
-// for a missing field.
-func decodeEntry(s, f, d any) (store.Entry, error) {
+// decodeHashEntry reads the s, f and d fields of a layout 1 entry; nil
+// stands for a missing field.
+func decodeHashEntry(s, f, d any) (store.Entry, error) {
 	state, ok := s.(string)
 	if !ok {
 		return store.Entry{}, corrupt("entry has no state field %q (got %s)", "s", describe(s))
@@ -47,9 +52,9 @@ func decodeEntry(s, f, d any) (store.Entry, error) {
 		return store.Entry{}, corrupt("entry has no fingerprint field %q (got %s)", "f", describe(f))
 	}
 	switch state {
-	case stateInFlight:
+	case string(stateInFlight):
 		return store.Entry{State: store.StateInFlight, Fingerprint: []byte(fp)}, nil
-	case stateCompleted:
+	case string(stateCompleted):
 		data, ok := d.(string)
 		if !ok {
 			return store.Entry{}, corrupt("completed entry has no data field %q (got %s)", "d", describe(d))
@@ -62,7 +67,7 @@ func decodeEntry(s, f, d any) (store.Entry, error) {
 // decodeFencedReply reads the reply of completeScript, releaseScript or
 // extendScript: nil for 1, [store.ErrLeaseLost] for 0, and an error
 // matching both [store.ErrLeaseLost] and [store.ErrCorrupt] for a key that
-// holds another Redis type.
+// holds a value that is not an entry (the script names its Redis type).
 func decodeFencedReply(reply any) error {
 	switch v := reply.(type) {
 	case int64:
@@ -73,7 +78,7 @@ func decodeFencedReply(reply any) error {
 			return store.ErrLeaseLost
 		}
 	case string:
-		return fmt.Errorf("%w: %w: key holds a Redis %q, not an idempotency entry (a hash)",
+		return fmt.Errorf("%w: %w: key holds a Redis %q that is not an idempotency entry",
 			store.ErrLeaseLost, store.ErrCorrupt, v)
 	}
 	return corrupt("unexpected reply %s", describe(reply))

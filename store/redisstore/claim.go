@@ -1,0 +1,211 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// Claim implements [store.Store.Claim] with one native command,
+//
+//	SET key entry NX GET PX lease
+//
+// which claims a free key or returns the entry already there, all that a
+// replay needs. It returns an error wrapping [store.ErrFull] when Redis
+// refuses the write of a new claim for lack of memory (OOM, with
+// maxmemory-policy noeviction), and with [WithMinReplicas] an error
+// wrapping [ErrTooFewReplicas] when too few replicas acknowledged a new
+// claim in time (which it then releases).
+//
+// When the claim fails with any other error once it was sent, Claim first
+// releases, fenced by the claim's fresh token, the claim it may have made
+// after all (see Failed claims in the package documentation), so that it
+// never leaves behind a claim nobody owns. A context already done is
+// reported before anything is sent.
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+	ms, err := millis("lease", lease)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if err := checkClaimArgs(fingerprint); err != nil {
+		return store.Claim{}, err
+	}
+	rkey := s.prefix + key
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
+	}
+	cl := claim{s: s, rkey: rkey, token: newToken(), ms: ms}
+	cl.value = encodeInFlight(cl.token, fingerprint)
+	c, err := cl.run(ctx)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
+	}
+	return c, nil
+}
+
+// claim is one Claim on its way.
+type claim struct {
+	s     *Store
+	rkey  string
+	token string
+	value []byte
+	ms    int64
+}
+
+// run sends the SET and reads its answer: nil when it claimed the key, the
+// entry there otherwise. Redis answers WRONGTYPE for a key that holds a
+// layout 1 hash (or a value of another type), which the legacy claim
+// script then reads, and OOM when it is full: SET is refused before it
+// runs, even on a key that holds an entry, so a GET then reads it.
+func (c claim) run(ctx context.Context) (store.Claim, error) {
+	wait := c.s.minReplicas > 0
+	r := newRequest(ctx, c.rkey, wait, "set", c.rkey, c.value, "nx", "get", "px", c.ms)
+	if wasSent, err := c.s.do(ctx, r); err != nil {
+		return c.failed(ctx, wasSent, err)
+	}
+	v, err := r.cmd.Text()
+	switch {
+	case err == nil:
+		return c.found(ctx, v)
+	case errors.Is(err, redis.Nil):
+		return c.won(ctx, r)
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return c.legacy(ctx)
+	case redis.HasErrorPrefix(err, "OOM"):
+		return c.full(ctx, err)
+	}
+	return c.failed(ctx, true, err)
+}
+
+// won returns the claim r made, once acknowledged by enough replicas when
+// that is asked for; otherwise it releases it and fails.
+func (c claim) won(ctx context.Context, r *request) (store.Claim, error) {
+	if r.wait {
+		if err := c.s.acked(r); err != nil {
+			return c.failed(ctx, true, err)
+		}
+	}
+	return store.Claim{Token: c.token}, nil
+}
+
+// found reads the entry the claim found. An entry in flight under this
+// very token is this claim, resent by go-redis after losing the first
+// reply: the claim is won.
+func (c claim) found(ctx context.Context, v string) (store.Claim, error) {
+	e, owner, err := decodeValue(v)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	if owner == c.token && e.State == store.StateInFlight {
+		return c.resent(ctx)
+	}
+	return store.Claim{Existing: e}, nil
+}
+
+// resent returns the claim found under this claim's own token. With
+// [WithMinReplicas], the WAIT that followed the resend does not speak for
+// the first send, which made the write, maybe on another connection; an
+// extension of the lease, a write followed by its own WAIT, does.
+func (c claim) resent(ctx context.Context) (store.Claim, error) {
+	if c.s.minReplicas == 0 {
+		return store.Claim{Token: c.token}, nil
+	}
+	r := newScriptRequest(ctx, extendScript, c.rkey, true, c.token, c.ms)
+	if wasSent, err := c.s.do(ctx, r); err != nil {
+		return c.failed(ctx, wasSent, err)
+	}
+	reply, err := r.cmd.Result()
+	if err == nil {
+		err = decodeFencedReply(reply)
+	}
+	if err != nil {
+		return c.failed(ctx, true, err)
+	}
+	return c.won(ctx, r)
+}
+
+// full answers a claim Redis refused for lack of memory. The refusal says
+// nothing about the key, so a GET reads it: an entry there is answered as
+// usual (a replay, a duplicate in flight, this claim if an earlier send
+// landed before memory ran out); a free key is [store.ErrFull].
+func (c claim) full(ctx context.Context, oom error) (store.Claim, error) {
+	r := newRequest(ctx, c.rkey, false, "get", c.rkey)
+	if wasSent, err := c.s.do(ctx, r); err != nil {
+		return c.failed(ctx, wasSent, err)
+	}
+	v, err := r.cmd.Text()
+	switch {
+	case err == nil:
+		return c.found(ctx, v)
+	case errors.Is(err, redis.Nil):
+		// Nothing under the key: no claim of this token is there either.
+		return store.Claim{}, fmt.Errorf("%w: %w", store.ErrFull, oom)
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return c.legacy(ctx)
+	}
+	return c.failed(ctx, true, err)
+}
+
+// legacy claims a key that holds a value of another type than a string,
+// with legacyClaimScript: a layout 1 entry is read as such.
+func (c claim) legacy(ctx context.Context) (store.Claim, error) {
+	r := newScriptRequest(ctx, legacyClaimScript, c.rkey, c.s.minReplicas > 0, c.value, c.ms)
+	if wasSent, err := c.s.do(ctx, r); err != nil {
+		return c.failed(ctx, wasSent, err)
+	}
+	reply, err := r.cmd.Result()
+	switch {
+	case redis.HasErrorPrefix(err, "OOM"):
+		// The script's SET of a free key was refused, its first write.
+		// The release after it costs a round trip, on a path that only a
+		// key changing type under a full Redis takes, and covers an
+		// earlier send of this claim that go-redis resent.
+		return c.failed(ctx, true, fmt.Errorf("%w: %w", store.ErrFull, err))
+	case err != nil:
+		return c.failed(ctx, true, err)
+	}
+	res, err := decodeLegacyClaimReply(reply)
+	switch {
+	case err != nil:
+		return store.Claim{}, err
+	case res.won:
+		return c.won(ctx, r)
+	case res.found:
+		return c.found(ctx, res.value)
+	}
+	return store.Claim{Existing: res.entry}, nil
+}
+
+// failed returns err, after releasing the claim when it was sent and may
+// have landed.
+func (c claim) failed(ctx context.Context, wasSent bool, err error) (store.Claim, error) {
+	if wasSent {
+		c.s.releaseFailedClaim(ctx, c.rkey, c.token)
+	}
+	return store.Claim{}, err
+}
+
+// failedClaimReleaseTimeout bounds the release that follows a failed
+// claim, retries included.
+const failedClaimReleaseTimeout = 500 * time.Millisecond
+
+// releaseFailedClaim deletes the claim token may have made although the
+// claim failed. Any failure after the first send may hide a claim that
+// landed: a reply lost to a cut connection or a timeout, or a reply lost
+// and then a resend by go-redis that failed in turn (a dial error, or an
+// error reply such as LOADING, READONLY or MASTERDOWN from a server that
+// never saw the first send). The caller is told the claim failed, so a
+// claim that did land would block the key for a whole lease with no
+// handler running. The release is fenced by the token, fresh and random,
+// so it can only delete this caller's own claim, and releasing a key that
+// holds nothing of ours changes nothing. Best effort: errors are ignored.
+func (s *Store) releaseFailedClaim(ctx context.Context, rkey, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimReleaseTimeout)
+	defer cancel()
+	_, _ = s.do(ctx, newScriptRequest(ctx, releaseScript, rkey, false, token))
+}
