@@ -47,13 +47,13 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 			client := serve(b, s)
 			forCallers(b, func(b *testing.B, callers int) {
 				trips.Reset()
-				benchCalls(b, client, callers, replay)
+				benchCalls(b, client, callers, replay, nil)
 				b.ReportMetric(float64(trips.Queries()+trips.Prepares())/float64(b.N), "roundtrips/op")
 			})
 		})
 		b.Run("postgres-ceiling-"+path, func(b *testing.B) {
 			s, _, _ := benchPostgres(b)
-			forCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay) })
+			forCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay, nil) })
 		})
 	}
 	for _, withStore := range []bool{false, true} {
@@ -74,7 +74,7 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 			forCallers(b, func(b *testing.B, callers int) {
 				trips.Reset()
 				counted.calls.Store(0)
-				benchCalls(b, client, callers, false)
+				benchCalls(b, client, callers, false, nil)
 				if withStore {
 					b.ReportMetric(float64(trips.Queries()+trips.Prepares())/float64(b.N), "roundtrips/op")
 					b.ReportMetric(float64(counted.calls.Load())/float64(b.N), "after-handler/op")
