@@ -69,7 +69,8 @@ func (r results) get(name, unit string) (float64, bool) {
 }
 
 // target is one row of the targets table: got/base of one metric, or the
-// throughput of got against base's, against a limit.
+// throughput of got against base's, against a limit; or one metric of got
+// that must equal a value.
 type target struct {
 	what       string
 	got, base  string
@@ -77,6 +78,7 @@ type target struct {
 	atMost     float64 // ratio got/base must be <= atMost (0: not used)
 	atLeastThr float64 // throughput ratio (see throughput) must be >= atLeastThr
 	additive   bool    // got is a cost added to base: the ratio is (base+got)/base
+	equals     float64 // got must be exactly this (0: not used); base is not used
 }
 
 // throughput returns the throughput of got as a share of base's: base/got
@@ -93,31 +95,39 @@ func targets() []target {
 	for _, c := range []string{"1", "64"} {
 		u := "BenchmarkUnary/"
 		t = append(t,
-			target{"memory executed vs bare, callers=" + c, u + "memory-executed/callers=" + c, u + "bare/callers=" + c, "ns/op", 1.10, 0, false},
-			target{"memory replay vs bare, callers=" + c, u + "memory-replay/callers=" + c, u + "bare/callers=" + c, "ns/op", 1.00, 0, false},
+			target{"memory executed vs bare, callers=" + c, u + "memory-executed/callers=" + c, u + "bare/callers=" + c, "ns/op", 1.10, 0, false, 0},
+			target{"memory replay vs bare, callers=" + c, u + "memory-replay/callers=" + c, u + "bare/callers=" + c, "ns/op", 1.00, 0, false, 0},
 		)
 	}
 	u := "BenchmarkUnary/"
 	t = append(t,
-		target{"redis executed throughput vs bare, callers=64", u + "redis-executed/callers=64", u + "bare/callers=64", "ns/op", 0, 0.50, false},
-		target{"redis replay throughput vs bare, callers=64", u + "redis-replay/callers=64", u + "bare/callers=64", "ns/op", 0, 0.70, false},
-		target{"redis executed throughput vs Redis ceiling, callers=64", u + "redis-executed/callers=64", u + "redis-ceiling-executed/callers=64", "ns/op", 0, 0.70, false},
-		target{"redis replay throughput vs Redis ceiling, callers=64", u + "redis-replay/callers=64", u + "redis-ceiling-replay/callers=64", "ns/op", 0, 0.70, false},
-		target{"client key interceptor alone, added to a bare client call", "BenchmarkClientInterceptor/key_only", "BenchmarkClientCall/bare", "ns/op", 1.02, 0, true},
-		target{"client call through the key interceptor vs bare client call", "BenchmarkClientCall/key_only", "BenchmarkClientCall/bare", "ns/op", 1.02, 0, false},
+		target{what: "redis executed vs bare, callers=64", got: u + "redis-executed/callers=64", base: u + "bare/callers=64", unit: "ns/op", atMost: 2.50},
+		target{what: "redis replay vs bare, callers=64", got: u + "redis-replay/callers=64", base: u + "bare/callers=64", unit: "ns/op", atMost: 1.80},
+	)
+	for _, row := range []struct {
+		name  string
+		trips float64
+	}{{"redis-executed", 2}, {"redis-replay", 1}, {"redis-wait-executed", 2}, {"redis-wait-replay", 1}} {
+		t = append(t, target{what: "round trips per call, " + row.name + ", callers=1", got: u + row.name + "/callers=1", unit: "roundtrips/op", equals: row.trips})
+	}
+	t = append(t,
+		target{"redis executed throughput vs Redis ceiling, callers=64", u + "redis-executed/callers=64", u + "redis-ceiling-executed/callers=64", "ns/op", 0, 0.70, false, 0},
+		target{"redis replay throughput vs Redis ceiling, callers=64", u + "redis-replay/callers=64", u + "redis-ceiling-replay/callers=64", "ns/op", 0, 0.70, false, 0},
+		target{"client key interceptor alone, added to a bare client call", "BenchmarkClientInterceptor/key_only", "BenchmarkClientCall/bare", "ns/op", 1.02, 0, true, 0},
+		target{"client call through the key interceptor vs bare client call", "BenchmarkClientCall/key_only", "BenchmarkClientCall/bare", "ns/op", 1.02, 0, false, 0},
 	)
 	f := "BenchmarkClaimFullSteadyExpiry/"
-	t = append(t, target{"memory store claims/s, full 300k-entry store with steady expiry vs empty", f + "full", f + "empty", "claims/s", 0, 0.50, false})
+	t = append(t, target{"memory store claims/s, full 300k-entry store with steady expiry vs empty", f + "full", f + "empty", "claims/s", 0, 0.50, false, 0})
 	s := "BenchmarkScale/records="
 	for _, op := range []string{"claim", "replay"} {
 		for _, q := range []string{"p50-ns", "p99-ns"} {
 			t = append(t, target{"memory store " + op + " " + strings.TrimSuffix(q, "-ns") + ", 1M vs 1k records",
-				s + "1000000/" + op, s + "1000/" + op, q, 1.30, 0, false})
+				s + "1000000/" + op, s + "1000/" + op, q, 1.30, 0, false, 0})
 		}
 	}
 	p := "BenchmarkPostgresScale/records="
 	t = append(t, target{"postgres store claim p99, 1M vs 1k rows, sweeper running",
-		p + "1000000/claim", p + "1000/claim", "p99-ns", 1.50, 0, false})
+		p + "1000000/claim", p + "1000/claim", "p99-ns", 1.50, 0, false, 0})
 	return t
 }
 
@@ -143,6 +153,15 @@ func main() {
 	fmt.Fprintf(w, "Every figure is the median over the runs. Ratios compare rows of the same run.\n\n")
 	fmt.Fprintf(w, "## Targets\n\n| target | measured | limit | met |\n|---|---|---|---|\n")
 	for _, t := range targets() {
+		if t.equals != 0 {
+			got, ok := res.get(t.got, t.unit)
+			if !ok {
+				fmt.Fprintf(w, "| %s | not measured | | |\n", t.what)
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | = %s | %s |\n", t.what, format(got), format(t.equals), yes(got == t.equals))
+			continue
+		}
 		got, ok1 := res.get(t.got, t.unit)
 		base, ok2 := res.get(t.base, t.unit)
 		if !ok1 || !ok2 || got == 0 || base == 0 {

@@ -34,10 +34,16 @@ func TestParseTakesMedianPerMetric(t *testing.T) {
 func TestTargetsNameMeasuredBenchmarks(t *testing.T) {
 	t.Parallel()
 	for _, tg := range targets() {
-		if !strings.HasPrefix(tg.got, "Benchmark") || !strings.HasPrefix(tg.base, "Benchmark") {
+		if !strings.HasPrefix(tg.got, "Benchmark") || (tg.equals == 0 && !strings.HasPrefix(tg.base, "Benchmark")) {
 			t.Errorf("target %q compares %q with %q", tg.what, tg.got, tg.base)
 		}
-		if (tg.atMost > 0) == (tg.atLeastThr > 0) {
+		limits := 0
+		for _, l := range []float64{tg.atMost, tg.atLeastThr, tg.equals} {
+			if l > 0 {
+				limits++
+			}
+		}
+		if limits != 1 {
 			t.Errorf("target %q must set exactly one limit", tg.what)
 		}
 	}

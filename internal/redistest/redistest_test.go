@@ -222,7 +222,7 @@ func TestClusterMigrateSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := (from + 1) % redistest.ClusterSize
-	if got, err := c.MigrateSlot(ctx, slot, to, 0); err != nil || got != from {
+	if got, err := c.MigrateSlot(ctx, slot, to, redistest.MigrateOptions{}); err != nil || got != from {
 		t.Fatalf("MigrateSlot = %d, %v; want %d", got, err, from)
 	}
 	if owner, err := c.SlotOwner(ctx, slot); err != nil || owner != to {

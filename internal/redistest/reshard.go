@@ -17,16 +17,33 @@ const migrateBatch = 50
 // migrateTimeout is the MIGRATE timeout, in milliseconds.
 const migrateTimeout = 5000
 
+// MigrateOptions configures [Cluster.MigrateSlot]. The zero value runs
+// each step at once.
+type MigrateOptions struct {
+	// Pause is slept after each step, to hold the windows between them
+	// open while clients run.
+	Pause time.Duration
+	// Migrating, when set, is called once the slot is marked importing on
+	// the target and migrating on the source, before its keys move.
+	Migrating func()
+}
+
 // MigrateSlot moves slot from the master that owns it to the to-th master
 // (in the order of [Cluster.Addrs]) the way redis-cli --cluster reshard
 // does: CLUSTER SETSLOT IMPORTING on the target and MIGRATING on the
 // source, MIGRATE of its keys in batches, then CLUSTER SETSLOT NODE on the
 // target, the source and the other masters. Meanwhile the source answers
 // ASK for the keys it no longer holds, and once it is done the nodes
-// answer MOVED. pause is slept after each step, to hold those windows
-// open while clients run. It does nothing when the slot is already on the
-// to-th master, and returns the owner's index.
-func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int, pause time.Duration) (from int, err error) {
+// answer MOVED. It does nothing when the slot is already on the to-th
+// master, and returns the owner's index.
+//
+// Move slots to one master at a time. The target of a migration raises
+// its configuration epoch above the highest it knows of, so that its claim
+// on the slot wins; a node that has just done so for another migration may
+// not have told the target yet, and its older claim then wins later, over
+// gossip, leaving the slot with no owner. Migrations to a single target
+// never race that way.
+func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int, opts MigrateOptions) (from int, err error) {
 	from, err = c.SlotOwner(ctx, slot)
 	if err != nil || from == to {
 		return from, err
@@ -48,9 +65,12 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int, pause time.Dura
 		if err := step(); err != nil {
 			return from, fmt.Errorf("migrate slot %d from %d to %d: %w", slot, from, to, err)
 		}
-		sleep(ctx, pause)
 	}
-	if err := c.migrateKeys(ctx, src, c.nodes[to].addr(), slot, pause); err != nil {
+	if opts.Migrating != nil {
+		opts.Migrating()
+	}
+	sleep(ctx, opts.Pause)
+	if err := c.migrateKeys(ctx, src, c.nodes[to].addr(), slot, opts.Pause); err != nil {
 		return from, fmt.Errorf("migrate slot %d from %d to %d: %w", slot, from, to, err)
 	}
 	// The target first, then the source, then the others, as redis-cli

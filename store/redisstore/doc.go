@@ -3,87 +3,173 @@
 // master (redis.NewFailoverClient) and a Redis Cluster
 // (redis.NewClusterClient), through redis.UniversalClient.
 //
-// It needs Redis 7.0 or later: the scripts of the steps of a granted claim
-// declare their flags in a shebang line (#!lua flags=allow-oom), which
-// earlier versions cannot load: call [Store.LoadScripts] at start-up to
-// find out before the first request.
+// It needs Redis 7.0 or later: a claim is SET with both NX and GET, and the
+// scripts of the steps of a granted claim declare their flags in a shebang
+// line (#!lua flags=allow-oom); earlier versions refuse both. Call
+// [Store.LoadScripts] at start-up to find out before the first request.
 //
 // # Layout
 //
-// Each entry is one Redis hash under the key prefix+key (prefix
-// [DefaultPrefix], "idempotency:", unless [WithPrefix] says otherwise),
-// with these fields:
+// Each entry is one Redis string under the key prefix+key (prefix
+// [DefaultPrefix], "idempotency:", unless [WithPrefix] says otherwise):
 //
-//	s  state: "i" in flight, "c" completed
-//	f  the fingerprint the key was claimed with
-//	o  the owner token; kept once completed, as the token that completed
-//	   the entry, so a Complete resent with it is recognised
-//	d  the data passed to Complete, only once completed
+//	version      1 byte, 2: the layout
+//	state        1 byte, 'i' in flight, 'c' completed
+//	token length 1 byte
+//	token        the owner token; kept once completed, as the token that
+//	             completed the entry, so a Complete resent with it is
+//	             recognised
+//	fp length    2 bytes, big-endian
+//	fingerprint  the fingerprint the key was claimed with
+//	data         the data passed to Complete, only once completed
 //
-// Its TTL, set with PEXPIRE in milliseconds, is the lease while in flight
-// and the retention once completed. Owner tokens are 16 random bytes from
-// crypto/rand, 22 characters of base64url.
+// Its TTL, in milliseconds, is the lease while in flight and the retention
+// once completed. Owner tokens are 16 random bytes from crypto/rand, 22
+// characters of base64url. A fingerprint over 65,535 bytes is refused
+// (the interceptor's are 33).
+//
+// Releases before this one wrote layout 1, a hash with fields s (state,
+// "i" or "c"), f (fingerprint), o (owner token) and d (data). Such entries
+// are still read and settled, so a rolling upgrade loses none of them: a
+// claim of such a key (SET answers WRONGTYPE) reads it with a script, one
+// more round trip, and the steps of its owner (complete, release, extend)
+// work on it in place. They end with their retention. A server of an
+// earlier release reads a layout 2 entry as corrupt (it answers
+// IDEMPOTENCY_RECORD_CORRUPT, and never runs the handler): finish a
+// rolling upgrade before relying on replays across versions.
 //
 // # One round trip per step
 //
-// Claim, Complete, Release and Extend each run one Lua script on one key
-// (EVALSHA, falling back to EVAL when Redis answers NOSCRIPT), so each is
-// atomic and one round trip, and each runs on the one Cluster node that
-// owns the key. Claim either claims a free key or returns the entry already
-// there, with its state, fingerprint and data, in the same round trip.
-// Complete, Release and Extend compare the owner token inside the script
-// and return [store.ErrLeaseLost] when it no longer owns the key: a caller
-// whose lease ran out can never overwrite or delete the next owner's
-// entry (Release of a key that holds nothing returns nil: nothing is left
-// to release). The first run of a script on a node costs one more round trip
-// (NOSCRIPT, then EVAL) unless [Store.LoadScripts] loaded it first.
+// Claim is one native command on one key,
+//
+//	SET key entry NX GET PX lease
+//
+// which claims a free key or returns the entry already there, all that a
+// replay or an in-flight duplicate needs. A claim resent by go-redis after
+// losing the first reply finds its own token in the entry, and is won.
+// Complete, Release and Extend each run one Lua script on one key
+// (EVALSHA, falling back to EVAL when Redis answers NOSCRIPT), which
+// compares the owner token and returns [store.ErrLeaseLost] when it no
+// longer owns the key: a caller whose lease ran out can never overwrite or
+// delete the next owner's entry (Release of a key that holds nothing
+// returns nil: nothing is left to release). Each step is atomic and runs
+// on the one Cluster node that owns the key. The first run of a script on
+// a node costs one more round trip (NOSCRIPT, then EVAL) unless
+// [Store.LoadScripts] loaded it first. An executed call costs Redis four
+// commands (SET; EVALSHA, GET, SET) and a replay one (SET), as counted by
+// INFO commandstats.
+//
+// # Shared round trips
+//
+// Concurrent calls share round trips. Per Redis node, a store call that
+// finds fewer than two batches on the wire is sent at once, as it is; calls
+// that arrive while two are on the wire queue, and go out together as one
+// pipeline as soon as one returns. Nothing waits on a timer, so a lone
+// caller's latency is that of its own round trip, and each call still
+// costs its caller one round trip per step; under load, one read and one
+// write carry the commands of many calls, for Redis and for the client.
+// When no batch has come back for 5 ms (a connection that broke is being
+// redialled and resent by go-redis), arriving calls open more batches, up
+// to eight, so one broken connection does not hold up every call. A caller
+// whose context ends while its call is queued gets its context's error at
+// once, and its command is never sent; once sent, a call waits for its
+// round trip as a lone one would. [WithoutPipelining] turns this off.
+//
+// On a Cluster, the store sends each call to the client of the master that
+// owns its key (ClusterClient.MasterForKey), so that a WAIT
+// ([WithMinReplicas]) runs on the connection that made the write it waits
+// for, and follows MOVED and ASK itself, as the ClusterClient would:
+// MOVED sends the call to the node named and reloads the slot map, ASK
+// sends it there after ASKING, each one more round trip while slots move.
+// go-redis hooks on a ClusterClient see its own commands only: add hooks
+// for the store's commands to the node clients with
+// ClusterClient.OnNewNode (as redisotel does).
+//
+// # Replica acknowledgement
+//
+// Redis replicates asynchronously: a master acknowledges a write before
+// any replica has it, and a failover that promotes a replica loses the
+// writes that had not reached it. For the store, a lost claim lets a
+// retry run the handler while the first run goes on, and a lost completion
+// lets a retry run it again. [WithMinReplicas] (n, timeout) sends WAIT n
+// timeout after every claim and completion, in the same pipeline, on the
+// same connection: still one round trip per step. A new claim that fewer
+// than n replicas acknowledged in time is released and fails with
+// [ErrTooFewReplicas]; the interceptor answers UNAVAILABLE, and the client
+// retries. A completion that fewer than n acknowledged fails the same way;
+// the interceptor retries it, and a Complete repeated by its owner is a
+// no-op success that makes a write (the same expiry, written again) so
+// that its own WAIT covers the completion, whatever connection made it. A
+// resent claim that finds its own token extends its lease with a WAIT of
+// its own, one more round trip, for the same reason.
+//
+// What WAIT promises: once a step returns, n replicas hold it. What it
+// does not: WAIT is not consensus. The write stays on the master when too
+// few replicas acknowledge it (the step reports an error, and a failover
+// may or may not keep it); a failover keeps an acknowledged write only if
+// it promotes a replica that has it (Sentinel promotes, among the replicas
+// of the best priority, the one with the most recent replication offset,
+// and a Cluster replica's election delay grows with how far behind it is:
+// with equal priorities and n = 1, the replica promoted is one that
+// acknowledged every write the others did, but a replica priority, a
+// manual failover or a replica cut off for long can pick another); and
+// without persistence, a replica that restarts forgets what it
+// acknowledged. Releases and lease extensions are not waited for: a lost
+// release leaves its key in flight until its lease ends, and a lost
+// extension leaves the last one replicated. While fewer than n replicas
+// answer, every new claim fails after the timeout, and replays and the
+// other steps sharing a round trip with a claim wait for it too. Keep the
+// lease and WithStoreTimeout of the interceptor above the time a failover
+// takes, so that a claim that survives it is still there when its
+// completion, held back by the failover, arrives.
 //
 // # Errors
 //
-// A value under a store key that is not an entry (another Redis type, or
-// a hash with a missing or unknown field) gives an error wrapping
-// [store.ErrCorrupt], naming the key; the value is left as it is. Network
-// and server errors, and a cancelled context, are returned wrapped. A
-// Redis out of memory is the subject of the last section.
+// A value under a store key that is not an entry (another Redis type, a
+// string that is not a well-formed layout 2 entry, or a hash with a
+// missing or unknown field) gives an error wrapping [store.ErrCorrupt],
+// naming the key; the value is left as it is. Network and server errors,
+// and a cancelled context, are returned wrapped. A Redis out of memory is
+// the subject of the last section.
 //
 // # Failed claims
 //
 // A Claim that fails once it was sent may have claimed the key all the
-// same. go-redis resends a command whose connection broke (MaxRetries, 3
-// by default), so the first send can land while its reply is lost, and
-// the resend then fail without running: its dial is refused, or the
-// server it reaches answers LOADING, READONLY or MASTERDOWN. Claim then
-// runs the release script with the claim's token before it returns the
-// error, so that no claim nobody owns blocks the key for a whole lease.
-// The token is fresh and random: the release can delete nothing but this
-// very claim, and deletes nothing at all when the claim did not land. It
-// is skipped only when nothing was sent (a context already done) and when
-// Redis answered OOM, which the claim script gives only at the write of a
-// free key, so no claim of this token is there.
+// same. go-redis resends a command (or a pipeline) whose connection broke
+// (MaxRetries, 3 by default), so the first send can land while its reply
+// is lost, and the resend then fail without running: its dial is refused,
+// or the server it reaches answers LOADING, READONLY or MASTERDOWN. Claim
+// then runs the release script with the claim's token before it returns
+// the error, so that no claim nobody owns blocks the key for a whole
+// lease. The token is fresh and random: the release can delete nothing but
+// this very claim, and deletes nothing at all when the claim did not land.
+// It is skipped only when nothing was sent (a context already done, or a
+// queued call whose context ended) and when Redis answered OOM with
+// nothing under the key.
 //
 // The release is best effort and bounded by 500 ms, go-redis's retries
 // included. When Redis is simply down, it fails like the claim did and
 // adds at most that bound to the failure: with go-redis's default retries,
 // a failed Claim from a client that has not failed before took 2.2 s
-// instead of 1.7 s for the claim script alone; with retries off
-// (MaxRetries -1, DialerRetries 1), both take under 2 ms
-// (BenchmarkClaimRedisDown). Once go-redis's pool has counted PoolSize
-// failed dials it stops dialing until a probe of its own reaches Redis
-// again, and the claim and the release then both fail at once. On a connection that stalls instead of failing,
-// go-redis bounds the release's reads by the context only when the
-// client sets ContextTimeoutEnabled, and by ReadTimeout otherwise.
+// instead of 1.7 s for the claim alone; with retries off (MaxRetries -1,
+// DialerRetries 1), both take under 2 ms (BenchmarkClaimRedisDown). Once
+// go-redis's pool has counted PoolSize failed dials it stops dialing until
+// a probe of its own reaches Redis again, and the claim and the release
+// then both fail at once. On a connection that stalls instead of failing,
+// go-redis bounds the release's reads by the context only when the client
+// sets ContextTimeoutEnabled, and by ReadTimeout otherwise. A failover
+// during which a claim landed and replicated but lost its reply leaves the
+// key in flight until its lease ends: the release cannot reach a master in
+// time.
 //
 // # Memory
 //
 // Measured with MEMORY USAGE on Redis 7.0 (TestMemoryPerRecord), for a
 // 43-character key (the interceptor's base64url SHA-256), a 33-byte
-// fingerprint and 200 bytes of data: 184 bytes in flight, 632 bytes
-// completed. Redis keeps a hash whose values all fit in
-// hash-max-listpack-value (64 bytes by default) as a compact listpack;
-// 200 bytes of data exceed it, so the entry becomes a hashtable. Raising
-// hash-max-listpack-value above the usual data size (for example to 1024)
-// keeps entries in listpacks: the same entry then costs 424 bytes.
-// MEMORY USAGE leaves out the key's slot in the expires table.
+// fingerprint and 200 bytes of data: 168 bytes in flight, 424 bytes
+// completed (layout 1 took 184 and 632, or 424 with
+// hash-max-listpack-value raised above the data size). MEMORY USAGE leaves
+// out the key's slot in the expires table.
 //
 // # Eviction and a full Redis
 //
@@ -98,7 +184,9 @@
 // interceptor answers with RESOURCE_EXHAUSTED and IDEMPOTENCY_STORE_FULL,
 // and nothing is written. Everything else goes on: a Claim of a key that
 // holds an entry still answers (a replay, a duplicate told the key is in
-// use), and the steps of a claim granted before memory ran out (Complete,
+// use; Redis refuses SET before it runs under OOM, even on such a key, so
+// the store reads it with a GET, one more round trip, only while Redis is
+// full), and the steps of a claim granted before memory ran out (Complete,
 // Release, Extend) go through, since their scripts are flagged allow-oom.
 // Refusing a Complete would leave a handler that ran without its stored
 // outcome, and a retry would run it again once memory came back. So a

@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"time"
+
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 
@@ -46,4 +48,16 @@ func ExampleWithPrefix() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
 	_ = redisstore.New(rdb, redisstore.WithPrefix("payments:idempotency:"))
+}
+
+// A store whose claims and completions wait until one replica of the
+// master holds them, for up to 500 ms each: a Sentinel failover then keeps
+// every claim and completion a call was told of.
+func ExampleWithMinReplicas() {
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    "mymaster",
+		SentinelAddrs: []string{"sentinel-0:26379", "sentinel-1:26379", "sentinel-2:26379"},
+	})
+	defer rdb.Close()
+	_ = redisstore.New(rdb, redisstore.WithMinReplicas(1, 500*time.Millisecond))
 }

@@ -36,7 +36,7 @@ func TestMemoryPerRecord(t *testing.T) {
 	completed := rdb.MemoryUsage(ctx, rkey, 0).Val()
 	encoding := rdb.ObjectEncoding(ctx, rkey).Val()
 	t.Logf("MEMORY USAGE: in flight %d bytes, completed with 200-byte data %d bytes (encoding %s)", inFlight, completed, encoding)
-	if inFlight <= 0 || inFlight > 256 || completed <= 0 || completed > 1024 {
+	if inFlight <= 0 || inFlight > 192 || completed <= 0 || completed > 512 {
 		t.Fatalf("MEMORY USAGE in flight %d, completed %d: out of the expected range", inFlight, completed)
 	}
 }

@@ -36,11 +36,11 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
-// WithoutPipelining sends each store call on its own, as one command on a
-// connection of its own, instead of sharing round trips between concurrent
-// calls (see Shared round trips in the package documentation). Pipelining
-// is on by default. Turn it off to compare, or when something between the
-// store and Redis handles pipelines badly.
+// WithoutPipelining sends each store call in a round trip of its own, from
+// its caller's goroutine, instead of sharing round trips between
+// concurrent calls (see Shared round trips in the package documentation).
+// Pipelining is on by default. Turn it off to compare, or when something
+// between the store and Redis handles pipelines badly.
 func WithoutPipelining() Option {
 	return func(c *config) { c.pipelining = false }
 }

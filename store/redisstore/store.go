@@ -79,11 +79,11 @@ func (s *Store) newBatcher(c client) *batcher {
 }
 
 // LoadScripts loads the store's Lua scripts into the script cache of Redis
-// (of every master, on a Cluster). It is optional: each step sends EVALSHA
-// and falls back to EVAL when Redis answers NOSCRIPT, which costs one extra
-// round trip the first time a script runs on a node (and after a restart
-// or SCRIPT FLUSH). Call it at start-up to avoid that, or before counting
-// round trips.
+// (of every master, on a Cluster). It is optional: Complete, Release and
+// Extend send EVALSHA and fall back to EVAL when Redis answers NOSCRIPT,
+// which costs one extra round trip the first time a script runs on a node
+// (and after a restart or SCRIPT FLUSH); Claim needs no script. Call it at
+// start-up to avoid that, or before counting round trips.
 func (s *Store) LoadScripts(ctx context.Context) error {
 	for _, sc := range scripts {
 		if err := redis.NewScript(sc.src).Load(ctx, s.rdb).Err(); err != nil {
