@@ -141,7 +141,12 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 			if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
 				t.Fatalf("client got %v, want DEADLINE_EXCEEDED or UNAVAILABLE", err)
 			}
-			serverErr := <-results // the interceptor has finished
+			var serverErr error
+			select {
+			case serverErr = <-results: // the interceptor has finished
+			case <-time.After(30 * time.Second):
+				t.Fatal("the call never reached the interceptor (a machine too loaded to start it within the caller's 50ms)")
+			}
 			// The client's RST_STREAM may cancel the server's context
 			// before the server's own deadline timer fires.
 			if c := status.Code(serverErr); c != codes.DeadlineExceeded && c != codes.Canceled {
