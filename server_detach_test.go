@@ -137,16 +137,23 @@ func TestCallerCancellationOptOut(t *testing.T) {
 // context's cause; its error releases the claim.
 func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 	t.Parallel()
+	started := make(chan time.Time, 1)
 	causes := make(chan error, 1)
 	f := newFixture(t, func(ctx context.Context, _ string, _ *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		started <- time.Now()
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}, idempotency.WithHandlerTimeout(200*time.Millisecond))
-	ctx, cancel := context.WithTimeout(withKey(t.Context(), "k-timeout"), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
+	// The caller leaves once its handler runs (not on a timer, so a loaded
+	// machine cannot make it leave before the claim).
+	ctx, leave := context.WithCancel(withKey(t.Context(), "k-timeout"))
+	defer leave()
+	go func() {
+		_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
+	}()
+	start := <-started
+	leave()
 	cause := <-causes
 	if !errors.Is(cause, idempotency.ErrHandlerTimeout) {
 		t.Fatalf("handler context cause %v, want ErrHandlerTimeout", cause)
