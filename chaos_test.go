@@ -134,8 +134,8 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 				idempotency.UnaryServerInterceptor(st, idempotency.WithLease(lease), idempotency.WithObserver(ev))))
 			client := srv.Client(t)
 
-			proxy.SetLatency(150 * time.Millisecond) // a round trip takes 300ms
-			callCtx, cancel := context.WithTimeout(withKey(ctx, "k-slow"), 50*time.Millisecond)
+			proxy.SetLatency(400 * time.Millisecond) // a round trip takes 800ms
+			callCtx, cancel := context.WithTimeout(withKey(ctx, "k-slow"), 300*time.Millisecond) // long enough to reach the server on a loaded machine
 			_, err := client.Do(callCtx, &testingv1.DoRequest{Payload: "p"})
 			cancel()
 			if c := status.Code(err); c != codes.DeadlineExceeded && c != codes.Unavailable {
@@ -145,7 +145,7 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 			select {
 			case serverErr = <-results: // the interceptor has finished
 			case <-time.After(30 * time.Second):
-				t.Fatal("the call never reached the interceptor (a machine too loaded to start it within the caller's 50ms)")
+				t.Fatal("the call never reached the interceptor (a machine too loaded to start it within the caller's 300ms)")
 			}
 			// The client's RST_STREAM may cancel the server's context
 			// before the server's own deadline timer fires.
