@@ -134,7 +134,7 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 				idempotency.UnaryServerInterceptor(st, idempotency.WithLease(lease), idempotency.WithObserver(ev))))
 			client := srv.Client(t)
 
-			proxy.SetLatency(400 * time.Millisecond) // a round trip takes 800ms
+			proxy.SetLatency(400 * time.Millisecond)                                             // a round trip takes 800ms
 			callCtx, cancel := context.WithTimeout(withKey(ctx, "k-slow"), 300*time.Millisecond) // long enough to reach the server on a loaded machine
 			_, err := client.Do(callCtx, &testingv1.DoRequest{Payload: "p"})
 			cancel()
