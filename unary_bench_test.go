@@ -210,6 +210,7 @@ func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, r
 	if start != nil {
 		start()
 	}
+	runtime.GC() // no garbage of the rows before this one
 	b.ResetTimer()
 	parallel(b, callers, func(i int64) {
 		if _, err := client.Do(ctxFor(i), req); err != nil {
@@ -219,8 +220,8 @@ func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, r
 }
 
 // benchStore runs the store steps a call needs, straight on the store:
-// claim and complete for an executed call, one claim for a replay. start
-// runs just before the timer starts.
+// claim and complete for an executed call, one claim for a replay. start,
+// when not nil, runs just before the timer starts.
 func benchStore(b *testing.B, s store.Store, callers int, replay bool, start func()) {
 	ctx := context.Background()
 	fp, data := make([]byte, 33), make([]byte, 120)
@@ -231,7 +232,10 @@ func benchStore(b *testing.B, s store.Store, callers int, replay bool, start fun
 			b.Fatal(err)
 		}
 	}
-	start()
+	if start != nil {
+		start()
+	}
+	runtime.GC()
 	b.ResetTimer()
 	parallel(b, callers, func(i int64) {
 		key := prefix + "0"
