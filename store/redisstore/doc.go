@@ -169,7 +169,9 @@
 // fingerprint and 200 bytes of data: 168 bytes in flight, 424 bytes
 // completed (layout 1 took 184 and 632, or 424 with
 // hash-max-listpack-value raised above the data size). MEMORY USAGE leaves
-// out the key's slot in the expires table.
+// out the key's slot in the expires table: counting it and the hash
+// tables' share, 100,000 completed entries grew used_memory by 487 bytes
+// each, 738 in layout 1 (BenchmarkMemoryPerRecord).
 //
 // # Eviction and a full Redis
 //
