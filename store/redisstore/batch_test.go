@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -124,5 +127,86 @@ func TestQueuedCallerLeaves(t *testing.T) {
 	}
 	if got := rt.CommandCount(); got != redisstore.MaxLanes {
 		t.Fatalf("%d commands went out, want the %d claims that waited and nothing for the one that left: %q", got, redisstore.MaxLanes, rt.Commands())
+	}
+}
+
+// TestSharedRoundTripsNoScript: completions queued into one pipeline on a
+// node that has lost its scripts (SCRIPT FLUSH, as after a restart) are
+// answered NOSCRIPT inside that pipeline, sent again with EVAL, and all
+// land: every key then replays as completed. Two claims (native commands,
+// no script) hold both lanes while the completions queue, so the first
+// script to reach Redis is inside a pipeline.
+func TestSharedRoundTripsNoScript(t *testing.T) {
+	t.Parallel()
+	const callers = 32
+	rdb, direct, rt := slowRedis(t, 150*time.Millisecond)
+	st := redisstore.New(rdb)
+	ctx := t.Context()
+	type claimed struct {
+		key, token  string
+		fingerprint []byte
+	}
+	claims := make([]claimed, callers)
+	var wg sync.WaitGroup
+	for i := range claims {
+		wg.Go(func() {
+			key, fingerprint := newKey(t), fp()
+			c, err := st.Claim(ctx, key, fingerprint, longTTL)
+			if err != nil || !c.Won() {
+				t.Errorf("Claim = %+v, %v", c, err)
+			}
+			claims[i] = claimed{key, c.Token, fingerprint}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if err := direct.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rt.Reset()
+	for range 2 { // both lanes busy for one round trip of 300 ms
+		wg.Go(func() {
+			if _, err := st.Claim(ctx, newKey(t), fp(), longTTL); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	errs := make(chan error, callers)
+	for _, c := range claims {
+		wg.Go(func() { errs <- st.Complete(ctx, c.key, c.token, []byte("done "+c.key), longTTL) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Complete after SCRIPT FLUSH: %v", err)
+		}
+	}
+	commands := rt.Commands()
+	t.Logf("%d completions after SCRIPT FLUSH, round trips: %q", callers, commands)
+	var noscript, resent bool
+	for _, c := range commands {
+		if inner, ok := strings.CutPrefix(c, "pipeline("); ok {
+			names := strings.Split(strings.TrimSuffix(inner, ")"), ",")
+			noscript = noscript || slices.Contains(names, "evalsha") && len(names) > 1
+			resent = resent || slices.Contains(names, "eval") && len(names) > 1
+		}
+	}
+	if !noscript || !resent {
+		t.Fatalf("want a pipeline of EVALSHA answered NOSCRIPT and a pipeline of EVAL resending them: %q", commands)
+	}
+	// The completions that find both lanes stalled for 5 ms open lanes of
+	// their own (up to 8 in all); the rest share pipelines.
+	if n := rt.Count(); n > callers/2 {
+		t.Fatalf("%d round trips for %d completions and 2 claims, want them shared: %q", n, callers, commands)
+	}
+	for _, c := range claims {
+		got, err := st.Claim(ctx, c.key, c.fingerprint, longTTL)
+		if err != nil || got.Won() || got.Existing.State != store.StateCompleted || string(got.Existing.Data) != "done "+c.key {
+			t.Fatalf("Claim of %s after its completion = %+v, %v; want it completed with its data", c.key, got, err)
+		}
 	}
 }
