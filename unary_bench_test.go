@@ -78,11 +78,15 @@ func BenchmarkUnary(b *testing.B) {
 			})
 		}
 		b.Run("redis-ceiling-"+path, func(b *testing.B) {
-			rdb, _ := benchRedis(b, 0)
+			rdb, trips := benchRedis(b, 0)
 			s := redisstore.New(rdb)
 			forCallers(b, func(b *testing.B, callers int) {
 				var cpu time.Duration
-				benchStore(b, s, callers, replay, func() { cpu = redisCPU(b, rdb) })
+				benchStore(b, s, callers, replay, func() {
+					cpu = redisCPU(b, rdb)
+					trips.Reset()
+				})
+				b.ReportMetric(float64(trips.Count())/float64(b.N), "roundtrips/op")
 				b.ReportMetric(float64(redisCPU(b, rdb)-cpu)/float64(b.N), "redis-cpu-ns/op")
 			})
 		})
