@@ -27,7 +27,7 @@ type RoundTrips struct {
 	commands   int
 	handshakes int
 	names      []string // the first maxNames command names since Reset
-	attached   map[*redis.Client]bool
+	nodes      nodeHooks
 }
 
 // maxNames bounds the names RoundTrips keeps, so a benchmark that counts
@@ -41,29 +41,7 @@ var _ redis.Hook = (*RoundTrips)(nil)
 // a store sends its commands through the node clients; each round trip is
 // then counted once, on the node it went to.
 func (r *RoundTrips) Attach(ctx context.Context, rdb redis.UniversalClient) error {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		rdb.AddHook(r)
-		return nil
-	}
-	cc.OnNewNode(r.attach)
-	return cc.ForEachShard(ctx, func(_ context.Context, c *redis.Client) error {
-		r.attach(c)
-		return nil
-	})
-}
-
-// attach adds r to c once.
-func (r *RoundTrips) attach(c *redis.Client) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.attached == nil {
-		r.attached = map[*redis.Client]bool{}
-	}
-	if !r.attached[c] {
-		r.attached[c] = true
-		c.AddHook(r)
-	}
+	return r.nodes.attach(ctx, rdb, r)
 }
 
 // DialHook passes dials through uncounted.

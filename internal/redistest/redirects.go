@@ -14,9 +14,9 @@ import (
 // slots were moving. Attach it with [Redirects.Attach]; it is safe for
 // concurrent use, and its zero value is ready to use.
 type Redirects struct {
-	mu       sync.Mutex
-	counts   map[string]int // "MOVED set", "ASK evalsha", ...
-	attached map[*redis.Client]bool
+	mu     sync.Mutex
+	counts map[string]int // "MOVED set", "ASK evalsha", ...
+	nodes  nodeHooks
 }
 
 var _ redis.Hook = (*Redirects)(nil)
@@ -24,28 +24,7 @@ var _ redis.Hook = (*Redirects)(nil)
 // Attach adds r to rdb, and on a redis.ClusterClient to the client of
 // every node, known now or met later, where redirects are answered.
 func (r *Redirects) Attach(ctx context.Context, rdb redis.UniversalClient) error {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		rdb.AddHook(r)
-		return nil
-	}
-	cc.OnNewNode(r.attach)
-	return cc.ForEachShard(ctx, func(_ context.Context, c *redis.Client) error {
-		r.attach(c)
-		return nil
-	})
-}
-
-func (r *Redirects) attach(c *redis.Client) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.attached == nil {
-		r.attached = map[*redis.Client]bool{}
-	}
-	if !r.attached[c] {
-		r.attached[c] = true
-		c.AddHook(r)
-	}
+	return r.nodes.attach(ctx, rdb, r)
 }
 
 // DialHook passes dials through.
