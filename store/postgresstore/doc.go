@@ -28,7 +28,7 @@
 // once. Complete, Release and Extend are single statements fenced by the
 // token, the state and expires_at: a caller whose lease ran out can never
 // overwrite or delete the next owner's row, and a release never removes a
-// completed row. Times come from the database's clock_timestamp(), never
+// completed row. Times come from the database's clock (clock_timestamp()), never
 // from the servers' clocks. A row whose lease or retention has run out
 // counts as absent to every step.
 //

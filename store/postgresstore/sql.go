@@ -15,7 +15,7 @@ const (
 // statements are the store's SQL, one statement per step, for one table.
 // Times come from the database's clock_timestamp() (the time the
 // expression is evaluated, not the start of the transaction), never from
-// the servers' wall clocks. Leases and retentions are passed in
+// the servers' wall clocks; the sweep alone uses statement_timestamp(). Leases and retentions are passed in
 // microseconds ($n::bigint).
 type statements struct {
 	claim, complete, completeTx, release, extend, sweep string
@@ -87,10 +87,14 @@ WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`)
 		// transaction, another server's sweep). The row lock rechecks
 		// expires_at on the newest version of a row that changed since
 		// the statement began, so a row taken over meanwhile is kept.
+		// statement_timestamp() is stable within the statement, so the
+		// planner bounds the expires_at index scan with it; the volatile
+		// clock_timestamp() would be a filter on every row of the table.
+		// Being the statement's start, it can only keep more rows.
 		sweep: r.Replace(`
 DELETE FROM {t} WHERE key IN (
 	SELECT key FROM {t}
-	WHERE expires_at <= clock_timestamp()
+	WHERE expires_at <= statement_timestamp()
 	ORDER BY expires_at
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
