@@ -42,6 +42,7 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 	now := time.Now()
 	c.completed.Seconds, c.completed.Nanos = now.Unix(), int32(now.Nanosecond())
 	rec := &c.record
+	rec.Reset() // a handler may build more than one outcome (NewTxOutcome)
 	rec.Version = record.Version
 	rec.State = idempotencyv1.State_STATE_COMPLETED
 	rec.Fingerprint = c.fingerprint
@@ -60,7 +61,10 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 		err = errNotProto
 	} else {
 		respBuf = getBuffer()
-		defer putBuffer(respBuf)
+		defer func() {
+			rec.Response = nil // the buffer goes back to the pool
+			putBuffer(respBuf)
+		}()
 		*respBuf, err = deterministic.MarshalAppend((*respBuf)[:0], msg)
 		rec.Outcome = idempotencyv1.Outcome_OUTCOME_RESPONSE
 		rec.ResponseType = string(msg.ProtoReflect().Descriptor().FullName())

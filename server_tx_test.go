@@ -7,8 +7,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 )
@@ -105,5 +107,51 @@ func TestTxOutcomeRefusals(t *testing.T) {
 	}
 	if err := <-errs; err == nil {
 		t.Fatal("a retryable error was accepted as a transactional outcome")
+	}
+}
+
+// TestTxOutcomeRetriedTransaction: a handler that retries its transaction
+// builds an outcome per attempt. The first attempt records a response and
+// rolls back; the second returns a stored error without recording it. The
+// interceptor must store that error (the rolled-back record is not there,
+// and the key would otherwise stay in flight until its lease ends), and
+// the record must hold nothing of the first attempt's outcome.
+func TestTxOutcomeRetriedTransaction(t *testing.T) {
+	t.Parallel()
+	declined := status.Error(codes.FailedPrecondition, "card declined")
+	f := newFixture(t, func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		resp, _ := testserver.Echo(ctx, m, req)
+		o, err := idempotency.NewTxOutcome(ctx, resp, nil)
+		if err != nil {
+			return nil, err
+		}
+		o.Recorded() // written in a transaction that then rolls back
+		o, err = idempotency.NewTxOutcome(ctx, nil, declined)
+		if err != nil {
+			return nil, err
+		}
+		var rec idempotencyv1.Record
+		if err := proto.Unmarshal(o.Data, &rec); err != nil {
+			t.Errorf("second outcome: %v", err)
+		} else if rec.GetOutcome() != idempotencyv1.Outcome_OUTCOME_ERROR || rec.GetResponseType() != "" || rec.GetResponse() != nil {
+			t.Errorf("second outcome holds %v, response type %q, %d response bytes; want the error alone", rec.GetOutcome(), rec.GetResponseType(), len(rec.GetResponse()))
+		}
+		return nil, declined // the second attempt commits without recording
+	})
+	ctx := withKey(t.Context(), "k-tx-retried")
+	for i := range 2 {
+		_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+		if st := status.Convert(err); st.Code() != codes.FailedPrecondition || st.Message() != "card declined" {
+			t.Fatalf("call %d: %v, want the declined error", i, err)
+		}
+	}
+	if n := f.srv.Service.Executions(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
+	if n := f.store.Count("complete"); n != 1 {
+		t.Fatalf("%d Complete calls, want the interceptor's 1", n)
+	}
+	if n := f.events.count(idempotency.OutcomeReplayed); n != 1 {
+		t.Fatalf("%d replays, want 1", n)
 	}
 }

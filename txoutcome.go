@@ -33,6 +33,11 @@ var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 //     the error). When the commit fails it returns a retryable error
 //     (UNAVAILABLE, INTERNAL, ...).
 //
+// A handler that retries its transaction builds a new TxOutcome in each
+// attempt: a new one forgets that an earlier, rolled-back attempt was
+// recorded, so an attempt that commits without recording is stored by the
+// interceptor as usual.
+//
 // After the handler returns, the interceptor makes no store call for an
 // outcome a transaction recorded. If the handler returns a retryable error
 // instead, the interceptor releases the claim, fenced by its token: that
@@ -70,6 +75,7 @@ func NewTxOutcome(ctx context.Context, resp proto.Message, herr error) (*TxOutco
 	if herr == nil && resp == nil {
 		return nil, errors.New("idempotency: a transactional outcome needs a response or an error")
 	}
+	c.txRecorded.Store(false) // an earlier attempt's transaction rolled back
 	data := c.i.outcome(ctx, c, resp, herr)
 	defer putBuffer(data)
 	return &TxOutcome{
