@@ -22,18 +22,19 @@ func (i *interceptor) execute(ctx context.Context, c *call, req any, handler grp
 	hctx := i.handlerContext(ctx, c)
 	defer c.endHandlerContext()
 	c.renewal.start(i, ctx, c, c.claimedAt, c.cancelCause)
+	// Renewal ends with this call, even when settling panics (an observer
+	// or a marshaller): the lease then runs out, as after a crash.
+	defer c.renewal.stop()
 
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: release, and let the panic go on
 			i.release(ctx, c, errHandlerPanicked)
-			c.renewal.stop()
 		}
 	}()
 	resp, herr := handler(hctx, req)
 	finished = true
 	i.settle(ctx, c, resp, herr)
-	c.renewal.stop()
 	return resp, herr
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -254,5 +255,48 @@ func TestCompleteRetriedThroughStoreBlip(t *testing.T) {
 	}
 	if n := f.store.Count("complete"); n != 3 {
 		t.Fatalf("complete calls %d, want 3", n)
+	}
+}
+
+// TestPanicWhileSettlingEndsRenewal: a panic after the handler returned
+// and before its outcome is stored (here the observer, on the not-retained
+// outcome of a response over the size limit) reaches the recovery
+// interceptor, and renewal ends with the call: the claim's lease runs out
+// as after a crash instead of being renewed for as long as the process
+// lives.
+func TestPanicWhileSettlingEndsRenewal(t *testing.T) {
+	t.Parallel()
+	const lease = 150 * time.Millisecond
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	fs := faultstore.New(mem)
+	svc := &testserver.Service{Handler: func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		time.Sleep(lease) // long enough to be renewed
+		return testserver.Echo(ctx, m, req)
+	}}
+	panicky := idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
+		if e.Outcome == idempotency.OutcomeNotRetained {
+			panic("observer")
+		}
+	})
+	srv := testserver.New(t, svc, grpc.ChainUnaryInterceptor(
+		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(func(any) error {
+			return status.Error(codes.Internal, "recovered")
+		})),
+		idempotency.UnaryServerInterceptor(fs, idempotency.WithLease(lease),
+			idempotency.WithMaxResponseBytes(1), idempotency.WithObserver(panicky)),
+	))
+	ctx := withKey(t.Context(), "k-settle-panic")
+	if _, err := srv.Client(t).Do(ctx, &testingv1.DoRequest{Payload: "a response over one byte"}); status.Code(err) != codes.Internal {
+		t.Fatalf("call: %v, want the observer's panic recovered", err)
+	}
+	if fs.Count("extend") == 0 {
+		t.Fatal("the claim was never renewed: the test does not show renewal ending")
+	}
+	time.Sleep(lease)
+	before := fs.Count("extend")
+	time.Sleep(2 * lease)
+	if after := fs.Count("extend"); after != before {
+		t.Fatalf("%d renewals in %v after the call ended, want none", after-before, 2*lease)
 	}
 }
