@@ -26,7 +26,8 @@ import (
 //
 // A failed attempt is retried on UNAVAILABLE, and on ABORTED only when its
 // google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain]: a plain
-// ABORTED is not safe to retry (AIP-194). Nothing else is retried. Retries
+// ABORTED is not safe to retry (AIP-194), and on DEADLINE_EXCEEDED of an
+// attempt cut by [WithPerAttemptTimeout]. Nothing else is retried. Retries
 // wait for the backoff ([WithBackoff]) or the server's pushback
 // (google.rpc.RetryInfo, grpc-retry-pushback-ms), whichever is longer; a
 // pushback over [WithMaxPushback] (default 1 minute) or a wait that would

@@ -63,7 +63,8 @@ func TestContextWithKey(t *testing.T) {
 // TestContextWithKeyOverServer: over a real server, a client without the
 // client interceptor gets deduplication from ContextWithKey, while WithKey
 // sends nothing on such a connection (the REQUIRED method answers
-// KEY_MISSING); with the interceptor, the context's key is the one used.
+// KEY_MISSING, an optional one runs every call); with the interceptor, the
+// context's key is the one used.
 func TestContextWithKeyOverServer(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ interceptor bool }{
@@ -102,6 +103,16 @@ func TestContextWithKeyOverServer(t *testing.T) {
 			if !tc.interceptor {
 				_, err := client.Required(t.Context(), &testingv1.DoRequest{Amount: 42}, idempotency.WithKey("order-1043-payment"))
 				wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+				// An optional method runs each such call, with no deduplication.
+				before := rig.executions()
+				for range 2 {
+					if _, err := client.Do(t.Context(), &testingv1.DoRequest{Amount: 42}, idempotency.WithKey("order-1044-payment")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n := rig.executions() - before; n != 2 {
+					t.Fatalf("an optional method called twice with WithKey on a plain client ran %d times, want 2 (no key sent)", n)
+				}
 			}
 		})
 	}

@@ -35,8 +35,9 @@ const (
 	// ReasonRecordCorrupt: the stored record could not be read (INTERNAL,
 	// not retryable).
 	ReasonRecordCorrupt = "IDEMPOTENCY_RECORD_CORRUPT"
-	// ReasonResponseNotRetained: the original response was larger than the
-	// retention limit, so it cannot be replayed (FAILED_PRECONDITION, not
+	// ReasonResponseNotRetained: the original outcome could not be kept
+	// (larger than [WithMaxResponseBytes], not a proto message, or not
+	// encodable), so it cannot be replayed (FAILED_PRECONDITION, not
 	// retryable; the call did run).
 	ReasonResponseNotRetained = "IDEMPOTENCY_RESPONSE_NOT_RETAINED"
 	// ReasonStoreFull: a bounded store has no room for a new key

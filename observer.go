@@ -67,8 +67,9 @@ const (
 	OutcomeLeaseLost
 	// OutcomeRecordCorrupt: the stored record could not be read.
 	OutcomeRecordCorrupt
-	// OutcomeNotRetained: the response was larger than the limit; the key
-	// was completed with a record that refuses replays.
+	// OutcomeNotRetained: the outcome could not be kept (over the size
+	// limit, not a proto message, or not encodable); the key was completed
+	// with a record that refuses replays.
 	OutcomeNotRetained
 	// OutcomeStoreFull: a bounded store had no room for a new key.
 	OutcomeStoreFull

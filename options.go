@@ -130,8 +130,9 @@ func WithFailOpen() Option {
 	return func(c *config) { c.failOpen = true }
 }
 
-// WithMaxResponseBytes sets the largest encoded response that is stored for
-// replay. A larger response is returned to the caller, and its key is
+// WithMaxResponseBytes sets the largest outcome that is stored for replay:
+// the encoded response or error status, with the header and trailer keys
+// and values. A larger outcome is returned to the caller, and its key is
 // completed with a record that replays FAILED_PRECONDITION with
 // [ReasonResponseNotRetained], so a retry never runs the handler twice.
 // Default [DefaultMaxResponseBytes] (4 MiB).

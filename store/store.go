@@ -10,9 +10,10 @@
 // The interceptor hashes keys and encodes outcomes before they reach a Store,
 // so a Store treats keys, fingerprints and data as opaque bytes.
 //
-// The interceptor calls Complete and Release with a context detached from
-// the caller's cancellation, so implementations bound their own network
-// calls (go-redis does, with its read and write timeouts).
+// The interceptor calls Complete, Release and Extend with a context
+// detached from the caller's cancellation, bounded by a deadline of its
+// own (the store timeout, and at most a third of the lease per attempt),
+// so implementations honour the context's deadline.
 //
 // Leases and retentions are positive; a Store returns an argument error for
 // a zero or negative one and changes nothing. A networked store may spend

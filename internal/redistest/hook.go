@@ -10,11 +10,12 @@ import (
 
 // RoundTrips is a redis.Hook that counts round trips: each processed
 // command counts one, and each pipeline or transaction counts one however
-// many commands it holds. Attach it with AddHook; it is safe for concurrent
-// use. Its zero value is ready to use.
+// many commands it holds. Attach it with AddHook, or with
+// [RoundTrips.Attach]; it is safe for concurrent use. Its zero value is
+// ready to use.
 //
-// It sees what the client it is attached to sends. Attach it with
-// [RoundTrips.Attach] to count what a store sends on a Cluster, where the
+// It sees what the client it is attached to sends. [RoundTrips.Attach]
+// counts what a store sends on a Cluster too, where the
 // store talks to each master's client. go-redis runs the handshake of each
 // new connection (HELLO, AUTH, CLIENT SETINFO, SELECT, READONLY) through
 // the hooks too, and a Cluster client asks its nodes for the slot map

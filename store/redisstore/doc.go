@@ -72,8 +72,10 @@
 // redialled and resent by go-redis), arriving calls open more batches, up
 // to eight, so one broken connection does not hold up every call. A caller
 // whose context ends while its call is queued gets its context's error at
-// once, and its command is never sent; once sent, a call waits for its
-// round trip as a lone one would. [WithoutPipelining] turns this off.
+// once, and its command is never sent; a caller whose context ends once its
+// call went out in a batch also gets its context's error at once, and its
+// command may still run (a claim is then released, as after any failed
+// claim). [WithoutPipelining] turns this off.
 //
 // On a Cluster, the store sends each call to the client of the master that
 // owns its key (ClusterClient.MasterForKey), so that a WAIT

@@ -82,7 +82,9 @@ func (s *Store) newBatcher(c client) *batcher {
 // (of every master, on a Cluster). It is optional: Complete, Release and
 // Extend send EVALSHA and fall back to EVAL when Redis answers NOSCRIPT,
 // which costs one extra round trip the first time a script runs on a node
-// (and after a restart or SCRIPT FLUSH); Claim needs no script. Call it at
+// (and after a restart or SCRIPT FLUSH). A claim is a native SET, and needs
+// a script only for a key of the earlier layout, or to release a claim that
+// failed. Call it at
 // start-up to avoid that, or before counting round trips.
 func (s *Store) LoadScripts(ctx context.Context) error {
 	for _, sc := range scripts {

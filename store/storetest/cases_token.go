@@ -18,8 +18,8 @@ func (e *env) refusedAll(what, key, token string) {
 
 // refusedFree calls Complete, Extend and Release with token on key, which
 // holds no entry, and fails the case unless Complete and Extend return
-// store.ErrLeaseLost and Release returns nil (nothing left to release),
-// and the key is still free afterwards: none of them creates an entry.
+// store.ErrLeaseLost and Release returns nil (nothing left to release).
+// Callers check with wantFree that none of them created an entry.
 func (e *env) refusedFree(what, key, token string) {
 	e.t.Helper()
 	e.wantLeaseLost("Complete with "+what, e.s.Complete(e.ctx, key, token, []byte("intruder"), longTTL))
