@@ -21,7 +21,7 @@ func (i *interceptor) execute(ctx context.Context, c *call, req any, handler grp
 	c.createdAt.Seconds, c.createdAt.Nanos = now.Unix(), int32(now.Nanosecond())
 	hctx := i.handlerContext(ctx, c)
 	defer c.endHandlerContext()
-	c.renewal.start(i, ctx, c, c.claimedAt, c.cancelCause)
+	c.renewal.start(c)
 	// Renewal ends with this call, even when settling panics (an observer
 	// or a marshaller): the lease then runs out, as after a crash.
 	defer c.renewal.stop()
@@ -76,17 +76,16 @@ func (c *call) endHandlerContext() {
 
 // settle ends the claim after the handler returned.
 func (i *interceptor) settle(ctx context.Context, c *call, resp any, herr error) {
+	recorded, keep := c.txRecorded.Load(), i.keeps(herr)
 	switch {
-	case c.txRecorded.Load() && i.keeps(herr):
+	case recorded && keep:
 		// The handler's own transaction stored the outcome and committed.
 		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
-	case c.txRecorded.Load():
-		// The handler recorded its outcome in a transaction and then
-		// failed, so the transaction did not commit, or did so
-		// ambiguously. The fenced release frees the key in the first case
+	case recorded || !keep:
+		// A retryable error. When the handler had recorded its outcome in
+		// a transaction, that transaction did not commit, or did so
+		// ambiguously: the fenced release frees the key in the first case
 		// and leaves the committed record alone in the second.
-		i.release(ctx, c, herr)
-	case !i.keeps(herr):
 		i.release(ctx, c, herr)
 	default:
 		data := i.outcome(ctx, c, resp, herr)
@@ -137,7 +136,6 @@ var errLostEarlier = errors.New("idempotency: the lease was lost before the clai
 // learned that the lease is lost, it returns errLostEarlier without a store
 // call: the loss was reported then.
 func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context.Context) error) error {
-	sctx := context.WithoutCancel(ctx)
 	giveUp := time.Now().Add(i.cfg.storeTimeout)
 	for attempt := 0; ; attempt++ {
 		var err error
@@ -147,7 +145,7 @@ func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context
 			if giveUp.Before(deadline) {
 				deadline = giveUp
 			}
-			actx, cancel := context.WithDeadline(sctx, deadline)
+			actx, cancel := context.WithDeadline(c.detached, deadline)
 			err = step(actx)
 			cancel()
 			return err == nil || errors.Is(err, store.ErrLeaseLost)

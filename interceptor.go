@@ -74,11 +74,12 @@ type call struct {
 	fingerprint []byte
 	storeTime   time.Duration
 
-	claim      Claim         // set when this call owns the key
-	claimedAt  time.Time     // when the winning claim was sent
-	renewal    renewal       // lease renewal until the claim is settled
-	stream     captureStream // the handler's header and trailer
-	txRecorded atomic.Bool   // the handler's transaction recorded the outcome ([TxOutcome.Recorded])
+	claim      Claim           // set when this call owns the key
+	claimedAt  time.Time       // when the winning claim was sent
+	detached   context.Context // the caller's, without its cancellation, for the claim's store calls
+	renewal    renewal         // lease renewal until the claim is settled
+	stream     captureStream   // the handler's header and trailer
+	txRecorded atomic.Bool     // the handler's transaction recorded the outcome ([TxOutcome.Recorded])
 
 	// The handler's context: cancelCause ends it (with a cause on lease
 	// loss); stopTimer releases its handler-timeout timer, if any.
@@ -152,6 +153,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 		}
 		if cl.Won() {
 			c.claim, c.claimedAt = Claim{Key: c.key, Token: cl.Token}, start
+			c.detached = context.WithoutCancel(ctx)
 			if err := ctx.Err(); err != nil {
 				// The caller gave up while the claim was under way (a slow
 				// store): nobody would get the answer, so don't run it.

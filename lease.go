@@ -30,10 +30,7 @@ var (
 // that matches [store.ErrLeaseLost], so the handler can stop before touching
 // anything else: another execution may own the key by then.
 type renewal struct {
-	i      *interceptor
-	ctx    context.Context // detached from the caller's cancellation
-	c      *call
-	cancel context.CancelCauseFunc // the handler's context
+	c *call
 
 	// mu is held while renewing and while the outcome is being stored, so
 	// a renewal never races the step that ends the claim.
@@ -47,11 +44,11 @@ type renewal struct {
 	expired  bool // the lease ran out unrenewed: it may still hold
 }
 
-// start schedules the first renewal. claimed is when the claim was sent.
-func (r *renewal) start(i *interceptor, ctx context.Context, c *call, claimed time.Time, cancel context.CancelCauseFunc) {
-	r.i, r.ctx, r.c, r.cancel = i, context.WithoutCancel(ctx), c, cancel
+// start schedules the first renewal of c's claim.
+func (r *renewal) start(c *call) {
+	r.c = c
 	r.mu.Lock() // renew waits until timer is set
-	r.leaseEnd = claimed.Add(c.cfg.lease)
+	r.leaseEnd = c.claimedAt.Add(c.cfg.lease)
 	r.timer = time.AfterFunc(c.cfg.lease/3, r.renew)
 	r.mu.Unlock()
 }
@@ -62,23 +59,24 @@ func (r *renewal) renew() {
 	if r.stopped || r.lost || r.expired {
 		return
 	}
-	lease := r.c.cfg.lease
+	c, i := r.c, r.c.i
+	lease := c.cfg.lease
 	start := time.Now()
 	left := r.leaseEnd.Sub(start)
 	if left <= 0 {
 		r.expire()
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, min(r.i.cfg.storeTimeout, lease/3, left))
-	err := r.i.store.Extend(ctx, r.c.key, r.c.claim.Token, lease)
+	ctx, cancel := context.WithTimeout(c.detached, min(i.cfg.storeTimeout, lease/3, left))
+	err := i.store.Extend(ctx, c.key, c.claim.Token, lease)
 	cancel()
 	took := time.Since(start)
 	switch {
 	case err == nil:
 		r.leaseEnd, r.failures = start.Add(lease), 0
-		r.i.observe(r.ctx, r.c.method, OutcomeLeaseRenewed, took, nil)
+		i.observe(c.detached, c.method, OutcomeLeaseRenewed, took, nil)
 		r.timer.Reset(lease / 3)
-	case errors.Is(err, store.ErrLeaseLost) && (r.settling || r.c.txRecorded.Load()):
+	case errors.Is(err, store.ErrLeaseLost) && (r.settling || c.txRecorded.Load()):
 		// A step that ends the claim has been tried (its reply may have
 		// been lost after it landed), or the handler's transaction
 		// completed the key: nothing is left to renew, and the settling
@@ -86,10 +84,10 @@ func (r *renewal) renew() {
 		r.stopped = true
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
-		r.cancel(errCauseLeaseLost)
-		r.i.observe(r.ctx, r.c.method, OutcomeLeaseLost, took, err)
+		c.cancelCause(errCauseLeaseLost)
+		i.observe(c.detached, c.method, OutcomeLeaseLost, took, err)
 	default:
-		r.i.observe(r.ctx, r.c.method, OutcomeStoreError, took, err)
+		i.observe(c.detached, c.method, OutcomeStoreError, took, err)
 		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))
 		r.failures++
 		if next <= 0 {
@@ -106,7 +104,7 @@ func (r *renewal) renew() {
 // token.
 func (r *renewal) expire() {
 	r.expired = true
-	r.cancel(errCauseLeaseOut)
+	r.c.cancelCause(errCauseLeaseOut)
 }
 
 // holding runs step, a store call that ends the claim, while no renewal
