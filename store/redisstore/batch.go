@@ -18,7 +18,6 @@ type request struct {
 	key    string
 	cmd    *redis.Cmd
 	script *script // the script cmd runs, for the EVAL fallback; nil for a native command
-	args   []any   // the script's arguments after the key
 	wait   bool
 
 	// acks and waitErr are the reply of the WAIT that followed cmd.
@@ -133,10 +132,6 @@ func (r *request) own() {
 		if b, ok := a.([]byte); ok {
 			args[i] = bytes.Clone(b)
 		}
-	}
-	if r.script != nil {
-		// The script's arguments end the command's: evalsha, sha, 1, key.
-		copy(r.args, args[len(args)-len(r.args):])
 	}
 }
 

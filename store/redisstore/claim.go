@@ -116,15 +116,8 @@ func (c claim) resent(ctx context.Context) (store.Claim, error) {
 		return store.Claim{Token: c.token}, nil
 	}
 	r := newScriptRequest(ctx, extendScript, c.rkey, true, c.token, c.ms)
-	if wasSent, err := c.s.do(ctx, r); err != nil {
+	if wasSent, err := c.s.runFenced(r); err != nil {
 		return c.failed(ctx, wasSent, err)
-	}
-	reply, err := r.cmd.Result()
-	if err == nil {
-		err = decodeFencedReply(reply)
-	}
-	if err != nil {
-		return c.failed(ctx, true, err)
 	}
 	return c.won(ctx, r)
 }

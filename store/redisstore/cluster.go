@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -75,13 +76,21 @@ func redirectOf(err error) (redirect, bool) {
 // a failed-over master has moved.
 func (s *Store) followRedirects(ctx context.Context, reqs []*request) {
 	for range s.maxRedirects {
-		groups := map[redirect][]*request{}
+		var groups map[redirect][]*request
 		for _, r := range reqs {
 			err := r.cmd.Err()
-			if rd, ok := redirectOf(err); ok {
-				groups[rd] = append(groups[rd], r)
-			} else if err != nil && !isRedisError(err) {
+			switch {
+			case err == nil || errors.Is(err, redis.Nil):
+				// A reply: nil is how SET NX GET answers a won claim.
+			case !isRedisError(err):
 				s.cluster.ReloadState(ctx)
+			default:
+				if rd, ok := redirectOf(err); ok {
+					if groups == nil {
+						groups = map[redirect][]*request{}
+					}
+					groups[rd] = append(groups[rd], r)
+				}
 			}
 		}
 		if len(groups) == 0 {

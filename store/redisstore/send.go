@@ -19,13 +19,12 @@ func newRequest(ctx context.Context, key string, wait bool, args ...any) *reques
 	return &request{ctx: ctx, key: key, wait: wait, cmd: redis.NewCmd(ctx, args...)}
 }
 
-// newScriptRequest returns a request that runs sc on key with args, by
-// EVALSHA.
-func newScriptRequest(ctx context.Context, sc *script, key string, wait bool, args ...any) *request {
-	return &request{
-		ctx: ctx, key: key, wait: wait, script: sc, args: args,
-		cmd: redis.NewCmd(ctx, append([]any{"evalsha", sc.sha, 1, key}, args...)...),
-	}
+// newScriptRequest returns a request that runs sc on key with the
+// arguments first and rest (every script takes at least one), by EVALSHA.
+func newScriptRequest(ctx context.Context, sc *script, key string, wait bool, first any, rest ...any) *request {
+	args := make([]any, 0, 5+len(rest))
+	args = append(append(args, "evalsha", sc.sha, 1, key, first), rest...)
+	return &request{ctx: ctx, key: key, wait: wait, script: sc, cmd: redis.NewCmd(ctx, args...)}
 }
 
 // do sends r, through the batcher of the node that owns its key unless
@@ -97,7 +96,9 @@ func (s *Store) evalMissing(ctx context.Context, c client, reqs []*request, aski
 	var missing []*request
 	for _, r := range reqs {
 		if r.script != nil && redis.HasErrorPrefix(r.cmd.Err(), "NOSCRIPT") {
-			r.cmd = redis.NewCmd(ctx, append([]any{"eval", r.script.src, 1, r.key}, r.args...)...)
+			args := r.cmd.Args() // evalsha, sha, 1, key, the script's arguments
+			args[0], args[1] = "eval", r.script.src
+			r.cmd = redis.NewCmd(ctx, args...)
 			missing = append(missing, r)
 		}
 	}

@@ -128,6 +128,20 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 	return s.fenced(ctx, "extend", extendScript, key, token, false, ms)
 }
 
+// runFenced sends r, a fenced script, and decodes its reply. An error
+// from sending comes with [Store.do]'s wasSent; any later one means r was
+// sent.
+func (s *Store) runFenced(r *request) (wasSent bool, err error) {
+	if wasSent, err = s.do(r.ctx, r); err != nil {
+		return wasSent, err
+	}
+	reply, err := r.cmd.Result()
+	if err == nil {
+		err = decodeFencedReply(reply)
+	}
+	return true, err
+}
+
 // fenced runs a script that acts only while token owns key, followed by a
 // WAIT when wait is set.
 func (s *Store) fenced(ctx context.Context, op string, sc *script, key, token string, wait bool, args ...any) error {
@@ -141,14 +155,8 @@ func (s *Store) fenced(ctx context.Context, op string, sc *script, key, token st
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: %s %q: %w", op, rkey, err)
 	}
-	r := newScriptRequest(ctx, sc, rkey, wait, append([]any{token}, args...)...)
-	_, err := s.do(ctx, r)
-	if err == nil {
-		var reply any
-		if reply, err = r.cmd.Result(); err == nil {
-			err = decodeFencedReply(reply)
-		}
-	}
+	r := newScriptRequest(ctx, sc, rkey, wait, token, args...)
+	_, err := s.runFenced(r)
 	if err == nil && wait {
 		err = s.acked(r)
 	}
