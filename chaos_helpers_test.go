@@ -139,23 +139,3 @@ func callUntilNotInUse(ctx context.Context, pause time.Duration, fn func() (*tes
 		}
 	}
 }
-
-// atomicCounter counts handler executions.
-type atomicCounter struct{ n atomic.Int64 }
-
-func (c *atomicCounter) add() int64  { return c.n.Add(1) }
-func (c *atomicCounter) load() int64 { return c.n.Load() }
-
-// redisKeysNow returns every key in rdb (a single node), found with SCAN.
-func redisKeysNow(ctx context.Context, t *testing.T, rdb redis.Cmdable) []string {
-	t.Helper()
-	var keys []string
-	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatalf("SCAN: %v", err)
-	}
-	return keys
-}

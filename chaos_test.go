@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,10 +34,10 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 	proxyA := chaosProxy(t, rs.Addr())
 
 	const lease = 300 * time.Millisecond
-	var execs atomicCounter
+	var execs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
 	handler := func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
-		n := execs.add()
+		n := execs.Add(1)
 		if n == 1 {
 			close(started)
 			<-release // keeps running, whatever its context says
@@ -67,7 +68,7 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 	<-started
 	proxyA.Stall()
 	// A's renewals are held by the proxy; the claim expires in Redis.
-	waitFor(t, func() bool { return len(redisKeysNow(ctx, t, direct)) == 0 })
+	waitFor(t, func() bool { return len(redisKeys(ctx, t, direct, "")) == 0 })
 
 	second, err := callUntilNotInUse(ctx, 20*time.Millisecond, func() (*testingv1.DoResponse, error) {
 		return clientB.Do(key, req)
@@ -98,7 +99,7 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 			t.Fatalf("later call on %s: %v, %v; want the replay of B's execution 2", name, got, err)
 		}
 	}
-	if n := execs.load(); n != 2 {
+	if n := execs.Load(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2 (A, then B after A's lease was lost)", n)
 	}
 }
@@ -158,12 +159,12 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 
 			if contextTimeout {
 				// The claim sent before the deadline lands with no owner.
-				waitFor(t, func() bool { return len(redisKeysNow(ctx, t, direct)) == 1 })
+				waitFor(t, func() bool { return len(redisKeys(ctx, t, direct, "")) == 1 })
 			} else {
 				if n := ev.count(idempotency.OutcomeReleased); n != 1 {
 					t.Fatalf("observer saw %d released, want 1: a claim won after the deadline is released", n)
 				}
-				if keys := redisKeysNow(ctx, t, direct); len(keys) != 0 {
+				if keys := redisKeys(ctx, t, direct, ""); len(keys) != 0 {
 					t.Fatalf("Redis holds %q after the release, want nothing", keys)
 				}
 			}

@@ -148,7 +148,7 @@ func TestDurabilityRedisEvictionForgets(t *testing.T) {
 	if _, _, err := rig.do(ctx, "k-evicted", &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	keys := redisKeysNow(ctx, t, rdb)
+	keys := redisKeys(ctx, t, rdb, "")
 	if len(keys) != 1 {
 		t.Fatalf("Redis holds %q, want the one record", keys)
 	}

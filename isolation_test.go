@@ -147,7 +147,7 @@ func TestIsolationRedisKeysAreHashed(t *testing.T) {
 			}
 		}
 	}
-	keys := redisKeysNow(ctx, t, direct)
+	keys := redisKeys(ctx, t, direct, "")
 	if len(keys) != 2*len(hostile) {
 		t.Fatalf("Redis holds %d keys, want %d (one per key and tenant)", len(keys), 2*len(hostile))
 	}

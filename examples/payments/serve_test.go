@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -62,7 +60,7 @@ func TestServe(t *testing.T) {
 	if services := listServices(t, cc); !strings.Contains(services, "payments.v1.Payments") {
 		t.Fatalf("reflection lists %q, want payments.v1.Payments", services)
 	}
-	body := get(t, "http://"+metrics.Addr().String()+"/metrics")
+	body := httpGet(t, "http://"+metrics.Addr().String()+"/metrics").body
 	if want := `idempotency_decisions_total{method="/payments.v1.Payments/Charge",outcome="replayed"} 1`; !strings.Contains(body, want) {
 		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}
@@ -91,22 +89,4 @@ func listServices(t *testing.T, cc *grpc.ClientConn) string {
 		names = append(names, s.GetName())
 	}
 	return strings.Join(names, " ")
-}
-
-func get(t *testing.T, url string) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
