@@ -333,3 +333,24 @@ func registerBad(ran *atomic.Int64) func(grpc.ServiceRegistrar) {
 		}, struct{}{})
 	}
 }
+
+// TestMethodConfigErrorFields: the panic value of a policy that cannot
+// work is a *MethodConfigError naming the method, its proto file and the
+// problem, and it matches ErrMisconfigured.
+func TestMethodConfigErrorFields(t *testing.T) {
+	t.Parallel()
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		idempotency.UnaryServerInterceptor(memStore(t), idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
+			idempotency.MethodPolicy{Mode: idempotency.ModeRequired, KeyField: "reqest_id"}))
+	}()
+	err, _ := p.(error)
+	var ce *idempotency.MethodConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, idempotency.ErrMisconfigured) {
+		t.Fatalf("panic value %#v, want a *MethodConfigError matching ErrMisconfigured", p)
+	}
+	if ce.Method != testingv1.TestService_Do_FullMethodName || ce.File != testFile || !strings.Contains(ce.Problem, quoted("reqest_id")) {
+		t.Fatalf("MethodConfigError %+v, want method %s, file %s and the field in the problem", ce, testingv1.TestService_Do_FullMethodName, testFile)
+	}
+}

@@ -133,35 +133,88 @@ func TestCallerCancellationOptOut(t *testing.T) {
 }
 
 // TestHandlerTimeoutBoundsDetachedHandler: a detached handler whose caller
-// has gone ends at the handler timeout, with ErrHandlerTimeout as its
-// context's cause; its error releases the claim.
+// has gone ends at the handler timeout, server-wide or per method, with
+// ErrHandlerTimeout as its context's cause; its error releases the claim.
 func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 	t.Parallel()
-	started := make(chan time.Time, 1)
-	causes := make(chan error, 1)
-	f := newFixture(t, func(ctx context.Context, _ string, _ *testingv1.DoRequest) (*testingv1.DoResponse, error) {
-		started <- time.Now()
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}, idempotency.WithHandlerTimeout(200*time.Millisecond))
-	// The caller leaves once its handler runs (not on a timer, so a loaded
-	// machine cannot make it leave before the claim).
-	ctx, leave := context.WithCancel(withKey(t.Context(), "k-timeout"))
-	defer leave()
-	go func() {
-		_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
-	}()
-	start := <-started
-	leave()
-	cause := <-causes
-	if !errors.Is(cause, idempotency.ErrHandlerTimeout) {
-		t.Fatalf("handler context cause %v, want ErrHandlerTimeout", cause)
+	const timeout = 200 * time.Millisecond
+	cases := map[string][]idempotency.Option{
+		"server-wide": {idempotency.WithHandlerTimeout(timeout)},
+		"per method": {idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
+			idempotency.MethodPolicy{HandlerTimeout: timeout})},
 	}
-	if took := time.Since(start); took < 200*time.Millisecond {
-		t.Fatalf("handler ended after %v, before the handler timeout", took)
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			started := make(chan time.Time, 1)
+			causes := make(chan error, 1)
+			f := newFixture(t, func(ctx context.Context, _ string, _ *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+				started <- time.Now()
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}, opts...)
+			// The caller leaves once its handler runs (not on a timer, so a
+			// loaded machine cannot make it leave before the claim).
+			ctx, leave := context.WithCancel(withKey(t.Context(), "k-timeout"))
+			defer leave()
+			go func() {
+				_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
+			}()
+			start := <-started
+			leave()
+			var cause error
+			select {
+			case cause = <-causes:
+			case <-time.After(10 * time.Second): // the default timeout is a minute
+				t.Fatalf("the handler was still running 10s after its caller left, with a handler timeout of %v", timeout)
+			}
+			if !errors.Is(cause, idempotency.ErrHandlerTimeout) {
+				t.Fatalf("handler context cause %v, want ErrHandlerTimeout", cause)
+			}
+			if took := time.Since(start); took < timeout {
+				t.Fatalf("handler ended after %v, before the handler timeout", took)
+			}
+			waitFor(t, func() bool { return f.events.count(idempotency.OutcomeReleased) == 1 })
+		})
 	}
-	waitFor(t, func() bool { return f.events.count(idempotency.OutcomeReleased) == 1 })
+}
+
+// TestCancellationDetachedOverridesServer: a method whose policy says
+// CancellationDetached keeps running after its caller leaves although the
+// server cancels handlers with their callers, and a retry replays its
+// outcome.
+func TestCancellationDetachedOverridesServer(t *testing.T) {
+	t.Parallel()
+	var charges atomic.Int64
+	started := make(chan struct{})
+	f := newFixture(t, func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		if charges.Add(1) == 1 {
+			close(started)
+			// Long enough for a cancellation to arrive, were it passed on.
+			select {
+			case <-ctx.Done():
+				return nil, status.FromContextError(ctx.Err()).Err()
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+		return testserver.Echo(ctx, m, req)
+	}, idempotency.WithCallerCancellation(), idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
+		idempotency.MethodPolicy{Cancellation: idempotency.CancellationDetached}))
+	ctx := withKey(t.Context(), "k-detached")
+	gone, leave := context.WithCancel(ctx)
+	go func() { <-started; leave() }()
+	if _, err := f.client.Do(gone, &testingv1.DoRequest{Payload: "p"}); status.Code(err) != codes.Canceled {
+		t.Fatalf("first call: %v, want CANCELED", err)
+	}
+	waitFor(t, func() bool { return f.events.count(idempotency.OutcomeExecuted) == 1 })
+	resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+	if err != nil || resp.GetPayload() != "p" {
+		t.Fatalf("retry: %v, %v; want the stored response", resp, err)
+	}
+	if n := charges.Load(); n != 1 {
+		t.Fatalf("handler ran %d times, want 1", n)
+	}
 }
 
 // TestHandlerKeepsLaterCallerDeadline: a caller deadline later than the
