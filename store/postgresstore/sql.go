@@ -45,7 +45,7 @@ ON CONFLICT (key) DO UPDATE SET
 	fingerprint = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.fingerprint ELSE r.fingerprint END,
 	data        = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN NULL ELSE r.data END,
 	expires_at  = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.expires_at ELSE r.expires_at END
-RETURNING r.token = $2 AS won, r.state, r.fingerprint, CASE WHEN r.token = $2 THEN NULL ELSE r.data END`),
+RETURNING r.token = $2 AS won, r.state, r.fingerprint, r.data`),
 
 		// complete stores the outcome while the token owns the live
 		// in-flight row. The token that completed the row may send it

@@ -2,8 +2,6 @@ package postgresstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/grpc-idempotency/idempotency/internal/owner"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -83,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, s.fail("claim", key, err)
 	}
-	token := newToken()
+	token := owner.NewToken()
 	var (
 		won   bool
 		state int16
@@ -143,9 +142,6 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 	if err != nil {
 		return err
 	}
-	if data == nil {
-		data = []byte{} // a completed row's data is never NULL
-	}
 	return s.fenced(ctx, "complete", s.sql.complete, []byte(key), []byte(token), data, us)
 }
 
@@ -204,12 +200,4 @@ func micros(what string, d time.Duration) (int64, error) {
 		return 0, fmt.Errorf("postgresstore: %s must be positive, got %v", what, d)
 	}
 	return int64((d + time.Microsecond - 1) / time.Microsecond), nil
-}
-
-// newToken returns a fresh owner token: 16 random bytes from crypto/rand,
-// 22 characters of base64url.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }

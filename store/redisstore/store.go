@@ -2,8 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -186,12 +184,4 @@ func millis(what string, d time.Duration) (int64, error) {
 		return 0, fmt.Errorf("redisstore: %s must be positive, got %v", what, d)
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond), nil
-}
-
-// newToken returns a fresh owner token: 16 random bytes in unpadded
-// base64url, 22 characters.
-func newToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails, see crypto/rand.Read
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
