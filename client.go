@@ -130,7 +130,7 @@ func (c *clientInterceptor) isKeyed(method string) bool {
 	if k, ok := (*c.keyed.Load())[method]; ok {
 		return k
 	}
-	k := policy.Resolve(nil, method).Mode != idempotencyv1.Mode_MODE_DISABLED
+	k := policy.Resolve(method).Mode != idempotencyv1.Mode_MODE_DISABLED
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := *c.keyed.Load()

@@ -32,13 +32,10 @@ type Policy struct {
 }
 
 // Resolve returns the policy of fullMethod ("/pkg.Service/Method") from
-// files (nil means protoregistry.GlobalFiles): MODE_OPTIONAL when files
-// does not have the method. Callers cache the result per method.
-func Resolve(files *protoregistry.Files, fullMethod string) Policy {
-	if files == nil {
-		files = protoregistry.GlobalFiles
-	}
-	md := FindMethod(files, fullMethod)
+// protoregistry.GlobalFiles: MODE_OPTIONAL when it does not have the
+// method. Callers cache the result per method.
+func Resolve(fullMethod string) Policy {
+	md := FindMethod(protoregistry.GlobalFiles, fullMethod)
 	if md == nil {
 		return Policy{Mode: idempotencyv1.Mode_MODE_OPTIONAL}
 	}

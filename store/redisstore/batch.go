@@ -74,8 +74,7 @@ func (b *batcher) do(r *request) (wasSent bool, err error) {
 	}
 	r.own()
 	b.mu.Lock()
-	if b.free() {
-		b.inFlight++
+	if b.take() {
 		b.mu.Unlock()
 		return b.lead(r)
 	}
@@ -89,6 +88,11 @@ func (b *batcher) do(r *request) (wasSent bool, err error) {
 func (b *batcher) start() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.take()
+}
+
+// take takes a lane if one is free. Callers hold mu.
+func (b *batcher) take() bool {
 	if !b.free() {
 		return false
 	}

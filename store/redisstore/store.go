@@ -103,6 +103,9 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 	if err != nil {
 		return err
 	}
+	if err := s.noClaimHas("complete", key, token); err != nil {
+		return err
+	}
 	return s.fenced(ctx, "complete", completeScript, key, token, s.minReplicas > 0, data, ms)
 }
 
@@ -123,7 +126,20 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 	if err != nil {
 		return err
 	}
+	if err := s.noClaimHas("extend", key, token); err != nil {
+		return err
+	}
 	return s.fenced(ctx, "extend", extendScript, key, token, false, ms)
+}
+
+// noClaimHas returns [store.ErrLeaseLost], without asking Redis, for a
+// token no claim can have. Release asks all the same: its answer depends
+// on whether the key holds an entry.
+func (s *Store) noClaimHas(op, key, token string) error {
+	if token != "" && len(token) <= maxTokenLen {
+		return nil
+	}
+	return fmt.Errorf("redisstore: %s %q: no claim has this token: %w", op, s.prefix+key, store.ErrLeaseLost)
 }
 
 // runFenced sends r, a fenced script, and decodes its reply. An error
@@ -144,12 +160,6 @@ func (s *Store) runFenced(r *request) (wasSent bool, err error) {
 // WAIT when wait is set.
 func (s *Store) fenced(ctx context.Context, op string, sc *script, key, token string, wait bool, args ...any) error {
 	rkey := s.prefix + key
-	if (token == "" || len(token) > maxTokenLen) && sc != releaseScript {
-		// No claim has such a token: nothing to ask Redis. A release
-		// asks, since its answer depends on whether the key holds an
-		// entry.
-		return fmt.Errorf("redisstore: %s %q: no claim has this token: %w", op, rkey, store.ErrLeaseLost)
-	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: %s %q: %w", op, rkey, err)
 	}
