@@ -59,8 +59,8 @@ var pkg struct {
 	err  error
 }
 
-// ServerURL returns the URL of the server: [URLEnv], or [DefaultURL].
-func ServerURL() string {
+// serverURL returns the URL of the server: [URLEnv], or [DefaultURL].
+func serverURL() string {
 	if u := os.Getenv(URLEnv); u != "" {
 		return u
 	}
@@ -87,10 +87,10 @@ func DatabaseURL() (string, error) {
 		return "", pkg.err
 	}
 	name := pkg.cfg.Database
-	u, err := url.Parse(ServerURL())
+	u, err := url.Parse(serverURL())
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		// A keyword/value string: a later dbname wins.
-		return ServerURL() + " dbname=" + name, nil
+		return serverURL() + " dbname=" + name, nil
 	}
 	u.Path = "/" + name
 	return u.String(), nil
@@ -128,7 +128,7 @@ func PoolFrom(tb testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 }
 
 func create() {
-	cfg, err := pgx.ParseConfig(ServerURL())
+	cfg, err := pgx.ParseConfig(serverURL())
 	if err != nil {
 		pkg.err = fmt.Errorf("parsing %s: %w", URLEnv, err)
 		return
@@ -155,19 +155,19 @@ func create() {
 // code. It is meant for TestMain, directly or as goleak.Cleanup. A database
 // that cannot be dropped is reported on stderr.
 func Exit(code int) {
-	if err := Drop(); err != nil {
+	if err := drop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 	}
 	os.Exit(code)
 }
 
-// Drop drops the package's database, if a test created one, closing any
+// drop drops the package's database, if a test created one, closing any
 // connection still open to it. Exit calls it.
-func Drop() error {
+func drop() error {
 	if pkg.name == "" {
 		return nil
 	}
-	cfg, err := pgx.ParseConfig(ServerURL())
+	cfg, err := pgx.ParseConfig(serverURL())
 	if err != nil {
 		return err
 	}
