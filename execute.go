@@ -132,7 +132,8 @@ var errLostEarlier = errors.New("idempotency: the lease was lost before the clai
 // or the store timeout has passed. Each attempt runs while no renewal does,
 // bounded by the time left and by a third of the lease (so renewal is never
 // held off longer than its own cadence). It returns the last error, after
-// reporting each transient one to the observer. When renewal already
+// reporting each transient one to the observer: one event per attempt,
+// numbered, with that attempt's time. When renewal already
 // learned that the lease is lost, it returns errLostEarlier without a store
 // call: the loss was reported then.
 func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context.Context) error) error {
@@ -153,11 +154,12 @@ func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context
 		if !held {
 			return errLostEarlier
 		}
-		c.storeTime += time.Since(start)
+		took := time.Since(start)
+		c.storeTime += took
 		if err == nil || errors.Is(err, store.ErrLeaseLost) {
 			return err
 		}
-		i.observe(ctx, c.method, OutcomeStoreError, c.storeTime, err)
+		i.storeError(ctx, c.method, attempt+1, took, err)
 		wait := pollDelay(attempt)
 		if time.Now().Add(wait).After(giveUp) {
 			return err

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -58,6 +59,13 @@ func (e *events) Observe(_ context.Context, ev idempotency.Event) {
 	e.mu.Lock()
 	e.ev = append(e.ev, ev)
 	e.mu.Unlock()
+}
+
+// all returns the events so far, in order.
+func (e *events) all() []idempotency.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.ev)
 }
 
 func (e *events) count(o idempotency.Outcome) int {

@@ -217,7 +217,17 @@ func (i *interceptor) claimFailed(ctx context.Context, c *call, err error, req a
 }
 
 func (i *interceptor) observe(ctx context.Context, method string, o Outcome, took time.Duration, err error) {
-	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: o, StoreTime: took, Err: err})
+	attempt := 0
+	if o == OutcomeStoreError { // a store call tried once
+		attempt = 1
+	}
+	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: o, StoreTime: took, Err: err, Attempt: attempt})
+}
+
+// storeError reports one failed attempt, numbered from 1, of a store step
+// that is retried; took is that attempt's time alone.
+func (i *interceptor) storeError(ctx context.Context, method string, attempt int, took time.Duration, err error) {
+	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: OutcomeStoreError, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // fail reports the interceptor's own errors to the observer and turns them

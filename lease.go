@@ -87,7 +87,7 @@ func (r *renewal) renew() {
 		c.cancelCause(errCauseLeaseLost)
 		i.observe(c.detached, c.method, OutcomeLeaseLost, took, err)
 	default:
-		i.observe(c.detached, c.method, OutcomeStoreError, took, err)
+		i.storeError(c.detached, c.method, r.failures+1, took, err)
 		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))
 		r.failures++
 		if next <= 0 {

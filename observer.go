@@ -7,6 +7,13 @@ import (
 
 // Observer is told of every decision the server interceptor makes. Observe
 // runs on the request path and must not block.
+//
+// A failed store call is one [OutcomeStoreError] event per attempt: storing
+// an outcome or releasing a claim is retried through transient errors for
+// up to the store timeout, and a lease renewal is retried until the lease
+// ends, so one call may report several, numbered by [Event.Attempt]. Count
+// the events whose Attempt is 1 to count failing store steps rather than
+// attempts.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -27,10 +34,17 @@ type Event struct {
 	Method string
 	// Outcome is what happened.
 	Outcome Outcome
-	// StoreTime is the time spent in store calls for this decision.
+	// StoreTime is the time spent in store calls for this decision. For
+	// an [OutcomeStoreError] it is the time of the one failed attempt, so
+	// that a step retried several times counts each attempt's time once.
 	StoreTime time.Duration
 	// Err is the store or handler error behind the outcome, if any.
 	Err error
+	// Attempt numbers the failed attempt of an [OutcomeStoreError]: 1 for a
+	// store step's first try, 2 for its first retry, and so on (a claim or
+	// a lookup is tried once; storing an outcome, releasing a claim and
+	// renewing a lease are retried). It is 0 for every other outcome.
+	Attempt int
 }
 
 // Outcome is the kind of an [Event].
@@ -52,7 +66,11 @@ const (
 	OutcomeKeyMissing
 	// OutcomeKeyInvalid: the key was malformed.
 	OutcomeKeyInvalid
-	// OutcomeStoreError: the store failed; the call failed closed.
+	// OutcomeStoreError: one attempt of a store call failed. A claim or
+	// lookup that fails ends the call closed; a failed attempt to store
+	// the outcome, release the claim or renew the lease is retried, each
+	// attempt reported with its number in [Event.Attempt] and its own
+	// StoreTime.
 	OutcomeStoreError
 	// OutcomeFailOpen: the store failed; the handler ran without
 	// deduplication ([WithFailOpen]).

@@ -25,12 +25,23 @@
 // reach the server as the same key. Every header line is passed on, so two
 // keys are refused as invalid, as over gRPC.
 //
+// A key that [idempotency.ValidateKey] refuses (empty, longer than
+// [idempotency.MaxKeyLen] bytes, or with a byte outside printable ASCII,
+// whether bare or inside the quotes) is refused by the gateway itself, on
+// every route, before any gRPC call, with the same 400 problem the server
+// would answer: gRPC metadata cannot carry non-ASCII or control bytes, and
+// grpc-go would fail the call on the client side.
+//
 // # Responses
 //
 // A response that the server replayed from its store carries
 // Idempotent-Replayed: true, on success and on a replayed error. The body
 // is the same JSON: the server replays the same bytes and the gateway
-// marshals them the same way.
+// marshals them the same way. The server's own marker
+// ([idempotency.ReplayedKey]) is not forwarded beside it as a
+// Grpc-Metadata- header or Grpc-Trailer- trailer; the handler's header and
+// trailer metadata are, as the mux's outgoing matchers say
+// ([WithOutgoingHeaderMatcher], [WithOutgoingTrailerMatcher]).
 //
 // # Errors
 //

@@ -141,11 +141,21 @@ func (p problemMarshaler) Marshal(v any) ([]byte, error) {
 		// The server names its metadata key; an HTTP client sends a header.
 		detail = idempotency.ErrKeyMissing.Error() + ": send it in the " + KeyHeader + " header"
 	}
-	return json.Marshal(problem{
-		Type:   ProblemType,
-		Title:  http.StatusText(p.status),
-		Status: p.status,
-		Detail: detail,
-		Reason: p.reason,
-	})
+	return json.Marshal(newProblem(p.status, p.reason, detail))
+}
+
+// newProblem returns the [ProblemType] problem of an answer with HTTP
+// status code.
+func newProblem(code int, reason, detail string) problem {
+	return problem{Type: ProblemType, Title: http.StatusText(code), Status: code, Detail: detail, Reason: reason}
+}
+
+// writeProblem answers with the [ProblemType] problem of a refusal made
+// before any gRPC call, so with no server metadata to forward.
+func writeProblem(w http.ResponseWriter, code int, reason, detail string) {
+	body, _ := json.Marshal(newProblem(code, reason, detail)) // strings and an int: no error
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }

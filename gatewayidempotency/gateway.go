@@ -27,15 +27,46 @@ const (
 // interceptor's errors become the IETF draft's statuses with an RFC 9457
 // problem body (see the package documentation for the table).
 //
-// They add a metadata annotator and a forward-response option, which
-// compose with others, and set the mux's error handler, which replaces any
-// set before them: pass that one to [WithErrorHandler] instead.
+// A request whose [KeyHeader] carries a key that [idempotency.ValidateKey]
+// refuses is answered 400 with IDEMPOTENCY_KEY_INVALID by the gateway
+// itself, on every route, before any gRPC call: gRPC metadata cannot carry
+// every such key (grpc-go refuses bytes outside printable ASCII on the
+// client side), and the server would refuse the others alike.
+//
+// The server's own replay marker ([idempotency.ReplayedKey]) is not
+// forwarded as a Grpc-Metadata- header or Grpc-Trailer- trailer:
+// [ReplayedHeader] alone says it. Every other header and trailer metadata
+// is forwarded as the outgoing matchers say.
+//
+// They add a middleware, a metadata annotator and a forward-response
+// option, which compose with others, and set the mux's error handler and
+// outgoing header and trailer matchers, which replace any set before them:
+// pass those to [WithErrorHandler], [WithOutgoingHeaderMatcher] and
+// [WithOutgoingTrailerMatcher] instead.
 func ServeMuxOptions(opts ...Option) []runtime.ServeMuxOption {
 	c := newConfig(opts)
 	return []runtime.ServeMuxOption{
+		runtime.WithMiddlewares(checkKeys),
 		runtime.WithMetadata(c.annotate),
 		runtime.WithForwardResponseOption(markReplayed),
 		runtime.WithErrorHandler(c.handleError),
+		runtime.WithOutgoingHeaderMatcher(dropReplayed(c.nextHeader)),
+		runtime.WithOutgoingTrailerMatcher(dropReplayed(c.nextTrailer)),
+	}
+}
+
+// checkKeys answers a request whose Idempotency-Key header lines carry a
+// key that [idempotency.ValidateKey] refuses with a 400 problem, so that
+// no such key reaches gRPC metadata.
+func checkKeys(next runtime.HandlerFunc) runtime.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, pathParams map[string]string) {
+		for _, line := range r.Header.Values(KeyHeader) {
+			if err := idempotency.ValidateKey(keyOf(line)); err != nil {
+				writeProblem(w, http.StatusBadRequest, idempotency.ReasonKeyInvalid, err.Error())
+				return
+			}
+		}
+		next(w, r, pathParams)
 	}
 }
 
@@ -59,6 +90,18 @@ func markReplayed(ctx context.Context, w http.ResponseWriter, _ proto.Message) e
 		w.Header().Set(ReplayedHeader, "true")
 	}
 	return nil
+}
+
+// dropReplayed returns an outgoing matcher that forwards no
+// [idempotency.ReplayedKey] metadata, which [ReplayedHeader] carries, and
+// leaves every other key to next.
+func dropReplayed(next runtime.HeaderMatcherFunc) runtime.HeaderMatcherFunc {
+	return func(key string) (string, bool) {
+		if key == idempotency.ReplayedKey {
+			return "", false
+		}
+		return next(key)
+	}
 }
 
 // replayed reports whether the server marked its answer as replayed: in the

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
@@ -26,15 +29,7 @@ const (
 // body naming its reason, and Retry-After where a retry may succeed.
 func TestErrorStatuses(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name       string
-		setup      setup
-		call       func(t *testing.T, g *gateway) response
-		status     int
-		reason     string
-		retryAfter string // "" when none is expected
-		detail     string // "" for the gRPC status message
-	}{
+	tests := []errorCase{
 		{
 			name:   "missing key",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge) },
@@ -44,8 +39,22 @@ func TestErrorStatuses(t *testing.T) {
 		{
 			name:   "invalid key",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, "not a key") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid, local: true,
+			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 3",
 		},
+		// Keys that gRPC metadata cannot carry (grpc-go refuses them on the
+		// client side) are refused as invalid as well, by the gateway.
+		invalidKey("non-ASCII key", "héllo", "key has a byte outside printable ASCII at offset 1"),
+		invalidKey("non-ASCII in a structured field string", `"héllo"`, "key has a byte outside printable ASCII at offset 2"),
+		invalidKey("not UTF-8", "k\xff", "key has a byte outside printable ASCII at offset 1"),
+		// HTAB is the one control byte net/http lets through in a header
+		// value (its client and server refuse the others).
+		invalidKey("control character", "a\tb", "key has a byte outside printable ASCII at offset 1"),
+		invalidKey("control character in a structured field string", "\"a\tb\"", "key has a byte outside printable ASCII at offset 2"),
+		invalidKey("empty key", "", "key is empty"),
+		invalidKey("empty structured field string", `""`, "key is empty"),
+		invalidKey("too long", strings.Repeat("k", idempotency.MaxKeyLen+1), "key is longer than 255 bytes"),
+		invalidKey("one line of two", "k1", "key has a byte outside printable ASCII at offset 1", "hé"),
 		{
 			name:   "two keys",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, "k1", "k2") },
@@ -106,7 +115,35 @@ func TestErrorStatuses(t *testing.T) {
 			if got := r.header.Get(gatewayidempotency.ReplayedHeader); got != "" {
 				t.Errorf("%s: %q on a refusal, want none", gatewayidempotency.ReplayedHeader, got)
 			}
+			if n := g.calls.Load(); tt.local && n != 0 {
+				t.Errorf("%d gRPC calls reached the server, want none", n)
+			}
 		})
+	}
+}
+
+// errorCase is a case of TestErrorStatuses.
+type errorCase struct {
+	name       string
+	setup      setup
+	call       func(t *testing.T, g *gateway) response
+	status     int
+	reason     string
+	retryAfter string // "" when none is expected
+	detail     string // "" for the gRPC status message
+	// local: the gateway answered itself; no gRPC call reached the server.
+	local bool
+}
+
+// invalidKey is an [errorCase]: a call with the given Idempotency-Key
+// header lines, which the gateway refuses as invalid with detail.
+func invalidKey(name, line, detail string, more ...string) errorCase {
+	keys := append([]string{line}, more...)
+	return errorCase{
+		name:   name,
+		call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, keys...) },
+		status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid, local: true,
+		detail: "idempotency key invalid: " + detail,
 	}
 }
 
@@ -246,5 +283,84 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A replayed answer says so in the draft's header alone: the server's
+// replay metadata is not forwarded beside it, as a Grpc-Metadata- header
+// or a Grpc-Trailer- trailer, while the handler's own header and trailer
+// metadata still are, through grpc-gateway's mapping or the matchers given
+// to WithOutgoingHeaderMatcher and WithOutgoingTrailerMatcher.
+func TestReplayMarkedOnce(t *testing.T) {
+	t.Parallel()
+	own := func(prefix string) runtime.HeaderMatcherFunc {
+		return func(key string) (string, bool) { return prefix + key, true }
+	}
+	tests := []struct {
+		name                  string
+		gateway               []gatewayidempotency.Option
+		fail                  bool   // whether the handler fails
+		userHeader, userTrail string // where the handler's metadata should arrive
+	}{
+		{name: "success", userHeader: "Grpc-Metadata-X-User", userTrail: "Grpc-Trailer-X-Trace"},
+		{name: "error", fail: true, userHeader: "Grpc-Metadata-X-User", userTrail: "Grpc-Trailer-X-Trace"},
+		{
+			name: "success, own matchers",
+			gateway: []gatewayidempotency.Option{gatewayidempotency.WithOutgoingHeaderMatcher(own("My-")),
+				gatewayidempotency.WithOutgoingTrailerMatcher(own("My-Trailer-"))},
+			userHeader: "My-X-User", userTrail: "My-Trailer-X-Trace",
+		},
+		{
+			name: "error, own matchers", fail: true,
+			gateway: []gatewayidempotency.Option{gatewayidempotency.WithOutgoingHeaderMatcher(own("My-")),
+				gatewayidempotency.WithOutgoingTrailerMatcher(own("My-Trailer-"))},
+			userHeader: "My-X-User", userTrail: "My-Trailer-X-Trace",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			handler := func(ctx context.Context, _ string, _ *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+				if err := grpc.SetHeader(ctx, metadata.Pairs("x-user", "u")); err != nil {
+					return nil, err
+				}
+				if err := grpc.SetTrailer(ctx, metadata.Pairs("x-trace", "t")); err != nil {
+					return nil, err
+				}
+				if tt.fail {
+					return nil, status.Error(codes.InvalidArgument, "amount over the limit")
+				}
+				return &testingv1.DoResponse{Payload: "done"}, nil
+			}
+			g := newGateway(t, setup{handler: handler, gateway: tt.gateway})
+			var answers [2]response
+			for i := range answers {
+				req := g.request(t, required, charge, "k")
+				req.Header.Set("TE", "trailers") // so that trailer metadata is forwarded too
+				answers[i] = g.send(t, req)
+			}
+			for i, r := range answers {
+				want := map[bool]string{false: "", true: "true"}[i == 1]
+				if got := r.header.Get(gatewayidempotency.ReplayedHeader); got != want {
+					t.Errorf("answer %d: %s %q, want %q", i+1, gatewayidempotency.ReplayedHeader, got, want)
+				}
+				for where, h := range map[string]http.Header{"header": r.header, "trailer": r.trailer} {
+					for name := range h {
+						if name != gatewayidempotency.ReplayedHeader && strings.Contains(strings.ToLower(name), idempotency.ReplayedKey) {
+							t.Errorf("answer %d: %s %s: %q beside %s", i+1, where, name, h[name], gatewayidempotency.ReplayedHeader)
+						}
+					}
+				}
+				if got := r.header.Get(tt.userHeader); got != "u" {
+					t.Errorf("answer %d: header %s %q, want the handler's %q (header %v)", i+1, tt.userHeader, got, "u", r.header)
+				}
+				if got := r.trailer.Get(tt.userTrail); got != "t" {
+					t.Errorf("answer %d: trailer %s %q, want the handler's %q (trailer %v)", i+1, tt.userTrail, got, "t", r.trailer)
+				}
+			}
+			if n := g.srv.Service.Executions(); n != 1 {
+				t.Fatalf("handler ran %d times, want 1", n)
+			}
+		})
 	}
 }

@@ -1,11 +1,13 @@
 package gatewayidempotency_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -27,6 +29,7 @@ type gateway struct {
 	http  *http.Client // the test server's, whose connections close with it
 	srv   *testserver.Server
 	store *faultstore.Store
+	calls *atomic.Int64 // gRPC calls that reached the server
 }
 
 // setup configures a [gateway].
@@ -42,27 +45,39 @@ func newGateway(t *testing.T, s setup) *gateway {
 	mem := memorystore.New(s.memory...)
 	t.Cleanup(func() { _ = mem.Close() })
 	fs := faultstore.New(mem)
+	calls := new(atomic.Int64)
+	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		calls.Add(1)
+		return handler(ctx, req)
+	}
 	srv := testserver.New(t, &testserver.Service{Handler: s.handler},
-		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(fs, s.server...)))
+		grpc.ChainUnaryInterceptor(count, idempotency.UnaryServerInterceptor(fs, s.server...)))
 	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions(s.gateway...)...)
 	if err := testingv1.RegisterTestServiceHandler(t.Context(), mux, srv.Dial(t)); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &gateway{url: hs.URL, http: hs.Client(), srv: srv, store: fs}
+	return &gateway{url: hs.URL, http: hs.Client(), srv: srv, store: fs, calls: calls}
 }
 
 // response is what an HTTP call returned.
 type response struct {
-	status int
-	header http.Header
-	body   string
+	status  int
+	header  http.Header
+	trailer http.Header
+	body    string
 }
 
 // post sends body as JSON to path with the given Idempotency-Key header
 // lines (none for a call without a key).
 func (g *gateway) post(t *testing.T, path, body string, keys ...string) response {
+	t.Helper()
+	return g.send(t, g.request(t, path, body, keys...))
+}
+
+// request is the request post sends, for a test to add headers to.
+func (g *gateway) request(t *testing.T, path, body string, keys ...string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, g.url+path, strings.NewReader(body))
 	if err != nil {
@@ -72,6 +87,12 @@ func (g *gateway) post(t *testing.T, path, body string, keys ...string) response
 	for _, k := range keys {
 		req.Header.Add(gatewayidempotency.KeyHeader, k)
 	}
+	return req
+}
+
+// send sends req and reads the whole answer, trailers included.
+func (g *gateway) send(t *testing.T, req *http.Request) response {
+	t.Helper()
 	resp, err := g.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +102,7 @@ func (g *gateway) post(t *testing.T, path, body string, keys ...string) response
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return response{status: resp.StatusCode, header: resp.Header, trailer: resp.Trailer, body: string(b)}
 }
 
 // problem is an RFC 9457 body as the package writes it.

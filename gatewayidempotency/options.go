@@ -20,6 +20,8 @@ type config struct {
 	metadataKey string
 	retryAfter  time.Duration
 	next        runtime.ErrorHandlerFunc
+	nextHeader  runtime.HeaderMatcherFunc
+	nextTrailer runtime.HeaderMatcherFunc
 }
 
 func newConfig(opts []Option) config {
@@ -33,6 +35,12 @@ func newConfig(opts []Option) config {
 	}
 	if c.next == nil {
 		c.next = runtime.DefaultHTTPErrorHandler
+	}
+	if c.nextHeader == nil {
+		c.nextHeader = prefixed(runtime.MetadataHeaderPrefix)
+	}
+	if c.nextTrailer == nil {
+		c.nextTrailer = prefixed(runtime.MetadataTrailerPrefix)
 	}
 	c.retryAfter = max(c.retryAfter, 0)
 	return c
@@ -60,4 +68,28 @@ func WithRetryAfter(d time.Duration) Option {
 // a mux has one. Default runtime.DefaultHTTPErrorHandler.
 func WithErrorHandler(next runtime.ErrorHandlerFunc) Option {
 	return func(c *config) { c.next = next }
+}
+
+// WithOutgoingHeaderMatcher sets the matcher of the server's header
+// metadata, for a mux that had its own runtime.WithOutgoingHeaderMatcher:
+// [ServeMuxOptions] installs one that forwards no
+// [idempotency.ReplayedKey] and passes every other key to match. Default
+// grpc-gateway's own mapping, "Grpc-Metadata-" and the key.
+func WithOutgoingHeaderMatcher(match runtime.HeaderMatcherFunc) Option {
+	return func(c *config) { c.nextHeader = match }
+}
+
+// WithOutgoingTrailerMatcher sets the matcher of the server's trailer
+// metadata, for a mux that had its own runtime.WithOutgoingTrailerMatcher:
+// [ServeMuxOptions] installs one that forwards no
+// [idempotency.ReplayedKey] and passes every other key to match. Default
+// grpc-gateway's own mapping, "Grpc-Trailer-" and the key.
+func WithOutgoingTrailerMatcher(match runtime.HeaderMatcherFunc) Option {
+	return func(c *config) { c.nextTrailer = match }
+}
+
+// prefixed is grpc-gateway's default outgoing matcher with prefix
+// (runtime.MetadataHeaderPrefix or runtime.MetadataTrailerPrefix).
+func prefixed(prefix string) runtime.HeaderMatcherFunc {
+	return func(key string) (string, bool) { return prefix + key, true }
 }

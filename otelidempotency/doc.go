@@ -20,7 +20,10 @@
 //	)
 //
 // Every decision adds one to the decision counter and, when the decision
-// made store calls, records their time in the store histogram. On the
+// made store calls, records their time in the store histogram. A store step
+// retried through errors (storing an outcome, releasing a claim, renewing a
+// lease) is one store_error decision however many attempts failed; the
+// histogram records each failed attempt's own time. On the
 // call's span (trace.SpanFromContext) it sets the outcome attribute, so the
 // span ends with the call's last decision, and it adds an event for the
 // moments worth a mark on the timeline: a replay, an in-flight rejection, a
@@ -61,7 +64,9 @@
 //	idempotency.server.store.duration   Float64Histogram     s           rpc.*, idempotency.outcome
 //
 // The histogram records [idempotency.Event.StoreTime] of the decisions that
-// made store calls (a missing or invalid key makes none).
+// made store calls (a missing or invalid key makes none), and of every
+// failed attempt of a retried store step; the counter counts such a step's
+// first failed attempt only ([idempotency.Event.Attempt] 1).
 //
 // Server span (the span in the call's context, otelgrpc's server span):
 //

@@ -9,7 +9,8 @@ const ScopeName = "github.com/grpc-idempotency/idempotency/otelidempotency"
 // Metric names.
 const (
 	// DecisionsMetric counts the server interceptor's decisions, by method
-	// and outcome (Int64Counter, unit {decision}).
+	// and outcome (Int64Counter, unit {decision}); a store step retried
+	// through errors counts as one store_error.
 	DecisionsMetric = "idempotency.server.decisions"
 	// StoreDurationMetric is the time a decision spent in store calls, by
 	// method and outcome (Float64Histogram, unit s).

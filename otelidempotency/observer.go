@@ -34,6 +34,10 @@ var storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01
 // time in the [StoreDurationMetric] histogram when it made store calls, and
 // the [OutcomeKey] attribute and, for replays, in-flight rejections, lease
 // renewals and lost leases, an event on the span in the call's context.
+// A store step retried through errors is one store_error decision however
+// many attempts failed: the counter counts the event of its first attempt
+// ([idempotency.Event.Attempt] 1), while the histogram records the time of
+// every failed attempt, each once.
 // Outcomes are named by their String(), so outcomes added to the library
 // later are recorded without a change here. The package documentation has
 // the table of names.
@@ -101,7 +105,9 @@ type decisionNames struct {
 // Observe implements [idempotency.Observer].
 func (o *observer) Observe(ctx context.Context, e idempotency.Event) {
 	n := o.namesOf(e.Method, e.Outcome)
-	o.decisions.Add(ctx, 1, n.add...)
+	if e.Attempt <= 1 { // a retry of a failed store step is not a new decision
+		o.decisions.Add(ctx, 1, n.add...)
+	}
 	if e.StoreTime > 0 {
 		o.storeTime.Record(ctx, e.StoreTime.Seconds(), n.record...)
 	}

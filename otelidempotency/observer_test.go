@@ -215,3 +215,28 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// A completion that fails twice and lands on its third attempt is one
+// store_error decision, not two, beside the executed one; the store
+// histogram records each failed attempt's time once (issue 18, item 13).
+func TestObserverStoreErrorCountsSteps(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, nil)
+	const failures = 2
+	s.store.FailCompletes(failures)
+	if _, err := s.Client(t).Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.store.Count("complete"); n != failures+1 {
+		t.Fatalf("%d Complete calls, want %d", n, failures+1)
+	}
+	if n := s.tel.counter(t, requiredMethod, idempotency.OutcomeStoreError); n != 1 {
+		t.Errorf("store_error counter %d for one completion retried through %d errors, want 1", n, failures)
+	}
+	if n := s.tel.counter(t, requiredMethod, idempotency.OutcomeExecuted); n != 1 {
+		t.Errorf("executed counter %d, want 1", n)
+	}
+	if count, _ := s.tel.histogram(t, requiredMethod, idempotency.OutcomeStoreError); count != failures {
+		t.Errorf("store_error histogram has %d observations, want one per failed attempt (%d)", count, failures)
+	}
+}
