@@ -24,10 +24,14 @@ import (
 // including those made by retry layers below this interceptor. A caller-supplied key that [ValidateKey] refuses fails the
 // call with INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
 //
-// A failed attempt is retried on UNAVAILABLE, and on ABORTED only when its
-// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain]: a plain
-// ABORTED is not safe to retry (AIP-194), and on DEADLINE_EXCEEDED of an
-// attempt cut by [WithPerAttemptTimeout]. Nothing else is retried. Retries
+// A failed attempt is retried on UNAVAILABLE; on ABORTED only when its
+// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain] (a plain
+// ABORTED is not safe to retry, AIP-194); on RESOURCE_EXHAUSTED only when
+// its ErrorInfo says [ReasonStoreFull] in [ErrorDomain] (the server refused
+// the claim, so the handler did not run; a plain RESOURCE_EXHAUSTED, from a
+// rate limiter or for a message too large, is not retried); and on
+// DEADLINE_EXCEEDED of an attempt cut by [WithPerAttemptTimeout]. Nothing
+// else is retried. Retries
 // wait for the backoff ([WithBackoff]) or the server's pushback
 // (google.rpc.RetryInfo, grpc-retry-pushback-ms), whichever is longer; a
 // pushback over [WithMaxPushback] (default 1 minute) or a wait that would

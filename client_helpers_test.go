@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -34,12 +35,17 @@ type rigConfig struct {
 	handler testserver.HandlerFunc
 	fault   grpc.UnaryServerInterceptor
 	server  []idempotency.Option
+	store   store.Store // default: a fresh memory store
 }
 
 func newClientRig(t *testing.T, cfg rigConfig) *clientRig {
 	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := cfg.store
+	if mem == nil {
+		m := memorystore.New()
+		t.Cleanup(func() { _ = m.Close() })
+		mem = m
+	}
 	log := &attemptLog{}
 	chain := []grpc.UnaryServerInterceptor{log.record}
 	if cfg.fault != nil {
