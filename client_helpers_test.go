@@ -32,10 +32,11 @@ type clientRig struct {
 
 // rigConfig configures newClientRig.
 type rigConfig struct {
-	handler testserver.HandlerFunc
-	fault   grpc.UnaryServerInterceptor
-	server  []idempotency.Option
-	store   store.Store // default: a fresh memory store
+	handler  testserver.HandlerFunc
+	fault    grpc.UnaryServerInterceptor
+	server   []idempotency.Option
+	store    store.Store                 // default: a fresh memory store
+	register func(grpc.ServiceRegistrar) // more services on the server, or nil
 }
 
 func newClientRig(t *testing.T, cfg rigConfig) *clientRig {
@@ -52,7 +53,7 @@ func newClientRig(t *testing.T, cfg rigConfig) *clientRig {
 		chain = append(chain, cfg.fault)
 	}
 	chain = append(chain, idempotency.UnaryServerInterceptor(mem, cfg.server...))
-	srv := testserver.New(t, &testserver.Service{Handler: cfg.handler}, grpc.ChainUnaryInterceptor(chain...))
+	srv := testserver.NewWith(t, &testserver.Service{Handler: cfg.handler}, cfg.register, grpc.ChainUnaryInterceptor(chain...))
 	return &clientRig{srv: srv, attempts: log}
 }
 
