@@ -7,9 +7,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
-	"github.com/grpc-idempotency/idempotency/internal/policy"
 )
 
 // UnaryClientInterceptor returns a client interceptor that gives each call
@@ -18,27 +15,40 @@ import (
 //
 // The key comes from [WithKey], else from the outgoing metadata under
 // [MetadataKey] or the name set with [WithClientMetadataKey] (when both are
-// given they must agree), else from the key generator
-// ([WithKeyGenerator]); it is set in the outgoing metadata under that
-// name once, before the first attempt, so every attempt carries it,
-// including those made by retry layers below this interceptor. A caller-supplied key that [ValidateKey] refuses fails the
-// call with INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
+// given they must agree), else from the request field the method's
+// idempotency.v1.method key_field names (AIP-155 request_id) when it is
+// not empty, else from the key generator ([WithKeyGenerator]). When the
+// key field is set and a key is given too, the two must be the same: a
+// server reads the metadata key first, so a different field value would be
+// silently ignored there. The key is set in the outgoing metadata under
+// that name once, before the first attempt, so every attempt carries it,
+// including those made by retry layers below this interceptor. A key that
+// [ValidateKey] refuses, or keys that disagree, fail the call with
+// INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
 //
-// A failed attempt is retried on UNAVAILABLE, and on ABORTED only when its
-// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain]: a plain
-// ABORTED is not safe to retry (AIP-194), and on DEADLINE_EXCEEDED of an
-// attempt cut by [WithPerAttemptTimeout]. Nothing else is retried. Retries
-// wait for the backoff ([WithBackoff]) or the server's pushback
-// (google.rpc.RetryInfo, grpc-retry-pushback-ms), whichever is longer; a
+// A failed attempt is retried on UNAVAILABLE; on ABORTED only when its
+// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain] (a plain
+// ABORTED is not safe to retry, AIP-194); on RESOURCE_EXHAUSTED only when
+// its ErrorInfo says [ReasonStoreFull] in [ErrorDomain] (the server refused
+// the claim, so the handler did not run; a plain RESOURCE_EXHAUSTED, from a
+// rate limiter or for a message too large, is not retried); and on
+// DEADLINE_EXCEEDED of an attempt cut by [WithPerAttemptTimeout]. Nothing
+// else is retried. Retries wait for the backoff ([WithBackoff]) or the
+// server's pushback (google.rpc.RetryInfo, grpc-retry-pushback-ms),
+// whichever is longer, and stop after [WithMaxAttempts] attempts; a
 // pushback over [WithMaxPushback] (default 1 minute) or a wait that would
 // end after the caller's deadline is not started and the last error is
-// returned at once, and a context cancelled after a failed
-// attempt ends the call with CANCELED, as grpc-go's own retries do.
-// Otherwise the last attempt's error is returned as is, with its details.
+// returned at once, and a context cancelled after a failed attempt ends
+// the call with CANCELED, as grpc-go's own retries do. Otherwise the last
+// attempt's error is returned as is, with its details.
 //
 // Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
-// whose idempotency.v1.method mode is MODE_DISABLED get no key and no retries;
-// the policy is read from protoregistry.GlobalFiles once per method.
+// whose idempotency.v1.method mode is MODE_DISABLED get no key and no
+// retries, and so do the methods of gRPC's own services (proto package
+// "grpc" or "grpc.*": health, reflection, channelz, lb) and, with
+// [WithClientDefaultMode](ModeDisabled), the methods whose descriptor
+// gives no mode. The policy and key field are read from
+// protoregistry.GlobalFiles once per method.
 //
 // It panics when an option cannot work (an empty [WithClientMetadataKey]):
 // a programming error, found at start-up.
@@ -47,7 +57,7 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	if err := c.cfg.validate(); err != nil {
 		panic(err)
 	}
-	c.keyed.Store(&map[string]bool{})
+	c.methods.Store(&map[string]*clientMethod{})
 	return c.intercept
 }
 
@@ -58,8 +68,9 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 // with no key at all, silently (a MODE_REQUIRED method then answers
 // INVALID_ARGUMENT with [ReasonKeyMissing], an optional one runs without
 // deduplication). Such clients use [ContextWithKey]. On methods that get
-// no key (NO_SIDE_EFFECTS, MODE_DISABLED) it is ignored. Default: none, the
-// interceptor mints a key.
+// no key (see [UnaryClientInterceptor]) it is ignored. On a method with a
+// key_field whose request sets it, key must be that value. Default: none:
+// the request's key field, else a key the interceptor mints.
 func WithKey(key string) grpc.CallOption {
 	return keyCallOption{key: key}
 }
@@ -104,18 +115,19 @@ type keyCallOption struct {
 type clientInterceptor struct {
 	cfg clientConfig
 
-	// keyed maps a full method name to whether its calls get a key. It is
-	// copied on write (once per method), so the hot path is one map read
-	// without locks or allocations.
-	keyed atomic.Pointer[map[string]bool]
-	mu    sync.Mutex // serialises writers of keyed
+	// methods maps a full method name to what the interceptor knows of it.
+	// It is copied on write (once per method), so the hot path is one map
+	// read without locks or allocations.
+	methods atomic.Pointer[map[string]*clientMethod]
+	mu      sync.Mutex // serialises writers of methods
 }
 
 func (c *clientInterceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if !c.isKeyed(method) {
+	m := c.method(method, req)
+	if !m.keyed {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	ctx, err := c.attachKey(ctx, opts)
+	ctx, err := c.attachKey(ctx, m.fieldKey(req), opts)
 	if err != nil {
 		return err
 	}
@@ -125,27 +137,11 @@ func (c *clientInterceptor) intercept(ctx context.Context, method string, req, r
 	return c.invokeWithRetry(ctx, method, req, reply, cc, invoker, opts)
 }
 
-// isKeyed reports whether calls to method get a key.
-func (c *clientInterceptor) isKeyed(method string) bool {
-	if k, ok := (*c.keyed.Load())[method]; ok {
-		return k
-	}
-	k := policy.Resolve(method).Mode != idempotencyv1.Mode_MODE_DISABLED
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := *c.keyed.Load()
-	m := make(map[string]bool, len(old)+1)
-	for name, v := range old {
-		m[name] = v
-	}
-	m[method] = k
-	c.keyed.Store(&m)
-	return k
-}
-
 // attachKey returns ctx with the call's key in its outgoing metadata. A key
-// already there is kept as is.
-func (c *clientInterceptor) attachKey(ctx context.Context, opts []grpc.CallOption) (context.Context, error) {
+// already there is kept as is. field is the value of the request's key
+// field, or "": without WithKey or a metadata key it is the call's key, and
+// with one of them it must be that key.
+func (c *clientInterceptor) attachKey(ctx context.Context, field string, opts []grpc.CallOption) (context.Context, error) {
 	var key string
 	var fromOption bool
 	for _, o := range opts {
@@ -153,18 +149,27 @@ func (c *clientInterceptor) attachKey(ctx context.Context, opts []grpc.CallOptio
 			key, fromOption = k.key, true
 		}
 	}
-	switch md := metadata.ValueFromOutgoingContext(ctx, c.cfg.metadataKey); {
+	md := metadata.ValueFromOutgoingContext(ctx, c.cfg.metadataKey)
+	switch {
 	case len(md) > 1:
 		return ctx, keyInvalid("the outgoing metadata carries more than one key")
 	case len(md) == 1 && fromOption && md[0] != key:
 		return ctx, keyInvalid("WithKey and the outgoing metadata carry different keys")
 	case len(md) == 1:
-		return ctx, keyStatus(ValidateKey(md[0]))
+		key = md[0]
+	case !fromOption && field != "":
+		key = field
 	case !fromOption:
 		key = c.cfg.newKey()
 	}
+	if field != "" && key != field {
+		return ctx, keyInvalid("WithKey or the outgoing metadata and the request's key_field carry different keys")
+	}
 	if err := ValidateKey(key); err != nil {
 		return ctx, keyStatus(err)
+	}
+	if len(md) == 1 {
+		return ctx, nil
 	}
 	return metadata.AppendToOutgoingContext(ctx, c.cfg.metadataKey, key), nil
 }

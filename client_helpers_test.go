@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -31,22 +32,28 @@ type clientRig struct {
 
 // rigConfig configures newClientRig.
 type rigConfig struct {
-	handler testserver.HandlerFunc
-	fault   grpc.UnaryServerInterceptor
-	server  []idempotency.Option
+	handler  testserver.HandlerFunc
+	fault    grpc.UnaryServerInterceptor
+	server   []idempotency.Option
+	store    store.Store                 // default: a fresh memory store
+	register func(grpc.ServiceRegistrar) // more services on the server, or nil
 }
 
 func newClientRig(t *testing.T, cfg rigConfig) *clientRig {
 	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := cfg.store
+	if mem == nil {
+		m := memorystore.New()
+		t.Cleanup(func() { _ = m.Close() })
+		mem = m
+	}
 	log := &attemptLog{}
 	chain := []grpc.UnaryServerInterceptor{log.record}
 	if cfg.fault != nil {
 		chain = append(chain, cfg.fault)
 	}
 	chain = append(chain, idempotency.UnaryServerInterceptor(mem, cfg.server...))
-	srv := testserver.New(t, &testserver.Service{Handler: cfg.handler}, grpc.ChainUnaryInterceptor(chain...))
+	srv := testserver.NewWith(t, &testserver.Service{Handler: cfg.handler}, cfg.register, grpc.ChainUnaryInterceptor(chain...))
 	return &clientRig{srv: srv, attempts: log}
 }
 

@@ -41,6 +41,7 @@ type clientConfig struct {
 	newKey            func() string
 	metadataKey       string
 	maxPushback       time.Duration
+	defaultMode       Mode // of methods the descriptors give no mode
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {
@@ -51,6 +52,7 @@ func newClientConfig(opts []ClientOption) clientConfig {
 		newKey:      uuid.NewString,
 		metadataKey: MetadataKey,
 		maxPushback: DefaultMaxPushback,
+		defaultMode: ModeOptional,
 	}
 	for _, o := range opts {
 		o(&c)

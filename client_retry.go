@@ -65,7 +65,10 @@ func (c *clientInterceptor) attempt(ctx context.Context, method string, req, rep
 }
 
 // retryable reports whether a call that failed with err may be retried with
-// its key: UNAVAILABLE; ABORTED with ReasonKeyInUse in ErrorDomain; and
+// its key: UNAVAILABLE; ABORTED with ReasonKeyInUse in ErrorDomain;
+// RESOURCE_EXHAUSTED with ReasonStoreFull in ErrorDomain (the claim was
+// refused, so the handler did not run; any other RESOURCE_EXHAUSTED, such as
+// a rate limit or a message too large, is not retried); and
 // DEADLINE_EXCEEDED when a per-attempt timeout is set (if the caller's own
 // deadline has passed, the deadline check returns the error instead).
 func (c *clientInterceptor) retryable(err error) (*status.Status, bool) {
@@ -77,17 +80,20 @@ func (c *clientInterceptor) retryable(err error) (*status.Status, bool) {
 	case codes.Unavailable:
 		return st, true
 	case codes.Aborted:
-		return st, keyInUse(st)
+		return st, hasReason(st, ReasonKeyInUse)
+	case codes.ResourceExhausted:
+		return st, hasReason(st, ReasonStoreFull)
 	case codes.DeadlineExceeded:
 		return st, c.cfg.perAttemptTimeout > 0
 	}
 	return st, false
 }
 
-// keyInUse reports whether st is the server's in-flight rejection.
-func keyInUse(st *status.Status) bool {
+// hasReason reports whether st carries a google.rpc.ErrorInfo with reason
+// in ErrorDomain.
+func hasReason(st *status.Status, reason string) bool {
 	for _, d := range st.Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == ErrorDomain && ei.GetReason() == ReasonKeyInUse {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == ErrorDomain && ei.GetReason() == reason {
 			return true
 		}
 	}

@@ -134,6 +134,8 @@ func TestClientNoUnsafeRetries(t *testing.T) {
 		{name: "ABORTED with another reason", handler: failWith(errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ReasonKeyReused, 0)), wantCode: codes.Aborted, wantReason: idempotency.ReasonKeyReused},
 		{name: "INTERNAL", handler: failWith(status.Error(codes.Internal, "bug")), wantCode: codes.Internal},
 		{name: "RESOURCE_EXHAUSTED", handler: failWith(status.Error(codes.ResourceExhausted, "quota")), wantCode: codes.ResourceExhausted},
+		{name: "RESOURCE_EXHAUSTED store full from another domain", handler: failWith(errorWith(codes.ResourceExhausted, "example.com", idempotency.ReasonStoreFull, time.Millisecond)), wantCode: codes.ResourceExhausted},
+		{name: "RESOURCE_EXHAUSTED with another reason", handler: failWith(errorWith(codes.ResourceExhausted, idempotency.ErrorDomain, idempotency.ReasonKeyInUse, time.Millisecond)), wantCode: codes.ResourceExhausted, wantReason: idempotency.ReasonKeyInUse},
 		{name: "DEADLINE_EXCEEDED without a per-attempt timeout", handler: failWith(status.Error(codes.DeadlineExceeded, "slow backend")), wantCode: codes.DeadlineExceeded},
 		{name: "UNAVAILABLE with a negative pushback", handler: failWithTrailer(codes.Unavailable, "-1"), wantCode: codes.Unavailable},
 		{name: "UNAVAILABLE with a malformed pushback", handler: failWithTrailer(codes.Unavailable, "soon"), wantCode: codes.Unavailable},

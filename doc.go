@@ -22,8 +22,11 @@
 //
 // (fields mode, one of MODE_OPTIONAL, the default, MODE_REQUIRED or
 // MODE_DISABLED; retention; lease; key_field); methods marked
-// idempotency_level = NO_SIDE_EFFECTS are left untouched.
-// [WithMethodPolicy] overrides a method's proto options in code.
+// idempotency_level = NO_SIDE_EFFECTS are left untouched, and so are gRPC's
+// own services (proto package grpc.*: health, reflection, channelz).
+// [WithMethodPolicy] overrides a method's proto options in code;
+// [WithDefaultMode] sets the mode of methods without the option
+// (ModeDisabled: annotated methods only).
 // [ValidateServer] checks at start-up every method a server serves. Keys are
 // namespaced by method and by the caller's scope ([WithScope]) and hashed
 // before they reach the store. Errors carry google.rpc.ErrorInfo with
@@ -71,9 +74,12 @@
 //
 // # Client
 //
-// [UnaryClientInterceptor] mints one key per logical call and retries
-// UNAVAILABLE, and ABORTED with [ReasonKeyInUse], always with the same key,
-// honouring the server's pushback up to [WithMaxPushback].
+// [UnaryClientInterceptor] mints one key per logical call (or takes it from
+// the request field a key_field names) and retries UNAVAILABLE, ABORTED
+// with [ReasonKeyInUse] and RESOURCE_EXHAUSTED with [ReasonStoreFull],
+// always with the same key, honouring the server's pushback up to
+// [WithMaxPushback]. [WithClientDefaultMode] leaves methods without the
+// option alone.
 // [WithKey] supplies the key for one call, through the interceptor only: a
 // client without it puts the key in the outgoing context with
 // [ContextWithKey]. [WithClientMetadataKey] matches a server built with

@@ -41,7 +41,8 @@ const (
 	// retryable; the call did run).
 	ReasonResponseNotRetained = "IDEMPOTENCY_RESPONSE_NOT_RETAINED"
 	// ReasonStoreFull: a bounded store has no room for a new key
-	// (RESOURCE_EXHAUSTED, retryable later).
+	// (RESOURCE_EXHAUSTED, retryable with the same key after the RetryInfo
+	// delay; the handler did not run).
 	ReasonStoreFull = "IDEMPOTENCY_STORE_FULL"
 	// ReasonMisconfigured: the method's idempotency policy cannot work, so
 	// its calls fail closed (INTERNAL, not retryable; see

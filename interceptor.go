@@ -30,7 +30,12 @@ import (
 // documentation for the behaviour in every situation.
 //
 // Method policies are read from the registered proto descriptors, each
-// method's once, on its first call. It panics when the options are invalid
+// method's once, on its first call. A method without an
+// idempotency.v1.method option or a [WithMethodPolicy] takes the mode of
+// [WithDefaultMode] (OPTIONAL by default); methods marked NO_SIDE_EFFECTS,
+// and the methods of gRPC's own services (proto package "grpc" or
+// "grpc.*": health, reflection, channelz, lb) that [WithMethodPolicy] does
+// not name, pass through untouched. It panics when the options are invalid
 // or the policy of a method named by [WithMethodPolicy] cannot work (see
 // [MethodConfigError]): programming errors, found at start-up. A method
 // whose proto option cannot work fails its calls closed instead; check

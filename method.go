@@ -130,10 +130,11 @@ func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
 // key field that is not a singular string field of the request. The key
 // field of a DISABLED method is never read, so it is not checked.
 func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, req protoreflect.MessageDescriptor) (*methodConfig, error) {
-	m := &methodConfig{mode: ModeOptional, retention: c.retention, lease: c.lease,
+	m := &methodConfig{retention: c.retention, lease: c.lease,
 		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
 	fail := &MethodConfigError{Method: fullMethod}
 	var keyField, source string
+	given := idempotencyv1.Mode_MODE_UNSPECIFIED // the mode the descriptor gives, if any
 	if md != nil {
 		fail.File = md.ParentFile().Path()
 		p := policy.FromDescriptor(md)
@@ -141,11 +142,14 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 			fail.Problem = "idempotency.v1.method option on a streaming method; it applies to unary methods only"
 			return m, fail
 		}
-		m.mode = modeFromProto[p.Mode]
+		if p.Explicit {
+			given = p.Mode
+		}
 		m.retention = positiveOr(p.Retention, m.retention)
 		m.lease = positiveOr(p.Lease, m.lease)
 		keyField, source = p.KeyField, "key_field"
 	}
+	m.mode = c.baseMode(fullMethod, given)
 	if o, ok := c.methods[fullMethod]; ok {
 		if md != nil && policy.Streaming(md) {
 			fail.Problem = "WithMethodPolicy names a streaming method; it applies to unary methods only"
@@ -180,6 +184,25 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	}
 	m.keyField = f
 	return m, nil
+}
+
+// baseMode returns the mode of fullMethod before its code policy applies:
+// ModeDisabled for a method of gRPC's own services that WithMethodPolicy
+// does not name; else the mode its descriptor gives (given, or
+// MODE_UNSPECIFIED when it gives none); else ModeOptional for a method
+// named by WithMethodPolicy, as for an annotated one; else the default
+// mode ([WithDefaultMode]).
+func (c *config) baseMode(fullMethod string, given idempotencyv1.Mode) Mode {
+	_, named := c.methods[fullMethod]
+	switch {
+	case !named && policy.Infrastructure(fullMethod):
+		return ModeDisabled
+	case given != idempotencyv1.Mode_MODE_UNSPECIFIED:
+		return modeFromProto[given]
+	case named:
+		return ModeOptional
+	}
+	return c.defaultMode
 }
 
 // positiveOr returns d when it is set (positive), and otherwise def.

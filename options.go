@@ -56,6 +56,7 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
+	defaultMode      Mode // of methods no proto option or code policy gives one
 }
 
 func newConfig(opts []Option) *config {
@@ -71,6 +72,7 @@ func newConfig(opts []Option) *config {
 		storeTimeout:     DefaultStoreTimeout,
 		handlerTimeout:   DefaultHandlerTimeout,
 		cancellation:     CancellationDetached,
+		defaultMode:      ModeOptional,
 	}
 	WithStoredCodes(DefaultStoredCodes...)(c)
 	for _, o := range opts {
@@ -163,7 +165,9 @@ func WithFingerprint(f FingerprintFunc) Option {
 // WithMethodPolicy sets the policy of one method (full name,
 // "/pkg.Service/Method"), overriding its proto options field by field: the
 // zero value of a field keeps what the proto says. Default: the proto
-// options alone.
+// options alone. Naming a method of gRPC's own services (proto package
+// "grpc" or "grpc.*"), which the interceptor otherwise leaves alone, makes
+// it take part.
 //
 // [UnaryServerInterceptor] checks the policy of every method named here
 // when it is built, and panics with a [*MethodConfigError] naming the

@@ -29,6 +29,11 @@ type Policy struct {
 	// Annotated reports whether the method has the idempotency.v1.method
 	// option.
 	Annotated bool
+	// Explicit reports whether the descriptor gives the mode: the method
+	// has the idempotency.v1.method option or idempotency_level
+	// NO_SIDE_EFFECTS. When it is false, Mode is MODE_OPTIONAL and callers
+	// apply their own default mode instead.
+	Explicit bool
 }
 
 // Resolve returns the policy of fullMethod ("/pkg.Service/Method") from
@@ -81,7 +86,18 @@ func FromDescriptor(md protoreflect.MethodDescriptor) Policy {
 		opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
 		p.Mode = idempotencyv1.Mode_MODE_DISABLED
 	}
+	p.Explicit = p.Annotated || p.Mode == idempotencyv1.Mode_MODE_DISABLED
 	return p
+}
+
+// Infrastructure reports whether fullMethod ("/pkg.Service/Method") belongs
+// to one of gRPC's own services: a service whose proto package is "grpc"
+// or starts with "grpc." (health, reflection v1 and v1alpha, channelz, lb,
+// the ALTS handshaker, grpc.testing). A service name has no dots, so that
+// is a method name that starts with "/grpc.". The interceptors leave these
+// methods alone unless the server names one with WithMethodPolicy.
+func Infrastructure(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.")
 }
 
 // Streaming reports whether md streams in either direction.
