@@ -195,7 +195,9 @@ func WithObserver(o Observer) Option {
 // WithDescriptors resolves method options from files instead of
 // protoregistry.GlobalFiles, for example a registry built with
 // protodesc.NewFiles from a descriptor set. Key fields are looked up on each
-// request's own descriptor, so files need not hold the generated types.
+// request's own descriptor, and a replayed response whose type has no
+// generated Go type linked in is decoded into a dynamicpb message of the
+// descriptor files holds, so files need not hold the generated types.
 // Default protoregistry.GlobalFiles.
 func WithDescriptors(files *protoregistry.Files) Option {
 	return func(c *config) { c.files = files }
