@@ -101,7 +101,12 @@
 // never claims its key, so the client can fix it and send it again with
 // the same key. Validation there checks the request alone; checks that
 // depend on state belong in the handler, whose answer is stored and
-// replayed (docs/semantics.md, decision 45). On the client, place the key
+// replayed (docs/semantics.md, decision 45). A call wrapped by two
+// interceptors over the same store with the same scope (a platform-wide
+// chain and a service's own, or a selector) is claimed by the outer one
+// only: the inner one finds the claim on the context and passes the call
+// through. Over different stores, or with scopes that give different keys,
+// each claims its own. On the client, place the key
 // interceptor before any retry interceptor, so every retry carries the
 // same key.
 package idempotency

@@ -102,7 +102,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	if err != nil {
 		return nil, i.fail(ctx, info.FullMethod, err, 0)
 	}
-	if c == nil { // OPTIONAL method called without a key
+	if c == nil || i.claimedOutside(ctx, c) { // OPTIONAL method called without a key, or wrapped twice
 		return handler(ctx, req)
 	}
 	resp, err := i.run(ctx, c, req, handler)
