@@ -9,11 +9,17 @@
 //
 // # Server
 //
-// [UnaryServerInterceptor] takes a store and options:
+// [NewServer] takes a store and options, once; its interceptor and its
+// start-up check read the same options:
 //
-//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
-//		idempotency.UnaryServerInterceptor(memorystore.New()),
-//	))
+//	idem := idempotency.NewServer(memorystore.New(), opts...)
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(idem.UnaryServerInterceptor()))
+//	// register the services, then
+//	if err := idem.Validate(srv); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// [UnaryServerInterceptor] is shorthand for a server without the check.
 //
 // Methods are configured in their .proto files with the idempotency.v1.method
 // option, for example
@@ -24,7 +30,7 @@
 // MODE_DISABLED; retention; lease; key_field); methods marked
 // idempotency_level = NO_SIDE_EFFECTS are left untouched.
 // [WithMethodPolicy] overrides a method's proto options in code.
-// [ValidateServer] checks at start-up every method a server serves. Keys are
+// [Server.Validate] checks at start-up every method a server serves. Keys are
 // namespaced by method and by the caller's scope ([WithScope]) and hashed
 // before they reach the store. Errors carry google.rpc.ErrorInfo with
 // [ErrorDomain] and one of the Reason constants, so clients branch on the

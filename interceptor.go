@@ -21,26 +21,51 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// UnaryServerInterceptor returns a server interceptor that runs each keyed
-// call once per key and replays its stored outcome to every retry.
+// Server is the idempotency side of a gRPC server, built once with
+// [NewServer] from a store and the options: its interceptor and its
+// start-up check ([Server.Validate]) read the same options, so they cannot
+// drift apart.
+type Server struct {
+	i *interceptor
+}
+
+// NewServer returns the idempotency server over store s, configured by
+// opts.
 //
-// It reads the key from request metadata ([MetadataKey]), claims it in s in
-// one atomic step, runs the handler, and stores the response or
-// deterministic error for the retention period. See the package
-// documentation for the behaviour in every situation.
-//
-// Method policies are read from the registered proto descriptors, each
-// method's once, on its first call. It panics when the options are invalid
-// or the policy of a method named by [WithMethodPolicy] cannot work (see
-// [MethodConfigError]): programming errors, found at start-up. A method
-// whose proto option cannot work fails its calls closed instead; check
-// them all at start-up with [ValidateServer].
-func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
+// It panics when the options are invalid or the policy of a method named
+// by [WithMethodPolicy] cannot work (see [MethodConfigError]): programming
+// errors, found at start-up. It checks only those methods, since it cannot
+// know which services the gRPC server will register; a method whose proto
+// option cannot work fails its calls closed instead. Check them all at
+// start-up with [Server.Validate].
+func NewServer(s store.Store, opts ...Option) *Server {
 	i, err := newInterceptor(s, opts)
 	if err != nil {
 		panic(err)
 	}
-	return i.intercept
+	return &Server{i: i}
+}
+
+// UnaryServerInterceptor returns the server interceptor that runs each
+// keyed call once per key and replays its stored outcome to every retry.
+//
+// It reads the key from request metadata ([MetadataKey]), claims it in the
+// store in one atomic step, runs the handler, and stores the response or
+// deterministic error for the retention period. See the package
+// documentation for the behaviour in every situation. Method policies are
+// read from the registered proto descriptors, each method's once, on its
+// first call. Every interceptor s returns shares that cache and the
+// in-flight waiters ([WithWaitForInFlight]).
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return s.i.intercept
+}
+
+// UnaryServerInterceptor is shorthand for
+// NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
+// not run the start-up check [Server.Validate]. It panics as [NewServer]
+// does.
+func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
+	return NewServer(s, opts...).UnaryServerInterceptor()
 }
 
 type interceptor struct {

@@ -36,7 +36,7 @@ var DefaultStoredCodes = []codes.Code{
 	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
 }
 
-// Option configures [UnaryServerInterceptor].
+// Option configures a [Server] ([NewServer], [UnaryServerInterceptor]).
 type Option func(*config)
 
 type config struct {
@@ -165,14 +165,14 @@ func WithFingerprint(f FingerprintFunc) Option {
 // zero value of a field keeps what the proto says. Default: the proto
 // options alone.
 //
-// [UnaryServerInterceptor] checks the policy of every method named here
-// when it is built, and panics with a [*MethodConfigError] naming the
+// [NewServer] checks the policy of every method named here when it is
+// built, and panics with a [*MethodConfigError] naming the
 // method and its proto file when it cannot work: a KeyField (or the
 // proto's key_field) that is not a singular string field of the request,
 // or a streaming method. A name the descriptor registry ([WithDescriptors])
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
-// method's calls closed. [ValidateServer] reports names a server does not
+// method's calls closed. [Server.Validate] reports names a server does not
 // serve.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) Option {
 	return func(c *config) {
