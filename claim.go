@@ -1,6 +1,11 @@
 package idempotency
 
-import "context"
+import (
+	"context"
+	"reflect"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
 
 // Claim identifies the claim a handler runs under.
 type Claim struct {
@@ -25,4 +30,25 @@ func ClaimFromContext(ctx context.Context) (Claim, bool) {
 		return Claim{}, false
 	}
 	return c.claim, true
+}
+
+// claimedOutside reports whether ctx carries the claim of c's store key,
+// taken in the same store by an outer interceptor: the call is wrapped
+// twice (a platform-wide chain and a service's own, or a selector), and the
+// outer claim already covers it. The inner interceptor then passes the
+// call through, with no claim or store write of its own; claiming again
+// would find the outer claim and refuse the call as in use. Interceptors
+// over different stores, or whose scopes give different store keys, each
+// claim their own.
+func (i *interceptor) claimedOutside(ctx context.Context, c *call) bool {
+	outer, ok := ctx.Value(claimKey{}).(*call)
+	return ok && outer.method == c.method && outer.key == c.key && sameStore(outer.i.store, i.store)
+}
+
+// sameStore reports whether a and b are the same store. A store value
+// whose dynamic type is not comparable (a struct holding a slice or a map)
+// is the same as no other, since == on it would panic.
+func sameStore(a, b store.Store) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.Type() == vb.Type() && va.Comparable() && a == b
 }

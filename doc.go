@@ -9,11 +9,17 @@
 //
 // # Server
 //
-// [UnaryServerInterceptor] takes a store and options:
+// [NewServer] takes a store and options, once; its interceptor and its
+// start-up check read the same options:
 //
-//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
-//		idempotency.UnaryServerInterceptor(memorystore.New()),
-//	))
+//	idem := idempotency.NewServer(memorystore.New(), opts...)
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(idem.UnaryServerInterceptor()))
+//	// register the services, then
+//	if err := idem.Validate(srv); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// [UnaryServerInterceptor] is shorthand for a server without the check.
 //
 // Methods are configured in their .proto files with the idempotency.v1.method
 // option, for example
@@ -27,7 +33,7 @@
 // [WithMethodPolicy] overrides a method's proto options in code;
 // [WithDefaultMode] sets the mode of methods without the option
 // (ModeDisabled: annotated methods only).
-// [ValidateServer] checks at start-up every method a server serves. Keys are
+// [Server.Validate] checks at start-up every method a server serves. Keys are
 // namespaced by method and by the caller's scope ([WithScope]) and hashed
 // before they reach the store. Errors carry google.rpc.ErrorInfo with
 // [ErrorDomain] and one of the Reason constants, so clients branch on the
@@ -107,7 +113,12 @@
 // never claims its key, so the client can fix it and send it again with
 // the same key. Validation there checks the request alone; checks that
 // depend on state belong in the handler, whose answer is stored and
-// replayed (docs/semantics.md, decision 45). On the client, place the key
+// replayed (docs/semantics.md, decision 45). A call wrapped by two
+// interceptors over the same store with the same scope (a platform-wide
+// chain and a service's own, or a selector) is claimed by the outer one
+// only: the inner one finds the claim on the context and passes the call
+// through. Over different stores, or with scopes that give different keys,
+// each claims its own. On the client, place the key
 // interceptor before any retry interceptor, so every retry carries the
 // same key.
 package idempotency

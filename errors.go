@@ -88,12 +88,12 @@ func (e *KeyError) Unwrap() error {
 }
 
 // MethodConfigError says why one method's idempotency policy cannot work.
-// [UnaryServerInterceptor] panics with it (joined with errors.Join when
+// [NewServer] panics with it (joined with errors.Join when
 // there are several) for a method named by [WithMethodPolicy]; a method
 // resolved on its first call fails its calls with INTERNAL,
 // [ReasonMisconfigured] and a message naming only the method and file,
 // and reports it to the observer as the Err of [OutcomeMisconfigured];
-// [ValidateServer] returns it. It unwraps to [ErrMisconfigured].
+// [Server.Validate] returns it. It unwraps to [ErrMisconfigured].
 type MethodConfigError struct {
 	// Method is the full method name, "/pkg.Service/Method".
 	Method string

@@ -9,22 +9,23 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
-// A start-up check: once the services are registered, ValidateServer
-// checks every method the server serves with the interceptor's options.
+// The options are stated once, in NewServer. The gRPC server runs its
+// interceptor, and once the services are registered its start-up check,
+// Validate, checks every method the server serves with the same options.
 // Here a method name mistyped in WithMethodPolicy (Chrage for Charge) is
 // caught before the server takes traffic.
-func ExampleValidateServer() {
+func ExampleNewServer() {
 	memory := memorystore.New()
 	defer memory.Close()
 
-	opts := []idempotency.Option{
+	idem := idempotency.NewServer(memory,
 		idempotency.WithMethodPolicy("/shop.v1.PaymentsService/Chrage",
 			idempotency.MethodPolicy{Mode: idempotency.ModeRequired}),
-	}
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(memory, opts...)))
+	)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(idem.UnaryServerInterceptor()))
 	registerPaymentsServer(srv, &paymentsServer{})
 
-	if err := idempotency.ValidateServer(srv, opts...); err != nil {
+	if err := idem.Validate(srv); err != nil {
 		fmt.Println(err) // in production: log.Fatal(err), before Serve
 	}
 	// Output:

@@ -21,11 +21,36 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// UnaryServerInterceptor returns a server interceptor that runs each keyed
-// call once per key and replays its stored outcome to every retry.
+// Server is the idempotency side of a gRPC server, built once with
+// [NewServer] from a store and the options: its interceptor and its
+// start-up check ([Server.Validate]) read the same options, so they cannot
+// drift apart.
+type Server struct {
+	i *interceptor
+}
+
+// NewServer returns the idempotency server over store s, configured by
+// opts.
 //
-// It reads the key from request metadata ([MetadataKey]), claims it in s in
-// one atomic step, runs the handler, and stores the response or
+// It panics when the options are invalid or the policy of a method named
+// by [WithMethodPolicy] cannot work (see [MethodConfigError]): programming
+// errors, found at start-up. It checks only those methods, since it cannot
+// know which services the gRPC server will register; a method whose proto
+// option cannot work fails its calls closed instead. Check them all at
+// start-up with [Server.Validate].
+func NewServer(s store.Store, opts ...Option) *Server {
+	i, err := newInterceptor(s, opts)
+	if err != nil {
+		panic(err)
+	}
+	return &Server{i: i}
+}
+
+// UnaryServerInterceptor returns the server interceptor that runs each
+// keyed call once per key and replays its stored outcome to every retry.
+//
+// It reads the key from request metadata ([MetadataKey]), claims it in the
+// store in one atomic step, runs the handler, and stores the response or
 // deterministic error for the retention period. See the package
 // documentation for the behaviour in every situation.
 //
@@ -35,17 +60,18 @@ import (
 // [WithDefaultMode] (OPTIONAL by default); methods marked NO_SIDE_EFFECTS,
 // and the methods of gRPC's own services (proto package "grpc" or
 // "grpc.*": health, reflection, channelz, lb) that [WithMethodPolicy] does
-// not name, pass through untouched. It panics when the options are invalid
-// or the policy of a method named by [WithMethodPolicy] cannot work (see
-// [MethodConfigError]): programming errors, found at start-up. A method
-// whose proto option cannot work fails its calls closed instead; check
-// them all at start-up with [ValidateServer].
+// not name, pass through untouched. Every interceptor s returns shares the
+// method cache and the in-flight waiters ([WithWaitForInFlight]).
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return s.i.intercept
+}
+
+// UnaryServerInterceptor is shorthand for
+// NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
+// not run the start-up check [Server.Validate]. It panics as [NewServer]
+// does.
 func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
-	i, err := newInterceptor(s, opts)
-	if err != nil {
-		panic(err)
-	}
-	return i.intercept
+	return NewServer(s, opts...).UnaryServerInterceptor()
 }
 
 type interceptor struct {
@@ -107,7 +133,7 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	if err != nil {
 		return nil, i.fail(ctx, info.FullMethod, err, 0)
 	}
-	if c == nil { // OPTIONAL method called without a key
+	if c == nil || i.claimedOutside(ctx, c) { // OPTIONAL method called without a key, or wrapped twice
 		return handler(ctx, req)
 	}
 	resp, err := i.run(ctx, c, req, handler)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	"github.com/grpc-idempotency/idempotency/internal/policy"
@@ -76,7 +77,7 @@ type methodConfig struct {
 	handlerTimeout time.Duration
 	followCaller   bool
 	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
-	responseType   protoreflect.MessageType
+	responseType   protoreflect.MessageType     // generated, or dynamic over the configured descriptors
 	// err, a *MethodConfigError, is set when the policy cannot work; every
 	// call of the method then fails closed with it.
 	err error
@@ -115,11 +116,32 @@ func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
 		m.mode = ModeRequired // never DISABLED: the call must reach clientKey and fail
 	}
 	if md != nil {
-		if mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName()); err == nil {
-			m.responseType = mt
-		}
+		m.responseType = messageType(md.Output())
 	}
 	return m
+}
+
+// messageType returns the type a replay decodes a message of descriptor d
+// into: the generated type when one is linked in, and otherwise a dynamic
+// type over d, so that a server whose messages have no generated Go types
+// ([WithDescriptors]) replays them too.
+func messageType(d protoreflect.MessageDescriptor) protoreflect.MessageType {
+	if mt, err := protoregistry.GlobalTypes.FindMessageByName(d.FullName()); err == nil {
+		return mt
+	}
+	return dynamicpb.NewMessageType(d)
+}
+
+// findMessageType returns the type of the message named name: as
+// [messageType] gives it when files has the message, and otherwise the
+// generated type, if any.
+func findMessageType(files *protoregistry.Files, name protoreflect.FullName) (protoreflect.MessageType, error) {
+	if d, err := files.FindDescriptorByName(name); err == nil {
+		if md, ok := d.(protoreflect.MessageDescriptor); ok {
+			return messageType(md), nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindMessageByName(name)
 }
 
 // policyOf merges the proto policy of md (nil when the registry does not

@@ -36,7 +36,7 @@ var DefaultStoredCodes = []codes.Code{
 	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
 }
 
-// Option configures [UnaryServerInterceptor].
+// Option configures a [Server] ([NewServer], [UnaryServerInterceptor]).
 type Option func(*config)
 
 type config struct {
@@ -169,14 +169,14 @@ func WithFingerprint(f FingerprintFunc) Option {
 // "grpc" or "grpc.*"), which the interceptor otherwise leaves alone, makes
 // it take part.
 //
-// [UnaryServerInterceptor] checks the policy of every method named here
-// when it is built, and panics with a [*MethodConfigError] naming the
+// [NewServer] checks the policy of every method named here when it is
+// built, and panics with a [*MethodConfigError] naming the
 // method and its proto file when it cannot work: a KeyField (or the
 // proto's key_field) that is not a singular string field of the request,
 // or a streaming method. A name the descriptor registry ([WithDescriptors])
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
-// method's calls closed. [ValidateServer] reports names a server does not
+// method's calls closed. [Server.Validate] reports names a server does not
 // serve.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) Option {
 	return func(c *config) {
@@ -199,7 +199,9 @@ func WithObserver(o Observer) Option {
 // WithDescriptors resolves method options from files instead of
 // protoregistry.GlobalFiles, for example a registry built with
 // protodesc.NewFiles from a descriptor set. Key fields are looked up on each
-// request's own descriptor, so files need not hold the generated types.
+// request's own descriptor, and a replayed response whose type has no
+// generated Go type linked in is decoded into a dynamicpb message of the
+// descriptor files holds, so files need not hold the generated types.
 // Default protoregistry.GlobalFiles.
 func WithDescriptors(files *protoregistry.Files) Option {
 	return func(c *config) { c.files = files }

@@ -25,7 +25,7 @@ func (i *interceptor) replay(ctx context.Context, m *methodConfig, data, fingerp
 	}
 	switch rec.GetOutcome() {
 	case idempotencyv1.Outcome_OUTCOME_RESPONSE:
-		resp, err := decodeResponse(m, rec)
+		resp, err := decodeResponse(i.cfg.files, m, rec)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 		}
@@ -41,13 +41,16 @@ func (i *interceptor) replay(ctx context.Context, m *methodConfig, data, fingerp
 	}
 }
 
-func decodeResponse(m *methodConfig, rec *idempotencyv1.Record) (proto.Message, error) {
+// decodeResponse decodes the response rec holds into the method's response
+// type, or, for a method the descriptor registry does not have, into the
+// type rec names, looked up as [findMessageType] does in files.
+func decodeResponse(files *protoregistry.Files, m *methodConfig, rec *idempotencyv1.Record) (proto.Message, error) {
 	mt := m.responseType
 	name := protoreflect.FullName(rec.GetResponseType())
 	switch {
 	case mt == nil:
 		var err error
-		if mt, err = protoregistry.GlobalTypes.FindMessageByName(name); err != nil {
+		if mt, err = findMessageType(files, name); err != nil {
 			return nil, fmt.Errorf("response type %q: %w", name, err)
 		}
 	case mt.Descriptor().FullName() != name:

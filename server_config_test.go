@@ -102,20 +102,20 @@ func TestKeyFieldFromDescriptorSet(t *testing.T) {
 
 // A malformed annotation on a method the server does not call at
 // construction (an unrelated linked-in proto) does not take the server
-// down: the served methods work, ValidateServer names the bad ones, and
+// down: the served methods work, Server.Validate names the bad ones, and
 // the bad unary method fails its calls closed.
 func TestUnrelatedMalformedAnnotation(t *testing.T) {
 	t.Parallel()
 	files := descriptorFiles(t, malformedFile())
 	ev := &events{}
-	var interceptor grpc.UnaryServerInterceptor
+	var idem *idempotency.Server
 	if msg := panicOf(func() {
-		interceptor = idempotency.UnaryServerInterceptor(memStore(t), idempotency.WithDescriptors(files), idempotency.WithObserver(ev))
+		idem = idempotency.NewServer(memStore(t), idempotency.WithDescriptors(files), idempotency.WithObserver(ev))
 	}); msg != "" {
 		t.Fatalf("construction panicked: %s", msg)
 	}
 	var payRan atomic.Int64
-	srv := testserver.NewWith(t, &testserver.Service{}, registerBad(&payRan), grpc.ChainUnaryInterceptor(interceptor))
+	srv := testserver.NewWith(t, &testserver.Service{}, registerBad(&payRan), grpc.ChainUnaryInterceptor(idem.UnaryServerInterceptor()))
 	client := srv.Client(t)
 
 	for range 2 {
@@ -138,22 +138,23 @@ func TestUnrelatedMalformedAnnotation(t *testing.T) {
 		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
 	}
 
-	err = idempotency.ValidateServer(srv.GRPC, idempotency.WithDescriptors(files))
+	err = idem.Validate(srv.GRPC)
 	if !errors.Is(err, idempotency.ErrMisconfigured) {
-		t.Fatalf("ValidateServer = %v, want ErrMisconfigured", err)
+		t.Fatalf("Validate = %v, want ErrMisconfigured", err)
 	}
 	for _, want := range []string{badPay + " (" + badFile + ")", `key_field "nope"`, badWatch + " (" + badFile + ")", "streaming"} {
 		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("ValidateServer = %q, want it to name %q", err, want)
+			t.Fatalf("Validate = %q, want it to name %q", err, want)
 		}
 	}
 	if strings.Contains(err.Error(), "TestService") {
-		t.Fatalf("ValidateServer = %q, reports a method that is fine", err)
+		t.Fatalf("Validate = %q, reports a method that is fine", err)
 	}
 }
 
-// ValidateServer checks the methods a server serves with the options given.
-func TestValidateServer(t *testing.T) {
+// Server.Validate checks the methods a server serves with the options the
+// Server was built with.
+func TestServerValidate(t *testing.T) {
 	t.Parallel()
 	plain := testserver.New(t, &testserver.Service{})
 	files := descriptorFiles(t, malformedFile())
@@ -181,28 +182,52 @@ func TestValidateServer(t *testing.T) {
 			idempotency.WithDescriptors(new(protoregistry.Files)),
 			idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{KeyField: "request_id"})},
 			want: []string{testingv1.TestService_Do_FullMethodName, testFile, "not in the descriptor registry"}},
-		{name: "invalid option", srv: plain, opts: []idempotency.Option{idempotency.WithLease(0)}, want: []string{"lease"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := idempotency.ValidateServer(tt.srv.GRPC, tt.opts...)
+			err := idempotency.NewServer(memStore(t), tt.opts...).Validate(tt.srv.GRPC)
 			if len(tt.want) == 0 {
 				if err != nil {
-					t.Fatalf("ValidateServer = %v, want nil", err)
+					t.Fatalf("Validate = %v, want nil", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("ValidateServer = nil, want an error naming %q", tt.want)
+				t.Fatalf("Validate = nil, want an error naming %q", tt.want)
 			}
 			for _, want := range tt.want {
 				if !strings.Contains(err.Error(), want) {
-					t.Fatalf("ValidateServer = %q, want it to name %q", err, want)
+					t.Fatalf("Validate = %q, want it to name %q", err, want)
 				}
 			}
 		})
 	}
+}
+
+// The options are stated once, in NewServer: the interceptor it returns
+// and its start-up check read the same ones, so the check reports a
+// WithMethodPolicy whose method name is mistyped without a second copy of
+// the options, while the interceptor applies the policies as given.
+func TestServerValidateReadsTheInterceptorsOptions(t *testing.T) {
+	t.Parallel()
+	const mistyped = "/idempotency.testing.v1.TestService/Dp"
+	required := idempotency.MethodPolicy{Mode: idempotency.ModeRequired}
+	idem := idempotency.NewServer(memStore(t),
+		idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, required),
+		idempotency.WithMethodPolicy(mistyped, required))
+	srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(idem.UnaryServerInterceptor()))
+
+	err := idem.Validate(srv.GRPC)
+	var ce *idempotency.MethodConfigError
+	if !errors.As(err, &ce) || ce.Method != mistyped || !strings.Contains(ce.Problem, "does not serve") {
+		t.Fatalf("Validate = %v, want a MethodConfigError for %s, which the server does not serve", err, mistyped)
+	}
+	if strings.Contains(err.Error(), testingv1.TestService_Do_FullMethodName) {
+		t.Fatalf("Validate = %q, reports a method that is fine", err)
+	}
+	_, err = srv.Client(t).Do(t.Context(), &testingv1.DoRequest{})
+	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
 }
 
 // wantMisconfigured fails the test unless err is the fail-closed answer of

@@ -212,7 +212,7 @@ func TestConfigurationErrors(t *testing.T) {
 		})
 	}
 	idempotency.UnaryServerInterceptor(mem) // the registered test protos are valid
-	// A bad method nobody names is left for its first call and ValidateServer.
+	// A bad method nobody names is left for its first call and Server.Validate.
 	idempotency.UnaryServerInterceptor(mem, idempotency.WithDescriptors(badFiles(t, false, "nope")))
 }
 

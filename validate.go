@@ -12,33 +12,28 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/policy"
 )
 
-// ServiceInfoProvider is what [ValidateServer] needs of a server: the
-// services it serves. *grpc.Server implements it, as does grpc-go's
+// ServiceInfoProvider is what [Server.Validate] needs of a gRPC server:
+// the services it serves. *grpc.Server implements it, as does grpc-go's
 // reflection.ServiceInfoProvider.
 type ServiceInfoProvider interface {
 	GetServiceInfo() map[string]grpc.ServiceInfo
 }
 
-// ValidateServer checks the idempotency policy of every method srv serves,
-// as an interceptor built with opts resolves it, and returns an error that
-// names each method whose policy cannot work and its proto file, one
-// [*MethodConfigError] per method (joined with errors.Join), or nil. Call
-// it once the services are registered, before Serve, as a start-up check
-// or in a test: [UnaryServerInterceptor] checks at construction only the
-// methods named by [WithMethodPolicy], since it cannot know which services
-// the server will register, and fails the calls of any other method whose
-// proto option cannot work.
+// Validate checks the idempotency policy of every method srv serves, as
+// s's interceptor resolves it, and returns an error that names each method
+// whose policy cannot work and its proto file, one [*MethodConfigError]
+// per method (joined with errors.Join), or nil. Call it once the services
+// are registered, before Serve, as a start-up check or in a test:
+// [NewServer] checks only the methods named by [WithMethodPolicy], since it
+// cannot know which services the server will register, and the interceptor
+// fails the calls of any other method whose proto option cannot work.
 //
-// Besides what [UnaryServerInterceptor] checks, ValidateServer reports a
-// [WithMethodPolicy] that names a method srv does not serve (a mistyped
-// name would otherwise go unnoticed) and a KeyField it cannot check
-// because the descriptor registry does not have the method. An invalid
-// option is returned as [UnaryServerInterceptor] would panic with it.
-func ValidateServer(srv ServiceInfoProvider, opts ...Option) error {
-	cfg := newConfig(opts)
-	if err := cfg.validate(); err != nil {
-		return err
-	}
+// Besides what [NewServer] checks, Validate reports a [WithMethodPolicy]
+// that names a method srv does not serve (a mistyped name would otherwise
+// go unnoticed) and a KeyField it cannot check because the descriptor
+// registry does not have the method.
+func (s *Server) Validate(srv ServiceInfoProvider) error {
+	cfg := s.i.cfg
 	services := srv.GetServiceInfo()
 	served := make(map[string]bool)
 	var errs []error
