@@ -36,6 +36,9 @@ import (
 // attempt ends the call with CANCELED, as grpc-go's own retries do.
 // Otherwise the last attempt's error is returned as is, with its details.
 //
+// [ReplayedInto] reports whether the answer of a call, after its retries,
+// came from the server's store.
+//
 // Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
 // whose idempotency.v1.method mode is MODE_DISABLED get no key and no retries;
 // the policy is read from protoregistry.GlobalFiles once per method.
@@ -112,6 +115,7 @@ type clientInterceptor struct {
 }
 
 func (c *clientInterceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	invoker = reportReplayed(invoker, opts)
 	if !c.isKeyed(method) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
