@@ -37,10 +37,11 @@ type captureStream struct {
 	headerSent bool // a SendHeader was accepted or recorded
 }
 
-// SetHeader refuses after the header was sent, as grpc-go does; grpc-go
-// also refuses on an ended stream, which it marks as such just before it
-// cancels the caller's context, so the caller's context tells the two
-// apart.
+// SetHeader refuses after the header was sent, as grpc-go does. grpc-go
+// refuses on an ended stream too, with the same error; it marks a stream
+// ended just before it cancels the caller's context, so the caller's
+// context tells the two apart (a SetHeader in the instant between the two
+// reads as a misuse).
 func (s *captureStream) SetHeader(md metadata.MD) error {
 	md = withoutMarker(md)
 	err := s.ServerTransportStream.SetHeader(md)

@@ -48,10 +48,9 @@ var errHandlerPanicked = errors.New("idempotency: the handler panicked")
 
 // handlerContext returns the context the handler runs on: the caller's,
 // carrying the claim and capturing the header and trailer the handler sets
-// (see [captureStream]);
-// detached from the caller's cancellation and bounded by the handler
-// timeout unless the method follows its caller; and cancelled with a cause
-// when the lease is lost.
+// ([captureStream]); detached from the caller's cancellation and bounded by
+// the handler timeout unless the method follows its caller; and cancelled
+// with a cause when the lease is lost.
 func (i *interceptor) handlerContext(ctx context.Context, c *call) context.Context {
 	hctx := context.WithValue(ctx, claimKey{}, c)
 	if c.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); c.stream.ServerTransportStream != nil {
