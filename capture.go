@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -11,40 +12,69 @@ import (
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 )
 
-// captureStream forwards a handler's header and trailer calls to the real
-// stream and records what was accepted, so the outcome can replay them.
+// captureStream forwards a claimed handler's header and trailer calls to the
+// transport stream, without the replay marker, and records them so the
+// outcome can replay them.
+//
+// It records what the transport accepted, and also what the transport
+// refused only because the stream has ended: a detached handler runs on
+// after its caller cancelled or its deadline passed, and the metadata it
+// sets then (a charge id, a ledger entry) belongs to the outcome that
+// retries replay. Such a call returns nil, as it would with the caller
+// still there. A refusal on a live stream is a misuse that a live caller
+// would not see either (SetHeader or SendHeader after the header was sent):
+// it keeps grpc-go's error and is not recorded.
 type captureStream struct {
 	grpc.ServerTransportStream
+	// caller is the caller's context: grpc-go cancels it when the stream
+	// ends (the caller cancelled, its deadline passed, the connection
+	// closed).
+	caller context.Context
 
-	mu      sync.Mutex
-	header  metadata.MD
-	trailer metadata.MD
+	mu         sync.Mutex
+	header     metadata.MD
+	trailer    metadata.MD
+	headerSent bool // a SendHeader was accepted or recorded
 }
 
+// SetHeader refuses after the header was sent, as grpc-go does. grpc-go
+// refuses on an ended stream too, with the same error; it marks a stream
+// ended just before it cancels the caller's context, so the caller's
+// context tells the two apart (a SetHeader in the instant between the two
+// reads as a misuse).
 func (s *captureStream) SetHeader(md metadata.MD) error {
-	if err := s.ServerTransportStream.SetHeader(md); err != nil {
+	md = withoutMarker(md)
+	err := s.ServerTransportStream.SetHeader(md)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && (s.headerSent || s.caller.Err() == nil) {
 		return err
 	}
-	s.mu.Lock()
 	s.header = metadata.Join(s.header, md)
-	s.mu.Unlock()
 	return nil
 }
 
+// SendHeader refuses a second header, as grpc-go does. A header refused
+// because the stream has ended counts as sent, so a SetHeader after it is
+// refused as it would be on a live stream.
 func (s *captureStream) SendHeader(md metadata.MD) error {
-	if err := s.ServerTransportStream.SendHeader(md); err != nil {
+	md = withoutMarker(md)
+	err := s.ServerTransportStream.SendHeader(md)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && (s.headerSent || s.caller.Err() == nil) {
 		return err
 	}
-	s.mu.Lock()
+	s.headerSent = true
 	s.header = metadata.Join(s.header, md)
-	s.mu.Unlock()
 	return nil
 }
 
+// SetTrailer is recorded whatever the transport said: grpc-go refuses a
+// trailer only once the stream has ended.
 func (s *captureStream) SetTrailer(md metadata.MD) error {
-	if err := s.ServerTransportStream.SetTrailer(md); err != nil {
-		return err
-	}
+	md = withoutMarker(md)
+	_ = s.ServerTransportStream.SetTrailer(md)
 	s.mu.Lock()
 	s.trailer = metadata.Join(s.trailer, md)
 	s.mu.Unlock()

@@ -42,6 +42,9 @@ import (
 // the call with CANCELED, as grpc-go's own retries do. Otherwise the last
 // attempt's error is returned as is, with its details.
 //
+// [ReplayedInto] reports whether the answer of a call, after its retries,
+// came from the server's store.
+//
 // Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
 // whose idempotency.v1.method mode is MODE_DISABLED get no key and no
 // retries, and so do the methods of gRPC's own services (proto package
@@ -123,6 +126,7 @@ type clientInterceptor struct {
 }
 
 func (c *clientInterceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	invoker = reportReplayed(invoker, opts)
 	m := c.method(method, req)
 	if !m.keyed {
 		return invoker(ctx, method, req, reply, cc, opts...)

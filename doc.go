@@ -90,7 +90,9 @@
 // client without it puts the key in the outgoing context with
 // [ContextWithKey]. [WithClientMetadataKey] matches a server built with
 // [WithMetadataKey]. [Reason] returns the ErrorInfo reason of an error, to
-// branch on ([ReasonKeyReused], [ReasonKeyInUse], ...).
+// branch on ([ReasonKeyReused], [ReasonKeyInUse], ...). [Replayed] tells a
+// replayed answer from the call's header and trailer, and [ReplayedInto]
+// has the interceptor report it for the call's last attempt.
 //
 // # Stores
 //

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -40,8 +42,12 @@ type paymentsServer struct {
 	charges atomic.Int64
 }
 
-// Charge charges req.Value cents.
-func (s *paymentsServer) Charge(_ context.Context, _ *wrapperspb.Int64Value) (*wrapperspb.StringValue, error) {
+// Charge charges req.Value cents. It refuses an amount that is not
+// positive with INVALID_ARGUMENT, an error the interceptor stores.
+func (s *paymentsServer) Charge(_ context.Context, req *wrapperspb.Int64Value) (*wrapperspb.StringValue, error) {
+	if req.GetValue() <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "the amount must be positive")
+	}
 	return wrapperspb.String("ch_" + strconv.FormatInt(s.charges.Add(1), 10)), nil
 }
 

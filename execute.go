@@ -47,13 +47,14 @@ var ErrHandlerTimeout = errors.New("idempotency: the handler timeout passed")
 var errHandlerPanicked = errors.New("idempotency: the handler panicked")
 
 // handlerContext returns the context the handler runs on: the caller's,
-// carrying the claim and capturing the header and trailer the handler sets;
-// detached from the caller's cancellation and bounded by the handler
-// timeout unless the method follows its caller; and cancelled with a cause
-// when the lease is lost.
+// carrying the claim and capturing the header and trailer the handler sets
+// ([captureStream]); detached from the caller's cancellation and bounded by
+// the handler timeout unless the method follows its caller; and cancelled
+// with a cause when the lease is lost.
 func (i *interceptor) handlerContext(ctx context.Context, c *call) context.Context {
 	hctx := context.WithValue(ctx, claimKey{}, c)
 	if c.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); c.stream.ServerTransportStream != nil {
+		c.stream.caller = ctx
 		hctx = grpc.NewContextWithServerTransportStream(hctx, &c.stream)
 	}
 	if !c.cfg.followCaller {

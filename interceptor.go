@@ -127,14 +127,14 @@ func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	m := i.method(info.FullMethod, req)
 	msg, isProto := req.(proto.Message)
 	if m.mode == ModeDisabled || !isProto {
-		return handler(ctx, req)
+		return passThrough(ctx, req, handler)
 	}
 	c, err := i.prepare(ctx, info.FullMethod, m, msg)
 	if err != nil {
 		return nil, i.fail(ctx, info.FullMethod, err, 0)
 	}
 	if c == nil || i.claimedOutside(ctx, c) { // OPTIONAL method called without a key, or wrapped twice
-		return handler(ctx, req)
+		return passThrough(ctx, req, handler)
 	}
 	resp, err := i.run(ctx, c, req, handler)
 	if err != nil {
@@ -241,7 +241,7 @@ func (i *interceptor) claimFailed(ctx context.Context, c *call, err error, req a
 		return nil, fmt.Errorf("%w: %w", ErrStoreFull, err)
 	case i.cfg.failOpen:
 		i.observe(ctx, c.method, OutcomeFailOpen, c.storeTime, err)
-		return handler(ctx, req)
+		return passThrough(ctx, req, handler)
 	default:
 		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}

@@ -18,6 +18,9 @@ const (
 	MetadataKey = "idempotency-key"
 	// ReplayedKey is set to "true" on a replayed answer: in the response
 	// header of a replayed success, in the trailer of a replayed error.
+	// Only a replay sets it: the server interceptor strips it, under any
+	// letter case, from the header and trailer of every handler it calls.
+	// Clients read it with [Replayed] or [ReplayedInto].
 	ReplayedKey = "idempotency-replayed"
 	// MaxKeyLen is the longest key accepted, in bytes.
 	MaxKeyLen = 255

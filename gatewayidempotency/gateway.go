@@ -3,7 +3,6 @@ package gatewayidempotency
 import (
 	"context"
 	"net/http"
-	"slices"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc/metadata"
@@ -111,6 +110,5 @@ func replayed(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
-	return slices.Contains(md.HeaderMD.Get(idempotency.ReplayedKey), "true") ||
-		slices.Contains(md.TrailerMD.Get(idempotency.ReplayedKey), "true")
+	return idempotency.Replayed(md.HeaderMD, md.TrailerMD)
 }
