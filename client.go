@@ -40,8 +40,8 @@ import (
 // whose idempotency.v1.method mode is MODE_DISABLED get no key and no retries;
 // the policy is read from protoregistry.GlobalFiles once per method.
 //
-// It panics when an option cannot work (an empty [WithClientMetadataKey]):
-// a programming error, found at start-up.
+// It panics when an option cannot work (a [WithClientMetadataKey] gRPC
+// cannot carry the key under): a programming error, found at start-up.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	c := &clientInterceptor{cfg: newClientConfig(opts)}
 	if err := c.cfg.validate(); err != nil {

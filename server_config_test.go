@@ -181,7 +181,7 @@ func TestValidateServer(t *testing.T) {
 			idempotency.WithDescriptors(new(protoregistry.Files)),
 			idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{KeyField: "request_id"})},
 			want: []string{testingv1.TestService_Do_FullMethodName, testFile, "not in the descriptor registry"}},
-		{name: "invalid option", srv: plain, opts: []idempotency.Option{idempotency.WithLease(0)}, want: []string{"lease"}},
+		{name: "invalid option", srv: plain, opts: []idempotency.Option{idempotency.WithLease(0)}, want: []string{"idempotency: WithLease: lease must be positive, got 0s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,6 +247,13 @@ func quoted(s string) string { return `"` + s + `"` }
 // not from the generated code's registry.
 func descriptorFiles(t *testing.T, extra ...*descriptorpb.FileDescriptorProto) *protoregistry.Files {
 	t.Helper()
+	return editedDescriptorFiles(t, nil, extra...)
+}
+
+// editedDescriptorFiles is descriptorFiles with edit applied to each file
+// of the set (when not nil) before the registry is built from it.
+func editedDescriptorFiles(t *testing.T, edit func(*descriptorpb.FileDescriptorProto), extra ...*descriptorpb.FileDescriptorProto) *protoregistry.Files {
+	t.Helper()
 	set := &descriptorpb.FileDescriptorSet{}
 	for _, fd := range []protoreflect.FileDescriptor{
 		descriptorpb.File_google_protobuf_descriptor_proto,
@@ -257,6 +264,11 @@ func descriptorFiles(t *testing.T, extra ...*descriptorpb.FileDescriptorProto) *
 		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
 	}
 	set.File = append(set.File, extra...)
+	if edit != nil {
+		for _, f := range set.File {
+			edit(f)
+		}
+	}
 	b, err := proto.Marshal(set)
 	if err != nil {
 		t.Fatal(err)

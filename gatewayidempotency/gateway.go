@@ -30,8 +30,14 @@ const (
 // They add a metadata annotator and a forward-response option, which
 // compose with others, and set the mux's error handler, which replaces any
 // set before them: pass that one to [WithErrorHandler] instead.
+//
+// It panics when an option cannot work (a [WithMetadataKey] gRPC cannot
+// carry the key under): a programming error, found at start-up.
 func ServeMuxOptions(opts ...Option) []runtime.ServeMuxOption {
 	c := newConfig(opts)
+	if c.err != nil {
+		panic(c.err)
+	}
 	return []runtime.ServeMuxOption{
 		runtime.WithMetadata(c.annotate),
 		runtime.WithForwardResponseOption(markReplayed),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,6 +235,24 @@ func TestWithMetadataKey(t *testing.T) {
 			if r := g.post(t, required, charge, "k"); r.status != tt.status {
 				t.Fatalf("got %d %s, want %d", r.status, r.body, tt.status)
 			}
+		})
+	}
+}
+
+// A metadata key gRPC cannot carry the key under makes ServeMuxOptions
+// panic, naming the option, as the server's WithMetadataKey does.
+func TestWithMetadataKeyInvalidPanics(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "Idempotency Key!", "idempotency-key-bin", "grpc-idempotency-key"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				err, _ := recover().(error)
+				if err == nil || !strings.HasPrefix(err.Error(), "gatewayidempotency: WithMetadataKey: metadata key") {
+					t.Fatalf("panic %v, want one naming WithMetadataKey", err)
+				}
+			}()
+			gatewayidempotency.ServeMuxOptions(gatewayidempotency.WithMetadataKey(name))
 		})
 	}
 }
