@@ -53,8 +53,8 @@ import (
 // gives no mode. The policy and key field are read from
 // protoregistry.GlobalFiles once per method.
 //
-// It panics when an option cannot work (an empty [WithClientMetadataKey]):
-// a programming error, found at start-up.
+// It panics when an option cannot work (a [WithClientMetadataKey] gRPC
+// cannot carry the key under): a programming error, found at start-up.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	c := &clientInterceptor{cfg: newClientConfig(opts)}
 	if err := c.cfg.validate(); err != nil {

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,16 +80,23 @@ func TestClientMetadataKey(t *testing.T) {
 	}
 }
 
-// A client metadata key that cannot work is a programming error, found
-// when the interceptor is built.
-func TestClientMetadataKeyEmptyPanics(t *testing.T) {
+// A client metadata key that gRPC cannot carry the key under, as the
+// server's WithMetadataKey would refuse it, is a programming error, found
+// when the interceptor is built; the panic names the option.
+func TestClientMetadataKeyInvalidPanics(t *testing.T) {
 	t.Parallel()
-	defer func() {
-		if p := recover(); p == nil {
-			t.Fatal("UnaryClientInterceptor(WithClientMetadataKey(\"\")) did not panic")
-		}
-	}()
-	idempotency.UnaryClientInterceptor(idempotency.WithClientMetadataKey(""))
+	for _, name := range []string{"", "Idempotency Key!", "clé", "idempotency-key-bin", "GRPC-Idempotency-Key"} {
+		t.Run(quoted(name), func(t *testing.T) {
+			t.Parallel()
+			msg := panicOf(func() { idempotency.UnaryClientInterceptor(idempotency.WithClientMetadataKey(name)) })
+			if !strings.HasPrefix(msg, "idempotency: WithClientMetadataKey: metadata key") {
+				t.Fatalf("panic %q, want one naming WithClientMetadataKey", msg)
+			}
+		})
+	}
+	if msg := panicOf(func() { idempotency.UnaryClientInterceptor(idempotency.WithClientMetadataKey("X_Request.Key-2")) }); msg != "" {
+		t.Fatalf("a valid name panicked: %s", msg)
+	}
 }
 
 // A server's pushback longer than the cap ends the retries: the call

@@ -2,12 +2,13 @@ package idempotency
 
 import (
 	"context"
-	"errors"
-	"strings"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+
+	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
 // Defaults of the client options.
@@ -42,6 +43,8 @@ type clientConfig struct {
 	metadataKey       string
 	maxPushback       time.Duration
 	defaultMode       Mode // of methods the descriptors give no mode
+	// err is the first configuration error an option found, naming it.
+	err error
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {
@@ -69,12 +72,14 @@ func newClientConfig(opts []ClientOption) clientConfig {
 	return c
 }
 
-// validate reports the client options that cannot work.
-func (c *clientConfig) validate() error {
-	if c.metadataKey == "" {
-		return errors.New("idempotency: client metadata key must not be empty")
+// validate returns the first configuration error an option recorded.
+func (c *clientConfig) validate() error { return c.err }
+
+// invalid records the first configuration error, naming its option.
+func (c *clientConfig) invalid(option, format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("idempotency: "+option+": "+format, args...)
 	}
-	return nil
 }
 
 // WithMaxAttempts sets how many attempts a call makes at most, the first
@@ -133,10 +138,18 @@ func WithKeyGenerator(generate func() string) ClientOption {
 // [MetadataKey] ("idempotency-key"), to match a server built with
 // [WithMetadataKey](name). The name is lower-cased as gRPC metadata keys
 // are. A key the caller already put in the outgoing metadata is looked for
-// under this name too. An empty name makes [UnaryClientInterceptor] panic.
-// Default [MetadataKey].
+// under this name too. A name [WithMetadataKey] refuses (empty, a
+// character other than a-z, 0-9, '-', '_' and '.', a "-bin" suffix or a
+// "grpc-" prefix) makes [UnaryClientInterceptor] panic. Default
+// [MetadataKey].
 func WithClientMetadataKey(name string) ClientOption {
-	return func(c *clientConfig) { c.metadataKey = strings.ToLower(name) }
+	return func(c *clientConfig) {
+		key, err := mdkey.Check(name)
+		if err != nil {
+			c.invalid("WithClientMetadataKey", "%w", err)
+		}
+		c.metadataKey = key
+	}
 }
 
 // WithMaxPushback caps the wait a server may ask for before a retry, with

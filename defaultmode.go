@@ -1,7 +1,5 @@
 package idempotency
 
-import "fmt"
-
 // WithDefaultMode sets the mode of the methods that neither an
 // idempotency.v1.method option nor [WithMethodPolicy] gives one:
 // [ModeOptional] (the default) deduplicates their calls that carry a key,
@@ -13,7 +11,12 @@ import "fmt"
 // channelz, lb) unless [WithMethodPolicy] names the method. Any other mode
 // makes [UnaryServerInterceptor] panic. Default [ModeOptional].
 func WithDefaultMode(mode Mode) Option {
-	return func(c *config) { c.defaultMode = checkedMode("WithDefaultMode", mode) }
+	return func(c *config) {
+		if !defaultable(mode) {
+			c.invalid("WithDefaultMode", "mode must be ModeOptional, ModeRequired or ModeDisabled, got Mode(%d)", int(mode))
+		}
+		c.defaultMode = mode
+	}
 }
 
 // WithClientDefaultMode sets whether [UnaryClientInterceptor] keys and
@@ -26,15 +29,15 @@ func WithDefaultMode(mode Mode) Option {
 // "grpc.*") never get a key. Any other mode makes [UnaryClientInterceptor]
 // panic. Default [ModeOptional].
 func WithClientDefaultMode(mode Mode) ClientOption {
-	return func(c *clientConfig) { c.defaultMode = checkedMode("WithClientDefaultMode", mode) }
+	return func(c *clientConfig) {
+		if !defaultable(mode) {
+			c.invalid("WithClientDefaultMode", "mode must be ModeOptional, ModeRequired or ModeDisabled, got Mode(%d)", int(mode))
+		}
+		c.defaultMode = mode
+	}
 }
 
-// checkedMode returns mode when a default mode can be it, and otherwise
-// panics with a message naming option.
-func checkedMode(option string, mode Mode) Mode {
-	switch mode {
-	case ModeOptional, ModeRequired, ModeDisabled:
-		return mode
-	}
-	panic(fmt.Sprintf("idempotency: %s: mode must be ModeOptional, ModeRequired or ModeDisabled, got Mode(%d)", option, int(mode)))
+// defaultable reports whether a default mode can be mode.
+func defaultable(mode Mode) bool {
+	return mode == ModeOptional || mode == ModeRequired || mode == ModeDisabled
 }

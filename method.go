@@ -36,9 +36,11 @@ const (
 type MethodPolicy struct {
 	// Mode of the method.
 	Mode Mode
-	// Retention of completed outcomes (raised to [MinRetention]).
+	// Retention of completed outcomes, raised to [MinRetention] and
+	// lowered to [MaxRetention]; negative panics (see [WithMethodPolicy]).
 	Retention time.Duration
-	// Lease of in-flight claims.
+	// Lease of in-flight claims, raised to [MinLease] and lowered to
+	// [MaxLease]; negative panics.
 	Lease time.Duration
 	// KeyField names a top-level singular string field of the request to
 	// read the key from when metadata has none (AIP-155 request_id). A name
@@ -50,7 +52,8 @@ type MethodPolicy struct {
 	// setting.
 	Cancellation Cancellation
 	// HandlerTimeout bounds the method's claimed handler once its caller
-	// has gone ([WithHandlerTimeout]). Default: the server-wide setting.
+	// has gone ([WithHandlerTimeout]). Default: the server-wide setting;
+	// negative panics.
 	HandlerTimeout time.Duration
 }
 
@@ -190,8 +193,8 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 			keyField, source = o.KeyField, "MethodPolicy.KeyField"
 		}
 	}
-	m.retention = max(m.retention, MinRetention)
-	m.lease = max(m.lease, MinLease)
+	m.retention = min(max(m.retention, MinRetention), MaxRetention)
+	m.lease = min(max(m.lease, MinLease), MaxLease)
 	if keyField == "" || m.mode == ModeDisabled {
 		return m, nil
 	}

@@ -3,23 +3,33 @@ package idempotency
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
-// Defaults of the server options.
+// Defaults and bounds of the server options.
 const (
 	DefaultRetention = 24 * time.Hour
 	MinRetention     = time.Hour
-	DefaultLease     = 60 * time.Second
+	// MaxRetention is the longest retention, ten years (87600h): longer
+	// ones, from any source (an option, a proto option, whose durations
+	// over about 292 years come out as math.MaxInt64, or a
+	// [MethodPolicy]), are lowered to it.
+	MaxRetention = 87600 * time.Hour
+	DefaultLease = 60 * time.Second
 	// MinLease is the shortest lease: renewal runs every lease/3 and retries
 	// a failed renewal until the lease would run out, which needs room for
 	// store round trips and scheduling delays. Shorter leases are raised to
 	// it.
 	MinLease = 100 * time.Millisecond
+	// MaxLease is the longest lease, a day: a server that dies holding a
+	// claim blocks its key for at most that long. Longer leases, from any
+	// source, are lowered to it.
+	MaxLease = 24 * time.Hour
 	// DefaultHandlerTimeout bounds a claimed handler whose caller has gone;
 	// see [WithHandlerTimeout].
 	DefaultHandlerTimeout   = time.Minute
@@ -57,6 +67,8 @@ type config struct {
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
 	defaultMode      Mode // of methods no proto option or code policy gives one
+	// err is the first configuration error an option found, naming it.
+	err error
 }
 
 func newConfig(opts []Option) *config {
@@ -81,12 +93,44 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
+// invalid records a configuration error of option, unless one was found
+// before: [UnaryServerInterceptor] panics with the first.
+func (c *config) invalid(option, format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("idempotency: "+option+": "+format, args...)
+	}
+}
+
+// positive records an error of option unless d is positive.
+func (c *config) positive(option, what string, d time.Duration) {
+	if d <= 0 {
+		c.invalid(option, "%s must be positive, got %v", what, d)
+	}
+}
+
+// notNegative records an error of option when d is negative.
+func (c *config) notNegative(option, what string, d time.Duration) {
+	if d < 0 {
+		c.invalid(option, "%s must not be negative, got %v", what, d)
+	}
+}
+
 // WithMetadataKey reads the client's key from metadata key name instead of
 // [MetadataKey] ("idempotency-key"). The name is lower-cased as gRPC
-// metadata keys are. Give clients the same name with
+// metadata keys are; after that it must be a gRPC metadata name the key
+// can travel under as text: only a-z, 0-9, '-', '_' and '.', no "-bin"
+// suffix and no "grpc-" prefix. Any other name, or an empty one, makes
+// [UnaryServerInterceptor] panic. Give clients the same name with
 // [WithClientMetadataKey].
 func WithMetadataKey(name string) Option {
-	return func(c *config) { c.metadataKey = strings.ToLower(name) }
+	return func(c *config) {
+		key, err := mdkey.Check(name)
+		if err != nil {
+			c.invalid("WithMetadataKey", "%v", err)
+			return
+		}
+		c.metadataKey = key
+	}
 }
 
 // WithScope sets the function that returns the caller's scope, for example
@@ -101,9 +145,14 @@ func WithScope(scope func(context.Context) (string, error)) Option {
 
 // WithRetention keeps completed outcomes for d, for methods whose proto
 // option or [WithMethodPolicy] does not say. Default [DefaultRetention]
-// (24h); values below [MinRetention] (1h) are raised to it.
+// (24h); values below [MinRetention] (1h) are raised to it, values above
+// [MaxRetention] (87600h, ten years) lowered to it; zero or negative makes
+// [UnaryServerInterceptor] panic.
 func WithRetention(d time.Duration) Option {
-	return func(c *config) { c.retention = d }
+	return func(c *config) {
+		c.positive("WithRetention", "retention", d)
+		c.retention = d
+	}
 }
 
 // WithLease sets how long an in-flight claim lives without renewal, for
@@ -111,18 +160,26 @@ func WithRetention(d time.Duration) Option {
 // is renewed every d/3 while the handler runs and until its outcome is
 // stored, so d bounds how long a crashed server blocks a key, not how long a
 // handler may run. Default [DefaultLease] (60s); values below [MinLease]
-// (100ms) are raised to it.
+// (100ms) are raised to it, values above [MaxLease] (24h) lowered to it;
+// zero or negative makes [UnaryServerInterceptor] panic.
 func WithLease(d time.Duration) Option {
-	return func(c *config) { c.lease = d }
+	return func(c *config) {
+		c.positive("WithLease", "lease", d)
+		c.lease = d
+	}
 }
 
 // WithWaitForInFlight makes a duplicate that finds its key in flight wait up
 // to d (and never past its own deadline) for the original's outcome and
 // replay it, instead of failing at once with ABORTED. Waiters in the same
 // process are woken the moment the original finishes; waiters elsewhere
-// poll the store with backoff. Default 0: reject at once.
+// poll the store with backoff. Default 0: reject at once. A negative d
+// makes [UnaryServerInterceptor] panic.
 func WithWaitForInFlight(d time.Duration) Option {
-	return func(c *config) { c.wait = d }
+	return func(c *config) {
+		c.notNegative("WithWaitForInFlight", "wait", d)
+		c.wait = d
+	}
 }
 
 // WithFailOpen runs the handler without deduplication when the store
@@ -137,19 +194,35 @@ func WithFailOpen() Option {
 // and values. A larger outcome is returned to the caller, and its key is
 // completed with a record that replays FAILED_PRECONDITION with
 // [ReasonResponseNotRetained], so a retry never runs the handler twice.
-// Default [DefaultMaxResponseBytes] (4 MiB).
+// Default [DefaultMaxResponseBytes] (4 MiB). A negative n makes
+// [UnaryServerInterceptor] panic.
 func WithMaxResponseBytes(n int) Option {
-	return func(c *config) { c.maxResponseBytes = n }
+	return func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxResponseBytes", "size must not be negative, got %d", n)
+		}
+		c.maxResponseBytes = n
+	}
 }
 
 // WithStoredCodes replaces the set of error codes whose errors are stored
 // and replayed. Errors with any other code release the claim, so a retry
 // runs the handler again. Default [DefaultStoredCodes].
+//
+// [UnaryServerInterceptor] panics when cs holds codes.OK or a code outside
+// 1..16, or UNAVAILABLE or ABORTED: the codes the retry protocol uses
+// (store unavailable, key in use), which clients retry, so a stored one
+// would replay a temporary failure to every retry for the whole retention.
 func WithStoredCodes(cs ...codes.Code) Option {
 	return func(c *config) {
 		c.storedCodes = [17]bool{}
 		for _, code := range cs {
-			if code > codes.OK && int(code) < len(c.storedCodes) {
+			switch {
+			case code == codes.OK || int(code) >= len(c.storedCodes):
+				c.invalid("WithStoredCodes", "%v is not an error code (want 1..16)", code)
+			case code == codes.Unavailable || code == codes.Aborted:
+				c.invalid("WithStoredCodes", "%v is a code the retry protocol uses: a stored one would be replayed to every retry", code)
+			default:
 				c.storedCodes[code] = true
 			}
 		}
@@ -158,8 +231,14 @@ func WithStoredCodes(cs ...codes.Code) Option {
 
 // WithFingerprint replaces the request fingerprint, for example to leave
 // out volatile fields such as a client timestamp. Default [Fingerprint].
+// A nil f makes [UnaryServerInterceptor] panic.
 func WithFingerprint(f FingerprintFunc) Option {
-	return func(c *config) { c.fingerprint = f }
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithFingerprint", "fingerprint function must not be nil")
+		}
+		c.fingerprint = f
+	}
 }
 
 // WithMethodPolicy sets the policy of one method (full name,
@@ -177,9 +256,18 @@ func WithFingerprint(f FingerprintFunc) Option {
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
 // method's calls closed. [Server.Validate] reports names a server does not
-// serve.
+// serve. A negative Lease, Retention or HandlerTimeout makes it panic
+// too, naming the method.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) Option {
 	return func(c *config) {
+		for _, f := range []struct {
+			name string
+			d    time.Duration
+		}{{"Lease", p.Lease}, {"Retention", p.Retention}, {"HandlerTimeout", p.HandlerTimeout}} {
+			if f.d < 0 {
+				c.invalid("WithMethodPolicy", "%s: %s must not be negative, got %v", fullMethod, f.name, f.d)
+			}
+		}
 		if c.methods == nil {
 			c.methods = make(map[string]MethodPolicy)
 		}
@@ -202,9 +290,14 @@ func WithObserver(o Observer) Option {
 // request's own descriptor, and a replayed response whose type has no
 // generated Go type linked in is decoded into a dynamicpb message of the
 // descriptor files holds, so files need not hold the generated types.
-// Default protoregistry.GlobalFiles.
+// Default protoregistry.GlobalFiles. A nil files makes [NewServer] panic.
 func WithDescriptors(files *protoregistry.Files) Option {
-	return func(c *config) { c.files = files }
+	return func(c *config) {
+		if files == nil {
+			c.invalid("WithDescriptors", "descriptor registry must not be nil")
+		}
+		c.files = files
+	}
 }
 
 // WithRetryAfter sets the delay the server asks a client to wait before
@@ -212,9 +305,12 @@ func WithDescriptors(files *protoregistry.Files) Option {
 // on an in-flight rejection ([ReasonKeyInUse]) and when the store is
 // unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
 // clients do not hammer a store that is down. Default [DefaultRetryAfter]
-// (1s).
+// (1s). A negative d makes [UnaryServerInterceptor] panic.
 func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) { c.retryAfter = d }
+	return func(c *config) {
+		c.notNegative("WithRetryAfter", "delay", d)
+		c.retryAfter = d
+	}
 }
 
 // WithStoreTimeout bounds every store call the interceptor makes. A claim
@@ -224,9 +320,13 @@ func WithRetryAfter(d time.Duration) Option {
 // retried through transient store errors for up to d in all, each attempt
 // bounded by the remaining time and by a third of the lease. A lease
 // renewal is bounded by d, by a third of the lease and by the time left on
-// the lease. Default [DefaultStoreTimeout] (10s).
+// the lease. Default [DefaultStoreTimeout] (10s). Zero or negative makes
+// [UnaryServerInterceptor] panic.
 func WithStoreTimeout(d time.Duration) Option {
-	return func(c *config) { c.storeTimeout = d }
+	return func(c *config) {
+		c.positive("WithStoreTimeout", "store timeout", d)
+		c.storeTimeout = d
+	}
 }
 
 // WithHandlerTimeout bounds a claimed handler whose caller has gone. A
@@ -236,10 +336,14 @@ func WithStoreTimeout(d time.Duration) Option {
 // context that keeps the caller's values but not its cancellation, and its
 // outcome is stored as usual. That context's deadline is d after the
 // handler starts, or the caller's own deadline when that is later. Default
-// [DefaultHandlerTimeout] (1m). See [WithCallerCancellation] for the
+// [DefaultHandlerTimeout] (1m); zero or negative makes
+// [UnaryServerInterceptor] panic. See [WithCallerCancellation] for the
 // opt-out.
 func WithHandlerTimeout(d time.Duration) Option {
-	return func(c *config) { c.handlerTimeout = d }
+	return func(c *config) {
+		c.positive("WithHandlerTimeout", "handler timeout", d)
+		c.handlerTimeout = d
+	}
 }
 
 // WithCallerCancellation cancels claimed handlers when their caller cancels
@@ -253,27 +357,5 @@ func WithCallerCancellation() Option {
 	return func(c *config) { c.cancellation = CancellationCaller }
 }
 
-func (c *config) validate() error {
-	switch {
-	case c.lease <= 0:
-		return fmt.Errorf("idempotency: lease must be positive, got %v", c.lease)
-	case c.maxResponseBytes < 0:
-		return fmt.Errorf("idempotency: max response bytes must not be negative, got %d", c.maxResponseBytes)
-	case c.metadataKey == "":
-		return fmt.Errorf("idempotency: metadata key must not be empty")
-	case c.files == nil:
-		return fmt.Errorf("idempotency: descriptor registry must not be nil")
-	case c.retryAfter < 0:
-		return fmt.Errorf("idempotency: retry-after delay must not be negative, got %v", c.retryAfter)
-	case c.storeTimeout <= 0:
-		return fmt.Errorf("idempotency: store timeout must be positive, got %v", c.storeTimeout)
-	case c.handlerTimeout <= 0:
-		return fmt.Errorf("idempotency: handler timeout must be positive, got %v", c.handlerTimeout)
-	}
-	for m, p := range c.methods {
-		if p.Lease < 0 || p.Retention < 0 || p.HandlerTimeout < 0 {
-			return fmt.Errorf("idempotency: %s: negative lease, retention or handler timeout", m)
-		}
-	}
-	return nil
-}
+// validate returns the first configuration error an option recorded.
+func (c *config) validate() error { return c.err }

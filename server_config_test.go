@@ -272,6 +272,13 @@ func quoted(s string) string { return `"` + s + `"` }
 // not from the generated code's registry.
 func descriptorFiles(t *testing.T, extra ...*descriptorpb.FileDescriptorProto) *protoregistry.Files {
 	t.Helper()
+	return editedDescriptorFiles(t, nil, extra...)
+}
+
+// editedDescriptorFiles is descriptorFiles with edit applied to each file
+// of the set (when not nil) before the registry is built from it.
+func editedDescriptorFiles(t *testing.T, edit func(*descriptorpb.FileDescriptorProto), extra ...*descriptorpb.FileDescriptorProto) *protoregistry.Files {
+	t.Helper()
 	set := &descriptorpb.FileDescriptorSet{}
 	for _, fd := range []protoreflect.FileDescriptor{
 		descriptorpb.File_google_protobuf_descriptor_proto,
@@ -282,6 +289,11 @@ func descriptorFiles(t *testing.T, extra ...*descriptorpb.FileDescriptorProto) *
 		set.File = append(set.File, protodesc.ToFileDescriptorProto(fd))
 	}
 	set.File = append(set.File, extra...)
+	if edit != nil {
+		for _, f := range set.File {
+			edit(f)
+		}
+	}
 	b, err := proto.Marshal(set)
 	if err != nil {
 		t.Fatal(err)

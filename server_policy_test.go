@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/grpc-idempotency/idempotency"
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
@@ -38,6 +40,18 @@ func TestDurationsFromProtoAndCode(t *testing.T) {
 		{"proto beats server-wide default", []idempotency.Option{idempotency.WithLease(5 * time.Second)}, "tuned", 2 * time.Second, 2 * time.Hour},
 		{"code policy beats proto", []idempotency.Option{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
 			idempotency.MethodPolicy{Lease: 9 * time.Second})}, "tuned", 9 * time.Second, 2 * time.Hour},
+		// Durations over the ceilings are lowered to them, from every
+		// source: the stores never see one of ~292 years.
+		{"ceilings of the options", []idempotency.Option{idempotency.WithLease(math.MaxInt64), idempotency.WithRetention(math.MaxInt64)},
+			"do", idempotency.MaxLease, idempotency.MaxRetention},
+		{"options just over the ceilings", []idempotency.Option{idempotency.WithLease(idempotency.MaxLease + 1), idempotency.WithRetention(idempotency.MaxRetention + 1)},
+			"do", idempotency.MaxLease, idempotency.MaxRetention},
+		{"options at the ceilings", []idempotency.Option{idempotency.WithLease(idempotency.MaxLease), idempotency.WithRetention(idempotency.MaxRetention)},
+			"do", idempotency.MaxLease, idempotency.MaxRetention},
+		{"ceilings of a code policy", []idempotency.Option{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
+			idempotency.MethodPolicy{Lease: math.MaxInt64, Retention: math.MaxInt64})}, "tuned", idempotency.MaxLease, idempotency.MaxRetention},
+		{"ceilings of a proto option of 300 years", []idempotency.Option{idempotency.WithDescriptors(tunedFiles(t, 300*365*24*3600))},
+			"tuned", idempotency.MaxLease, idempotency.MaxRetention},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,8 +210,15 @@ func TestConfigurationErrors(t *testing.T) {
 		{"streaming method with option", named(badFiles(t, true, "")), where + "idempotency.v1.method option on a streaming method"},
 		{"key_field not a string", named(badFiles(t, false, "amount")), where + `key_field "amount" is not a singular string field`},
 		{"key_field missing", named(badFiles(t, false, "nope")), where + `key_field "nope" names no field`},
-		{"zero lease", []idempotency.Option{idempotency.WithLease(0)}, "lease"},
-		{"empty metadata key", []idempotency.Option{idempotency.WithMetadataKey("")}, "metadata key"},
+	}
+	// Every option that can be given a value that cannot work panics with
+	// a message naming it.
+	for _, o := range optionErrors {
+		cases = append(cases, struct {
+			name string
+			opts []idempotency.Option
+			want string
+		}{o.name, []idempotency.Option{o.opt}, o.want})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,8 +233,72 @@ func TestConfigurationErrors(t *testing.T) {
 		})
 	}
 	idempotency.UnaryServerInterceptor(mem) // the registered test protos are valid
+	// The values at the edges of what works are accepted.
+	idempotency.UnaryServerInterceptor(mem, idempotency.WithLease(1), idempotency.WithRetention(1),
+		idempotency.WithLease(math.MaxInt64), idempotency.WithRetention(math.MaxInt64),
+		idempotency.WithWaitForInFlight(0), idempotency.WithMaxResponseBytes(0), idempotency.WithRetryAfter(0),
+		idempotency.WithStoreTimeout(1), idempotency.WithHandlerTimeout(1),
+		idempotency.WithMetadataKey("X_Request.Key-2"), idempotency.WithStoredCodes(),
+		idempotency.WithStoredCodes(codes.Canceled, codes.Unauthenticated),
+		idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{}))
 	// A bad method nobody names is left for its first call and Server.Validate.
 	idempotency.UnaryServerInterceptor(mem, idempotency.WithDescriptors(badFiles(t, false, "nope")))
+}
+
+// tunedFiles returns the test service's registry, built from a descriptor
+// set, with the lease and retention of Tuned's option set to seconds, which
+// may be more than a time.Duration holds (durationpb.AsDuration clamps
+// those to math.MaxInt64).
+func tunedFiles(t *testing.T, seconds int64) *protoregistry.Files {
+	t.Helper()
+	return editedDescriptorFiles(t, func(f *descriptorpb.FileDescriptorProto) {
+		for _, svc := range f.GetService() {
+			for _, m := range svc.GetMethod() {
+				if m.GetName() == "Tuned" {
+					policy := proto.GetExtension(m.GetOptions(), idempotencyv1.E_Method).(*idempotencyv1.MethodPolicy)
+					policy.Lease, policy.Retention = &durationpb.Duration{Seconds: seconds}, &durationpb.Duration{Seconds: seconds}
+					proto.SetExtension(m.GetOptions(), idempotencyv1.E_Method, policy)
+				}
+			}
+		}
+	})
+}
+
+// optionErrors are the option values that cannot work, each with the start
+// of the message [idempotency.UnaryServerInterceptor] panics with.
+var optionErrors = []struct {
+	name string
+	opt  idempotency.Option
+	want string
+}{
+	{"zero lease", idempotency.WithLease(0), "idempotency: WithLease: lease must be positive, got 0s"},
+	{"negative lease", idempotency.WithLease(-time.Second), "idempotency: WithLease: lease must be positive, got -1s"},
+	{"zero retention", idempotency.WithRetention(0), "idempotency: WithRetention: retention must be positive, got 0s"},
+	{"negative retention", idempotency.WithRetention(-time.Hour), "idempotency: WithRetention: retention must be positive"},
+	{"negative wait", idempotency.WithWaitForInFlight(-time.Second), "idempotency: WithWaitForInFlight: wait must not be negative"},
+	{"negative max response bytes", idempotency.WithMaxResponseBytes(-1), "idempotency: WithMaxResponseBytes: size must not be negative"},
+	{"negative retry-after", idempotency.WithRetryAfter(-time.Second), "idempotency: WithRetryAfter: delay must not be negative"},
+	{"zero store timeout", idempotency.WithStoreTimeout(0), "idempotency: WithStoreTimeout: store timeout must be positive"},
+	{"negative store timeout", idempotency.WithStoreTimeout(-time.Second), "idempotency: WithStoreTimeout: store timeout must be positive"},
+	{"zero handler timeout", idempotency.WithHandlerTimeout(0), "idempotency: WithHandlerTimeout: handler timeout must be positive"},
+	{"negative handler timeout", idempotency.WithHandlerTimeout(-time.Second), "idempotency: WithHandlerTimeout: handler timeout must be positive"},
+	{"empty metadata key", idempotency.WithMetadataKey(""), "idempotency: WithMetadataKey: metadata key must not be empty"},
+	{"metadata key with a space", idempotency.WithMetadataKey("Idempotency Key!"), "idempotency: WithMetadataKey: metadata key \"Idempotency Key!\" has ' '"},
+	{"metadata key with a non-ASCII letter", idempotency.WithMetadataKey("clé"), "idempotency: WithMetadataKey: metadata key \"clé\" has 'é'"},
+	{"binary metadata key", idempotency.WithMetadataKey("Idempotency-Key-Bin"), "idempotency: WithMetadataKey: metadata key \"Idempotency-Key-Bin\" ends in -bin"},
+	{"reserved metadata key", idempotency.WithMetadataKey("grpc-idempotency-key"), "idempotency: WithMetadataKey: metadata key \"grpc-idempotency-key\" starts with grpc-"},
+	{"stored OK", idempotency.WithStoredCodes(codes.NotFound, codes.OK), "idempotency: WithStoredCodes: OK is not an error code"},
+	{"stored code 17", idempotency.WithStoredCodes(codes.Code(17)), "idempotency: WithStoredCodes: Code(17) is not an error code"},
+	{"stored UNAVAILABLE", idempotency.WithStoredCodes(codes.Unavailable), "idempotency: WithStoredCodes: Unavailable is a code the retry protocol uses"},
+	{"stored ABORTED", idempotency.WithStoredCodes(codes.Aborted), "idempotency: WithStoredCodes: Aborted is a code the retry protocol uses"},
+	{"nil fingerprint", idempotency.WithFingerprint(nil), "idempotency: WithFingerprint: fingerprint function must not be nil"},
+	{"nil descriptors", idempotency.WithDescriptors(nil), "idempotency: WithDescriptors: descriptor registry must not be nil"},
+	{"negative policy lease", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Lease: -1}),
+		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": Lease must not be negative"},
+	{"negative policy retention", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Retention: -1}),
+		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": Retention must not be negative"},
+	{"negative policy handler timeout", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{HandlerTimeout: -1}),
+		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": HandlerTimeout must not be negative"},
 }
 
 // badFiles builds a registry with one service whose annotated method is

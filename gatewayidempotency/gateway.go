@@ -42,8 +42,14 @@ const (
 // outgoing header and trailer matchers, which replace any set before them:
 // pass those to [WithErrorHandler], [WithOutgoingHeaderMatcher] and
 // [WithOutgoingTrailerMatcher] instead.
+//
+// It panics when an option cannot work (a [WithMetadataKey] gRPC cannot
+// carry the key under): a programming error, found at start-up.
 func ServeMuxOptions(opts ...Option) []runtime.ServeMuxOption {
 	c := newConfig(opts)
+	if c.err != nil {
+		panic(c.err)
+	}
 	return []runtime.ServeMuxOption{
 		runtime.WithMiddlewares(checkKeys),
 		runtime.WithMetadata(c.annotate),

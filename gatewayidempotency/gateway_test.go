@@ -275,6 +275,24 @@ func TestWithMetadataKey(t *testing.T) {
 	}
 }
 
+// A metadata key gRPC cannot carry the key under makes ServeMuxOptions
+// panic, naming the option, as the server's WithMetadataKey does.
+func TestWithMetadataKeyInvalidPanics(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "Idempotency Key!", "idempotency-key-bin", "grpc-idempotency-key"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				err, _ := recover().(error)
+				if err == nil || !strings.HasPrefix(err.Error(), "gatewayidempotency: WithMetadataKey: metadata key") {
+					t.Fatalf("panic %v, want one naming WithMetadataKey", err)
+				}
+			}()
+			gatewayidempotency.ServeMuxOptions(gatewayidempotency.WithMetadataKey(name))
+		})
+	}
+}
+
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

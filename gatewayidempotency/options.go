@@ -1,12 +1,13 @@
 package gatewayidempotency
 
 import (
-	"strings"
+	"fmt"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
 // DefaultRetryAfter is the Retry-After of a 503 answer whose status carries
@@ -22,6 +23,8 @@ type config struct {
 	next        runtime.ErrorHandlerFunc
 	nextHeader  runtime.HeaderMatcherFunc
 	nextTrailer runtime.HeaderMatcherFunc
+	// err is the first configuration error an option found, naming it.
+	err error
 }
 
 func newConfig(opts []Option) config {
@@ -48,10 +51,19 @@ func newConfig(opts []Option) config {
 
 // WithMetadataKey passes the Idempotency-Key header on under metadata key
 // name, to match a server built with [idempotency.WithMetadataKey](name).
-// The name is lower-cased as gRPC metadata keys are. Default
-// [idempotency.MetadataKey] ("idempotency-key").
+// The name is lower-cased as gRPC metadata keys are; a name
+// [idempotency.WithMetadataKey] refuses (empty, a character other than
+// a-z, 0-9, '-', '_' and '.', a "-bin" suffix or a "grpc-" prefix) makes
+// [ServeMuxOptions] panic. Default [idempotency.MetadataKey]
+// ("idempotency-key").
 func WithMetadataKey(name string) Option {
-	return func(c *config) { c.metadataKey = strings.ToLower(name) }
+	return func(c *config) {
+		key, err := mdkey.Check(name)
+		if err != nil && c.err == nil {
+			c.err = fmt.Errorf("gatewayidempotency: WithMetadataKey: %w", err)
+		}
+		c.metadataKey = key
+	}
 }
 
 // WithRetryAfter sets the Retry-After of a 503 answer (store unavailable or

@@ -16,7 +16,10 @@
 // so implementations honour the context's deadline.
 //
 // Leases and retentions are positive; a Store returns an argument error for
-// a zero or negative one and changes nothing. A networked store may spend
+// a zero or negative one and changes nothing. Every positive duration, up
+// to math.MaxInt64 (about 292 years), is valid and means what it says: a
+// Store that cannot represent one keeps the entry as long as it can
+// (saturates), and never expires it early or refuses it. A networked store may spend
 // one extra round trip the first time a server sees an operation (loading a
 // script); that is the only exception to one round trip per operation.
 //

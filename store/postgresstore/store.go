@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/grpc-idempotency/idempotency/internal/owner"
+	"github.com/grpc-idempotency/idempotency/internal/ttl"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -194,10 +195,8 @@ func (s *Store) fail(op, key string, err error) error {
 }
 
 // micros returns d in whole microseconds, rounded up, or an error for a
-// duration that is not positive.
+// duration that is not positive; every positive duration, up to
+// math.MaxInt64, gives an interval PostgreSQL can add to its clock.
 func micros(what string, d time.Duration) (int64, error) {
-	if d <= 0 {
-		return 0, fmt.Errorf("postgresstore: %s must be positive, got %v", what, d)
-	}
-	return int64((d + time.Microsecond - 1) / time.Microsecond), nil
+	return ttl.Units("postgresstore: "+what, d, time.Microsecond)
 }

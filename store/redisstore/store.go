@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/grpc-idempotency/idempotency/internal/ttl"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -186,12 +187,9 @@ func (s *Store) acked(r *request) error {
 	return nil
 }
 
-// millis converts a TTL to whole milliseconds for PX and PEXPIRE, rounding
+// millis converts a TTL to whole milliseconds for PX and PEXPIRE, rounded
 // up so that a TTL under a millisecond does not become 0, which deletes
-// the key.
+// the key; every positive TTL, up to math.MaxInt64, is one Redis takes.
 func millis(what string, d time.Duration) (int64, error) {
-	if d <= 0 {
-		return 0, fmt.Errorf("redisstore: %s must be positive, got %v", what, d)
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond), nil
+	return ttl.Units("redisstore: "+what, d, time.Millisecond)
 }

@@ -28,7 +28,10 @@
 // while it runs. Checks that an entry is still alive are only asserted
 // while the suite can prove, by measuring, that the entry's lease or
 // retention has not run out, so a slow machine makes the suite log, not
-// fail.
+// fail. The Duration cases claim, extend and complete with the longest
+// durations a store is given (math.MaxInt64, and the interceptor's
+// ceilings) and check that the entry holds: a store must take any positive
+// duration as "a very long time".
 //
 // # Cancelled contexts
 //

@@ -52,6 +52,7 @@ func groups() []group {
 		{"Release", releaseCases()},
 		{"Extend", extendCases()},
 		{"Expiry", expiryCases()},
+		{"Duration", durationCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Context", contextCases()},
 	}

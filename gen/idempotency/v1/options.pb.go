@@ -85,9 +85,11 @@ type MethodPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// mode defaults to MODE_OPTIONAL.
 	Mode Mode `protobuf:"varint,1,opt,name=mode,proto3,enum=idempotency.v1.Mode" json:"mode,omitempty"`
-	// retention is how long a completed outcome is kept (default 24h, floor 1h).
+	// retention is how long a completed outcome is kept (default 24h, floor 1h,
+	// ceiling 87600h).
 	Retention *durationpb.Duration `protobuf:"bytes,2,opt,name=retention,proto3" json:"retention,omitempty"`
-	// lease is how long an in-flight claim lives without renewal (default 60s).
+	// lease is how long an in-flight claim lives without renewal (default 60s,
+	// floor 100ms, ceiling 24h).
 	Lease *durationpb.Duration `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	// key_field names a top-level string field of the request to read the key
 	// from when the metadata key is absent (AIP-155 request_id).
