@@ -6,15 +6,15 @@ import (
 	"testing"
 )
 
-// TestREADMEQuotesTheExample: the README's transactional handler is the
-// Charge method of example_test.go, byte for byte, so it cannot rot.
-func TestREADMEQuotesTheExample(t *testing.T) {
+// TestGuideQuotesTheExample: the stores guide's transactional handler is
+// the Charge method of example_test.go, byte for byte, so it cannot rot.
+func TestGuideQuotesTheExample(t *testing.T) {
 	t.Parallel()
 	src, err := os.ReadFile("example_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/stores.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestREADMEQuotesTheExample(t *testing.T) {
 	}
 	n := strings.Index(string(src[i:]), "\n}\n")
 	charge := string(src[i : i+n+2])
-	if !strings.Contains(string(readme), charge) {
-		t.Fatalf("README.md does not quote the Charge method of example_test.go verbatim:\n%s", charge)
+	if !strings.Contains(string(guide), charge) {
+		t.Fatalf("docs/stores.md does not quote the Charge method of example_test.go verbatim:\n%s", charge)
 	}
 }
