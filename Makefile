@@ -1,6 +1,6 @@
 # Tools are pinned in tools.mod and run with `go tool -modfile=tools.mod`.
 TOOL := go tool -modfile=tools.mod
-GENERATED_DIRS := gen internal/gen examples
+GENERATED_DIRS := gen internal/gen examples gatewayidempotency/internal/gen
 
 .PHONY: all generate check-generate check-docs lint test bench
 
