@@ -27,7 +27,7 @@ lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	@for m in $(MODULES); do \
-		echo "go vet, staticcheck: $${m#$(CURDIR)/}"; \
+		echo "go vet, staticcheck: .$${m#$(CURDIR)}"; \
 		(cd $$m && GOWORK=off go vet ./... && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod staticcheck ./...) || exit 1; \
 	done
 
@@ -36,10 +36,11 @@ lint:
 check-core-deps:
 	./scripts/check-core-deps.sh
 
-## check-docs: every proto snippet of the docs builds with buf, and the
-## README's examples run when copied into an empty module.
+## check-docs: every proto snippet of the docs builds with buf (run with
+## GOWORK=off, as it runs buf from tools.mod), and the README's examples run
+## when copied into an empty module.
 check-docs:
-	go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
+	GOWORK=off go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	./scripts/check-examples.sh
 
 ## test: the test command the README gives: first one line per backend
