@@ -1,8 +1,13 @@
-# Tools are pinned in tools.mod and run with `go tool -modfile=tools.mod`.
-TOOL := go tool -modfile=tools.mod
-GENERATED_DIRS := gen internal/gen examples
+# Tools are pinned in tools.mod and run with `go tool -modfile=tools.mod`,
+# outside workspace mode (the go command refuses -modfile with a go.work).
+TOOL := GOWORK=off go tool -modfile=tools.mod
+# The directory of every module of the repository, as go.work lists them.
+# `go test ./...` at the root covers the root module only, even in workspace
+# mode; the go commands below name each module's ./... instead.
+MODULES := $(shell go list -m -f '{{.Dir}}')
+GENERATED_DIRS := gen internal/gen examples gatewayidempotency/internal/gen
 
-.PHONY: all generate check-generate check-docs lint test bench
+.PHONY: all generate check-generate check-docs check-core-deps lint test bench
 
 all: generate lint test
 
@@ -16,23 +21,33 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- $(GENERATED_DIRS) proto internal/proto)" || \
 		{ git status --porcelain -- $(GENERATED_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
-## lint: buf lint, gofmt, go vet, staticcheck.
+## lint: buf lint, gofmt, then go vet and staticcheck in every module, each
+## built on its own (GOWORK=off: its go.mod and replace directives alone).
 lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
-	go vet ./...
-	$(TOOL) staticcheck ./...
+	@for m in $(MODULES); do \
+		echo "go vet, staticcheck: .$${m#$(CURDIR)}"; \
+		(cd $$m && GOWORK=off go vet ./... && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod staticcheck ./...) || exit 1; \
+	done
 
-## check-docs: every proto snippet of the docs builds with buf, and the
-## README's examples run when copied into an empty module.
+## check-core-deps: fail when the core module requires more than grpc,
+## protobuf and the few small modules the core needs.
+check-core-deps:
+	./scripts/check-core-deps.sh
+
+## check-docs: every proto snippet of the docs builds with buf (run with
+## GOWORK=off, as it runs buf from tools.mod), and the README's examples run
+## when copied into an empty module.
 check-docs:
-	go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
+	GOWORK=off go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	./scripts/check-examples.sh
 
 ## test: the test command the README gives: first one line per backend
-## (Redis, PostgreSQL) saying whether its tests run or skip.
+## (Redis, PostgreSQL) saying whether its tests run or skip, then the tests
+## of every module of go.work.
 test:
-	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 ./...
+	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 $$(go list -m -f '{{.Dir}}/...')
 
 ## bench: run the benchmarks and rewrite BENCHMARKS.md.
 bench:

@@ -140,17 +140,6 @@ func errorWith(c codes.Code, domain, reason string, retryAfter time.Duration) er
 	return st.Err()
 }
 
-// clientReason returns the ErrorInfo reason of err in the library's
-// domain, or "".
-func clientReason(err error) string {
-	for _, d := range status.Convert(err).Details() {
-		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == idempotency.ErrorDomain {
-			return ei.GetReason()
-		}
-	}
-	return ""
-}
-
 // methodOf returns the client's method by short name; "" is Do.
 func methodOf(c testingv1.TestServiceClient, name string) func(context.Context, *testingv1.DoRequest, ...grpc.CallOption) (*testingv1.DoResponse, error) {
 	switch name {

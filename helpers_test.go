@@ -1,27 +1,20 @@
 package idempotency_test
 
 import (
-	"context"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
-	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
 // fixture is a bufconn server with the idempotency interceptor over a
@@ -45,67 +38,23 @@ func newFixture(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Opti
 	return &fixture{srv: srv, client: srv.Client(t), store: fs, events: ev}
 }
 
-func withKey(ctx context.Context, key string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, key)
-}
+// The helpers the integration module's tests share live in internal/testkit.
+var (
+	withKey         = testkit.WithKey
+	errorInfo       = testkit.ErrorInfo
+	wantReason      = testkit.WantReason
+	clientReason    = testkit.ClientReason
+	waitFor         = testkit.WaitFor
+	newDirectServer = testkit.NewDirectServer
+)
 
-// events records observer events.
-type events struct {
-	mu sync.Mutex
-	ev []idempotency.Event
-}
+// events records observer events; count is [testkit.Events.Count].
+type events struct{ testkit.Events }
 
-func (e *events) Observe(_ context.Context, ev idempotency.Event) {
-	e.mu.Lock()
-	e.ev = append(e.ev, ev)
-	e.mu.Unlock()
-}
+func (e *events) count(o idempotency.Outcome) int { return e.Count(o) }
 
 // all returns the events so far, in order.
-func (e *events) all() []idempotency.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.ev)
-}
-
-func (e *events) count(o idempotency.Outcome) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.ev {
-		if ev.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
-
-// errorInfo returns the ErrorInfo and RetryInfo details of err.
-func errorInfo(err error) (*errdetails.ErrorInfo, *errdetails.RetryInfo) {
-	var ei *errdetails.ErrorInfo
-	var ri *errdetails.RetryInfo
-	for _, d := range status.Convert(err).Details() {
-		switch d := d.(type) {
-		case *errdetails.ErrorInfo:
-			ei = d
-		case *errdetails.RetryInfo:
-			ri = d
-		}
-	}
-	return ei, ri
-}
-
-// wantReason fails the test unless err has code and the ErrorInfo reason.
-func wantReason(t *testing.T, err error, code codes.Code, reason string) {
-	t.Helper()
-	if got := status.Code(err); got != code {
-		t.Fatalf("code = %v (%v), want %v", got, err, code)
-	}
-	ei, _ := errorInfo(err)
-	if ei == nil || ei.GetReason() != reason || ei.GetDomain() != idempotency.ErrorDomain {
-		t.Fatalf("ErrorInfo = %v, want reason %s in domain %s", ei, reason, idempotency.ErrorDomain)
-	}
-}
+func (e *events) all() []idempotency.Event { return e.All() }
 
 // statusError returns a status error with a detail, for stored-error tests.
 func statusError(c codes.Code, msg string) error {
@@ -118,29 +67,4 @@ func statusError(c codes.Code, msg string) error {
 	return st.Err()
 }
 
-// waitFor polls cond until it holds or the test's deadline nears.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 type protoMessage = proto.Message
-
-// storeBackends returns a constructor per real store: the memory store, and
-// the Redis store on a redis-server of its own.
-func storeBackends() map[string]func(t *testing.T) store.Store {
-	return map[string]func(t *testing.T) store.Store{
-		"memory": func(t *testing.T) store.Store {
-			mem := memorystore.New()
-			t.Cleanup(func() { _ = mem.Close() })
-			return mem
-		},
-		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
-	}
-}

@@ -15,54 +15,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
-
-// directServer calls the server interceptor as a function, with an
-// incoming-metadata context, so tests can send metadata that grpc-go's
-// client refuses to put on the wire (control characters, non-ASCII).
-type directServer struct {
-	intercept grpc.UnaryServerInterceptor
-	store     *faultstore.Store
-	ran       atomic.Int64
-}
-
-func newDirectServer(t testing.TB, opts ...idempotency.Option) *directServer {
-	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	fs := faultstore.New(mem)
-	return &directServer{intercept: idempotency.UnaryServerInterceptor(fs, opts...), store: fs}
-}
-
-// call runs one request with md as its incoming metadata.
-func (d *directServer) call(ctx context.Context, md metadata.MD, req *testingv1.DoRequest) (any, error) {
-	info := &grpc.UnaryServerInfo{FullMethod: testingv1.TestService_Do_FullMethodName}
-	return d.intercept(metadata.NewIncomingContext(ctx, md), req, info, func(context.Context, any) (any, error) {
-		n := d.ran.Add(1)
-		return &testingv1.DoResponse{Payload: req.GetPayload(), Execution: n}, nil
-	})
-}
-
-// wantRefusedKey fails the test unless err is INVALID_ARGUMENT
-// IDEMPOTENCY_KEY_INVALID whose message does not echo key, with the
-// handler not run and the store not touched.
-func (d *directServer) wantRefusedKey(t *testing.T, err error, key string) {
-	t.Helper()
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
-	if msg := status.Convert(err).Message(); len(key) >= 4 && strings.Contains(msg, key) {
-		t.Fatalf("error message %q echoes the key", msg)
-	}
-	if n := d.ran.Load(); n != 0 {
-		t.Fatalf("handler ran %d times for a refused key", n)
-	}
-	if calls := d.store.Calls(); len(calls) != 0 {
-		t.Fatalf("store was called for a refused key: %v", calls)
-	}
-}
 
 // TestHostileKeys sends keys at and over the length limit, with control
 // characters and with non-ASCII bytes, straight to the interceptor.
@@ -93,17 +49,17 @@ func TestHostileKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d := newDirectServer(t)
-			resp, err := d.call(t.Context(), metadata.MD{idempotency.MetadataKey: {tc.key}}, &testingv1.DoRequest{Payload: "p"})
+			resp, err := d.Call(t.Context(), metadata.MD{idempotency.MetadataKey: {tc.key}}, &testingv1.DoRequest{Payload: "p"})
 			if !tc.ok {
-				d.wantRefusedKey(t, err, tc.key)
+				d.WantRefusedKey(t, err, tc.key)
 				return
 			}
 			if err != nil || resp.(*testingv1.DoResponse).GetExecution() != 1 {
 				t.Fatalf("accepted key: %v, %v; want an execution", resp, err)
 			}
 			// and a replay, under the same key
-			if _, err := d.call(t.Context(), metadata.MD{idempotency.MetadataKey: {tc.key}}, &testingv1.DoRequest{Payload: "p"}); err != nil || d.ran.Load() != 1 {
-				t.Fatalf("replay: %v, ran %d times; want 1", err, d.ran.Load())
+			if _, err := d.Call(t.Context(), metadata.MD{idempotency.MetadataKey: {tc.key}}, &testingv1.DoRequest{Payload: "p"}); err != nil || d.Ran.Load() != 1 {
+				t.Fatalf("replay: %v, ran %d times; want 1", err, d.Ran.Load())
 			}
 		})
 	}
@@ -122,8 +78,8 @@ func TestHostileManyKeys(t *testing.T) {
 			for i := range keys {
 				keys[i] = fmt.Sprintf("k-%d", i%2) // duplicates too
 			}
-			_, err := d.call(t.Context(), metadata.MD{idempotency.MetadataKey: keys}, &testingv1.DoRequest{})
-			d.wantRefusedKey(t, err, "")
+			_, err := d.Call(t.Context(), metadata.MD{idempotency.MetadataKey: keys}, &testingv1.DoRequest{})
+			d.WantRefusedKey(t, err, "")
 		})
 	}
 	t.Run("1000 keys over gRPC", func(t *testing.T) {

@@ -4,10 +4,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 )
 
-// TestMain checks for leaked goroutines and drops the PostgreSQL test
-// database, if a test made one.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.Cleanup(pgtest.Exit)) }
+// TestMain checks for leaked goroutines.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	testinggw "github.com/grpc-idempotency/idempotency/gatewayidempotency/internal/gen/idempotency/testing/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
@@ -42,7 +43,7 @@ func ExampleServeMuxOptions() {
 	defer conn.Close()
 
 	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions()...)
-	if err := testingv1.RegisterTestServiceHandler(context.Background(), mux, conn); err != nil {
+	if err := testinggw.RegisterTestServiceHandler(context.Background(), mux, conn); err != nil {
 		log.Fatal(err)
 	}
 	hs := httptest.NewServer(mux)

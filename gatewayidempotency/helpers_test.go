@@ -15,8 +15,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	testinggw "github.com/grpc-idempotency/idempotency/gatewayidempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
@@ -53,7 +53,7 @@ func newGateway(t *testing.T, s setup) *gateway {
 	srv := testserver.New(t, &testserver.Service{Handler: s.handler},
 		grpc.ChainUnaryInterceptor(count, idempotency.UnaryServerInterceptor(fs, s.server...)))
 	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions(s.gateway...)...)
-	if err := testingv1.RegisterTestServiceHandler(t.Context(), mux, srv.Dial(t)); err != nil {
+	if err := testinggw.RegisterTestServiceHandler(t.Context(), mux, srv.Dial(t)); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(mux)

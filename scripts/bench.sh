@@ -12,8 +12,11 @@ trap 'rm -f "$out"' EXIT
 # BenchmarkUnary runs first, in a process of its own: the PostgreSQL rows
 # leave the server busy for a while after them (checkpoints, autovacuum),
 # which would take CPU from the rows measured next.
-cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor)\$' -benchmem -benchtime=1s -count=$count ."
-cmd1p="go test -run '^\$' -bench '^BenchmarkUnaryPostgres\$' -benchmem -benchtime=1s -count=$count ."
+# BenchmarkUnary and BenchmarkUnaryPostgres are in the integration module,
+# the client benchmarks in the root package; go test runs the benchmarks of
+# two packages one after the other.
+cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor)\$' -benchmem -benchtime=1s -count=$count . ./integration"
+cmd1p="go test -run '^\$' -bench '^BenchmarkUnaryPostgres\$' -benchmem -benchtime=1s -count=$count ./integration"
 cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimFullSteadyExpiry|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
 cmd3="go test -run '^\$' -bench '^BenchmarkPostgresScale\$' -benchtime=3000x -count=$count ./store/postgresstore"
 cmd4="go test -run '^\$' -bench '^BenchmarkMemoryPerRecord\$' -benchtime=100000x -count=$count ./store/redisstore"

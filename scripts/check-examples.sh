@@ -3,7 +3,11 @@
 # into an empty module. This copies them there, with the stand-in service
 # (example_service_test.go), and runs them: an import of this module's
 # internal packages, or of anything but public modules, fails the build.
-# The copy's go.sum is this module's, so nothing is downloaded.
+# The copy's go.sum is the core module's, so nothing is downloaded. The
+# examples import the core module only (the root package, store and
+# memorystore); an example that imports a nested module (a store, an
+# adapter) needs that module's go.sum lines and a replace directive here,
+# like the one for the core module below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
+	paymentsgw "github.com/grpc-idempotency/idempotency/examples/payments/gengateway/payments/v1"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
 )
 
@@ -93,7 +93,7 @@ func serveGateway(lis listeners, tel *telemetry, logger *slog.Logger) (stop func
 		return nil, err
 	}
 	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions()...)
-	if err := paymentsv1.RegisterPaymentsHandler(context.Background(), mux, conn); err != nil {
+	if err := paymentsgw.RegisterPaymentsHandler(context.Background(), mux, conn); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}

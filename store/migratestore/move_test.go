@@ -1,73 +1,15 @@
 package migratestore_test
 
 import (
-	"context"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-
-	"github.com/grpc-idempotency/idempotency"
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/redistest"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/migratestore"
-	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 )
 
 // TestMoveOverServers follows the procedure of docs/operations.md over real
-// gRPC servers: a server on the old store alone, one on the adapter, then
-// one on the new store alone. A key completed on any of them is replayed by
-// the next, and the handler runs once per key throughout.
+// gRPC servers, from one memory store to another (the integration module
+// runs it from one Redis prefix to another).
 func TestMoveOverServers(t *testing.T) {
 	t.Parallel()
-	cases := map[string]func(t *testing.T) (from, to store.Store){
-		"memory to memory": func(t *testing.T) (store.Store, store.Store) {
-			return newMemory(t), newMemory(t)
-		},
-		"redis, new prefix": func(t *testing.T) (store.Store, store.Store) {
-			rdb := redistest.StartServer(t).Client()
-			return redisstore.New(rdb, redisstore.WithPrefix("old:")), redisstore.New(rdb, redisstore.WithPrefix("new:"))
-		},
-	}
-	for name, stores := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			from, to := stores(t)
-			service := &testserver.Service{}
-			serve := func(s store.Store) testingv1.TestServiceClient {
-				srv := testserver.New(t, service, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(s)))
-				return srv.Client(t)
-			}
-			old, moved, done := serve(from), serve(migratestore.New(from, to)), serve(to)
-			steps := []struct {
-				what     string
-				client   testingv1.TestServiceClient
-				key      string
-				replayed bool
-			}{
-				{"old server runs a", old, "a", false},
-				{"moved server replays a from the old store", moved, "a", true},
-				{"moved server runs b", moved, "b", false},
-				{"old server replays b", old, "b", true},
-				{"moved server replays b", moved, "b", true},
-				{"new server replays b, after the move", done, "b", true},
-			}
-			for _, st := range steps {
-				var header metadata.MD
-				ctx := metadata.AppendToOutgoingContext(context.Background(), idempotency.MetadataKey, st.key)
-				_, err := st.client.Do(ctx, &testingv1.DoRequest{Payload: st.key}, grpc.Header(&header))
-				if err != nil {
-					t.Fatalf("%s: %v", st.what, err)
-				}
-				if got := len(header.Get(idempotency.ReplayedKey)) == 1; got != st.replayed {
-					t.Fatalf("%s: replayed = %v, want %v", st.what, got, st.replayed)
-				}
-			}
-			if n := service.Executions(); n != 2 {
-				t.Fatalf("handler ran %d times for 2 keys", n)
-			}
-		})
-	}
+	testkit.MoveOverServers(t, newMemory(t), newMemory(t))
 }

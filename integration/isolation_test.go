@@ -113,9 +113,9 @@ func TestIsolationTenants(t *testing.T) {
 func TestIsolationScopeErrorBeforeStore(t *testing.T) {
 	t.Parallel()
 	d := newDirectServer(t, idempotency.WithScope(tenantScope))
-	_, err := d.call(t.Context(), metadata.MD{idempotency.MetadataKey: {"k"}}, &testingv1.DoRequest{})
-	if status.Code(err) != codes.Unauthenticated || d.ran.Load() != 0 || len(d.store.Calls()) != 0 {
-		t.Fatalf("got %v, ran %d, store calls %d; want UNAUTHENTICATED before the store", err, d.ran.Load(), len(d.store.Calls()))
+	_, err := d.Call(t.Context(), metadata.MD{idempotency.MetadataKey: {"k"}}, &testingv1.DoRequest{})
+	if status.Code(err) != codes.Unauthenticated || d.Ran.Load() != 0 || len(d.Store.Calls()) != 0 {
+		t.Fatalf("got %v, ran %d, store calls %d; want UNAUTHENTICATED before the store", err, d.Ran.Load(), len(d.Store.Calls()))
 	}
 }
 

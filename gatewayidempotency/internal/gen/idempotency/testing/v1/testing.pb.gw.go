@@ -11,6 +11,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	extTestingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/grpclog"
@@ -30,9 +31,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_TestService_Do_0(ctx context.Context, marshaler runtime.Marshaler, client TestServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_TestService_Do_0(ctx context.Context, marshaler runtime.Marshaler, client extTestingv1.TestServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DoRequest
+		protoReq extTestingv1.DoRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -45,9 +46,9 @@ func request_TestService_Do_0(ctx context.Context, marshaler runtime.Marshaler, 
 	return msg, metadata, err
 }
 
-func local_request_TestService_Do_0(ctx context.Context, marshaler runtime.Marshaler, server TestServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_TestService_Do_0(ctx context.Context, marshaler runtime.Marshaler, server extTestingv1.TestServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DoRequest
+		protoReq extTestingv1.DoRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -57,9 +58,9 @@ func local_request_TestService_Do_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func request_TestService_Required_0(ctx context.Context, marshaler runtime.Marshaler, client TestServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_TestService_Required_0(ctx context.Context, marshaler runtime.Marshaler, client extTestingv1.TestServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DoRequest
+		protoReq extTestingv1.DoRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -72,9 +73,9 @@ func request_TestService_Required_0(ctx context.Context, marshaler runtime.Marsh
 	return msg, metadata, err
 }
 
-func local_request_TestService_Required_0(ctx context.Context, marshaler runtime.Marshaler, server TestServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_TestService_Required_0(ctx context.Context, marshaler runtime.Marshaler, server extTestingv1.TestServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DoRequest
+		protoReq extTestingv1.DoRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -86,9 +87,9 @@ func local_request_TestService_Required_0(ctx context.Context, marshaler runtime
 
 var filter_TestService_Read_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
 
-func request_TestService_Read_0(ctx context.Context, marshaler runtime.Marshaler, client TestServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_TestService_Read_0(ctx context.Context, marshaler runtime.Marshaler, client extTestingv1.TestServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DoRequest
+		protoReq extTestingv1.DoRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := req.ParseForm(); err != nil {
@@ -104,9 +105,9 @@ func request_TestService_Read_0(ctx context.Context, marshaler runtime.Marshaler
 	return msg, metadata, err
 }
 
-func local_request_TestService_Read_0(ctx context.Context, marshaler runtime.Marshaler, server TestServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_TestService_Read_0(ctx context.Context, marshaler runtime.Marshaler, server extTestingv1.TestServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq DoRequest
+		protoReq extTestingv1.DoRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := req.ParseForm(); err != nil {
@@ -124,7 +125,7 @@ func local_request_TestService_Read_0(ctx context.Context, marshaler runtime.Mar
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterTestServiceHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterTestServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server TestServiceServer) error {
+func RegisterTestServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extTestingv1.TestServiceServer) error {
 	mux.Handle(http.MethodPost, pattern_TestService_Do_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -216,15 +217,15 @@ func RegisterTestServiceHandlerFromEndpoint(ctx context.Context, mux *runtime.Se
 // RegisterTestServiceHandler registers the http handlers for service TestService to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterTestServiceHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterTestServiceHandlerClient(ctx, mux, NewTestServiceClient(conn))
+	return RegisterTestServiceHandlerClient(ctx, mux, extTestingv1.NewTestServiceClient(conn))
 }
 
 // RegisterTestServiceHandlerClient registers the http handlers for service TestService
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "TestServiceClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "TestServiceClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extTestingv1.TestServiceClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extTestingv1.TestServiceClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "TestServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterTestServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client TestServiceClient) error {
+// "extTestingv1.TestServiceClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterTestServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extTestingv1.TestServiceClient) error {
 	mux.Handle(http.MethodPost, pattern_TestService_Do_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

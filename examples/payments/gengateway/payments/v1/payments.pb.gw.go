@@ -11,6 +11,7 @@ import (
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
+	extPaymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/grpclog"
@@ -30,9 +31,9 @@ var (
 	_ = metadata.Join
 )
 
-func request_Payments_Charge_0(ctx context.Context, marshaler runtime.Marshaler, client PaymentsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Payments_Charge_0(ctx context.Context, marshaler runtime.Marshaler, client extPaymentsv1.PaymentsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ChargeRequest
+		protoReq extPaymentsv1.ChargeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -45,9 +46,9 @@ func request_Payments_Charge_0(ctx context.Context, marshaler runtime.Marshaler,
 	return msg, metadata, err
 }
 
-func local_request_Payments_Charge_0(ctx context.Context, marshaler runtime.Marshaler, server PaymentsServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Payments_Charge_0(ctx context.Context, marshaler runtime.Marshaler, server extPaymentsv1.PaymentsServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ChargeRequest
+		protoReq extPaymentsv1.ChargeRequest
 		metadata runtime.ServerMetadata
 	)
 	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
@@ -57,9 +58,9 @@ func local_request_Payments_Charge_0(ctx context.Context, marshaler runtime.Mars
 	return msg, metadata, err
 }
 
-func request_Payments_Refund_0(ctx context.Context, marshaler runtime.Marshaler, client PaymentsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Payments_Refund_0(ctx context.Context, marshaler runtime.Marshaler, client extPaymentsv1.PaymentsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq RefundRequest
+		protoReq extPaymentsv1.RefundRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -81,9 +82,9 @@ func request_Payments_Refund_0(ctx context.Context, marshaler runtime.Marshaler,
 	return msg, metadata, err
 }
 
-func local_request_Payments_Refund_0(ctx context.Context, marshaler runtime.Marshaler, server PaymentsServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Payments_Refund_0(ctx context.Context, marshaler runtime.Marshaler, server extPaymentsv1.PaymentsServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq RefundRequest
+		protoReq extPaymentsv1.RefundRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -102,9 +103,9 @@ func local_request_Payments_Refund_0(ctx context.Context, marshaler runtime.Mars
 	return msg, metadata, err
 }
 
-func request_Payments_GetCharge_0(ctx context.Context, marshaler runtime.Marshaler, client PaymentsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_Payments_GetCharge_0(ctx context.Context, marshaler runtime.Marshaler, client extPaymentsv1.PaymentsClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq GetChargeRequest
+		protoReq extPaymentsv1.GetChargeRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -123,9 +124,9 @@ func request_Payments_GetCharge_0(ctx context.Context, marshaler runtime.Marshal
 	return msg, metadata, err
 }
 
-func local_request_Payments_GetCharge_0(ctx context.Context, marshaler runtime.Marshaler, server PaymentsServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_Payments_GetCharge_0(ctx context.Context, marshaler runtime.Marshaler, server extPaymentsv1.PaymentsServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq GetChargeRequest
+		protoReq extPaymentsv1.GetChargeRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -146,7 +147,7 @@ func local_request_Payments_GetCharge_0(ctx context.Context, marshaler runtime.M
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
 // Note that using this registration option will cause many gRPC library features to stop working. Consider using RegisterPaymentsHandlerFromEndpoint instead.
 // GRPC interceptors will not work for this type of registration. To use interceptors, you must use the "runtime.WithMiddlewares" option in the "runtime.NewServeMux" call.
-func RegisterPaymentsHandlerServer(ctx context.Context, mux *runtime.ServeMux, server PaymentsServer) error {
+func RegisterPaymentsHandlerServer(ctx context.Context, mux *runtime.ServeMux, server extPaymentsv1.PaymentsServer) error {
 	mux.Handle(http.MethodPost, pattern_Payments_Charge_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -238,15 +239,15 @@ func RegisterPaymentsHandlerFromEndpoint(ctx context.Context, mux *runtime.Serve
 // RegisterPaymentsHandler registers the http handlers for service Payments to "mux".
 // The handlers forward requests to the grpc endpoint over "conn".
 func RegisterPaymentsHandler(ctx context.Context, mux *runtime.ServeMux, conn *grpc.ClientConn) error {
-	return RegisterPaymentsHandlerClient(ctx, mux, NewPaymentsClient(conn))
+	return RegisterPaymentsHandlerClient(ctx, mux, extPaymentsv1.NewPaymentsClient(conn))
 }
 
 // RegisterPaymentsHandlerClient registers the http handlers for service Payments
-// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "PaymentsClient".
-// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "PaymentsClient"
+// to "mux". The handlers forward requests to the grpc endpoint over the given implementation of "extPaymentsv1.PaymentsClient".
+// Note: the gRPC framework executes interceptors within the gRPC handler. If the passed in "extPaymentsv1.PaymentsClient"
 // doesn't go through the normal gRPC flow (creating a gRPC client etc.) then it will be up to the passed in
-// "PaymentsClient" to call the correct interceptors. This client ignores the HTTP middlewares.
-func RegisterPaymentsHandlerClient(ctx context.Context, mux *runtime.ServeMux, client PaymentsClient) error {
+// "extPaymentsv1.PaymentsClient" to call the correct interceptors. This client ignores the HTTP middlewares.
+func RegisterPaymentsHandlerClient(ctx context.Context, mux *runtime.ServeMux, client extPaymentsv1.PaymentsClient) error {
 	mux.Handle(http.MethodPost, pattern_Payments_Charge_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()

@@ -1,0 +1,25 @@
+module github.com/grpc-idempotency/idempotency/gatewayidempotency
+
+go 1.26.0
+
+require (
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
+	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
+)
+
+// Modules of this repository, built from its working tree until they are
+// tagged (docs/releasing.md).
+replace github.com/grpc-idempotency/idempotency => ..

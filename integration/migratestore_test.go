@@ -1,0 +1,33 @@
+package idempotency_test
+
+import (
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/store/migratestore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/storetest"
+)
+
+// The migratestore adapter keeps the whole store contract on a move from
+// the memory store to Redis (store/migratestore runs it between two
+// memory stores).
+func TestMigratestoreConformanceMemoryToRedis(t *testing.T) {
+	t.Parallel()
+	from := memorystore.New()
+	t.Cleanup(func() { _ = from.Close() })
+	to := redisstore.New(redistest.StartServer(t).Client())
+	storetest.Run(t, func(*testing.T) store.Store { return migratestore.New(from, to) })
+}
+
+// TestMigratestoreMoveRedisPrefix follows the move procedure of
+// docs/operations.md over real gRPC servers, from one Redis key prefix to
+// another on the same server.
+func TestMigratestoreMoveRedisPrefix(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.StartServer(t).Client()
+	testkit.MoveOverServers(t, redisstore.New(rdb, redisstore.WithPrefix("old:")), redisstore.New(rdb, redisstore.WithPrefix("new:")))
+}

@@ -1,0 +1,30 @@
+module github.com/grpc-idempotency/idempotency/store/redisstore
+
+go 1.26.0
+
+require (
+	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+// Modules of this repository, built from its working tree until they are
+// tagged (docs/releasing.md).
+replace (
+	github.com/grpc-idempotency/idempotency => ../..
+	github.com/grpc-idempotency/idempotency/internal/redistest => ../../internal/redistest
+)
