@@ -37,11 +37,13 @@ check-core-deps:
 	./scripts/check-core-deps.sh
 
 ## check-docs: every proto snippet of the docs builds with buf (run with
-## GOWORK=off, as it runs buf from tools.mod), and the README's examples run
-## when copied into an empty module.
+## GOWORK=off, as it runs buf from tools.mod), the README's examples run
+## when copied into an empty module, and every relative link between the
+## Markdown files resolves, anchors included.
 check-docs:
 	GOWORK=off go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	./scripts/check-examples.sh
+	./scripts/check-links.sh
 
 ## test: the test command the README gives: first one line per backend
 ## (Redis, PostgreSQL) saying whether its tests run or skip, then the tests

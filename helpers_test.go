@@ -53,9 +53,6 @@ type events struct{ testkit.Events }
 
 func (e *events) count(o idempotency.Outcome) int { return e.Count(o) }
 
-// all returns the events so far, in order.
-func (e *events) all() []idempotency.Event { return e.All() }
-
 // statusError returns a status error with a detail, for stored-error tests.
 func statusError(c codes.Code, msg string) error {
 	st, err := status.New(c, msg).WithDetails(&errdetails.BadRequest{
