@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 )
 
 // captureStream forwards a claimed handler's header and trailer calls to the
@@ -82,7 +82,7 @@ func (s *captureStream) SetTrailer(md metadata.MD) error {
 }
 
 // recorded returns the captured header and trailer in record form.
-func (s *captureStream) recorded() (header, trailer []*idempotencyv1.Metadata) {
+func (s *captureStream) recorded() (header, trailer []*recordv1.Metadata) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return toRecordMD(s.header), toRecordMD(s.trailer)
@@ -101,22 +101,22 @@ func replayable(key string) bool {
 	return !strings.HasPrefix(key, "grpc-") && !strings.HasPrefix(key, ":") && !hopByHop[key]
 }
 
-func toRecordMD(md metadata.MD) []*idempotencyv1.Metadata {
+func toRecordMD(md metadata.MD) []*recordv1.Metadata {
 	if len(md) == 0 {
 		return nil
 	}
-	out := make([]*idempotencyv1.Metadata, 0, len(md))
+	out := make([]*recordv1.Metadata, 0, len(md))
 	for k, v := range md {
 		if replayable(k) {
 			vals := make([][]byte, len(v))
 			for j, s := range v {
 				vals[j] = []byte(s)
 			}
-			out = append(out, &idempotencyv1.Metadata{Key: k, Values: vals})
+			out = append(out, &recordv1.Metadata{Key: k, Values: vals})
 		}
 	}
 	// Deterministic order, so equal outcomes encode to equal records.
-	slices.SortFunc(out, func(a, b *idempotencyv1.Metadata) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b *recordv1.Metadata) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
@@ -126,7 +126,7 @@ var replayedMD = metadata.Pairs(ReplayedKey, "true")
 
 // fromRecordMD converts stored metadata back, adding the replay marker when
 // marked is true. It returns nil when there is nothing to send.
-func fromRecordMD(md []*idempotencyv1.Metadata, marked bool) metadata.MD {
+func fromRecordMD(md []*recordv1.Metadata, marked bool) metadata.MD {
 	if len(md) == 0 {
 		if marked {
 			return replayedMD

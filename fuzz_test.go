@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
@@ -135,13 +135,13 @@ func FuzzReplay(f *testing.F) {
 	f.Add(tg.good)
 	f.Add([]byte{})
 	f.Add(faultstore.Garbage)
-	for _, rec := range []*idempotencyv1.Record{
-		{Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: idempotencyv1.Outcome_OUTCOME_ERROR,
-			Status: &idempotencyv1.Status{Code: int32(codes.NotFound), Message: []byte("gone \xff")}},
-		{Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: idempotencyv1.Outcome_OUTCOME_NOT_RETAINED},
-		{Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: idempotencyv1.Outcome_OUTCOME_RESPONSE,
+	for _, rec := range []*recordv1.Record{
+		{Version: record.Version, State: recordv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: recordv1.Outcome_OUTCOME_ERROR,
+			Status: &recordv1.Status{Code: int32(codes.NotFound), Message: []byte("gone \xff")}},
+		{Version: record.Version, State: recordv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: recordv1.Outcome_OUTCOME_NOT_RETAINED},
+		{Version: record.Version, State: recordv1.State_STATE_COMPLETED, Fingerprint: tg.fp, Outcome: recordv1.Outcome_OUTCOME_RESPONSE,
 			ResponseType: "google.protobuf.Empty"},
-		{Version: record.Version + 1, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: tg.fp},
+		{Version: record.Version + 1, State: recordv1.State_STATE_COMPLETED, Fingerprint: tg.fp},
 	} {
 		b, err := record.Encode(rec)
 		if err != nil {
@@ -186,16 +186,16 @@ func checkReplay(t *testing.T, data, fp []byte, resp any, err error) {
 		return
 	}
 	switch rec.GetOutcome() {
-	case idempotencyv1.Outcome_OUTCOME_ERROR:
+	case recordv1.Outcome_OUTCOME_ERROR:
 		st := status.Convert(err)
 		if err == nil || int32(st.Code()) != rec.GetStatus().GetCode() || st.Message() != string(rec.GetStatus().GetMessage()) {
 			t.Fatalf("error record %v replayed as %v, %v", rec.GetStatus(), resp, err)
 		}
-	case idempotencyv1.Outcome_OUTCOME_NOT_RETAINED:
+	case recordv1.Outcome_OUTCOME_NOT_RETAINED:
 		if ei, _ := errorInfo(err); status.Code(err) != codes.FailedPrecondition || ei.GetReason() != idempotency.ReasonResponseNotRetained {
 			t.Fatalf("not-retained record replayed as %v, %v", resp, err)
 		}
-	case idempotencyv1.Outcome_OUTCOME_RESPONSE:
+	case recordv1.Outcome_OUTCOME_RESPONSE:
 		want := &testingv1.DoResponse{}
 		if rec.GetResponseType() != string(want.ProtoReflect().Descriptor().FullName()) || proto.Unmarshal(rec.GetResponse(), want) != nil {
 			if !corrupt() {

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -119,7 +119,7 @@ type call struct {
 
 	// The outcome record and its timestamps, built in place once the
 	// handler returns.
-	record               idempotencyv1.Record
+	record               recordv1.Record
 	createdAt, completed timestamppb.Timestamp
 }
 

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
 
@@ -44,7 +44,7 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 	rec := &c.record
 	rec.Reset() // a handler may build more than one outcome (NewTxOutcome)
 	rec.Version = record.Version
-	rec.State = idempotencyv1.State_STATE_COMPLETED
+	rec.State = recordv1.State_STATE_COMPLETED
 	rec.Fingerprint = c.fingerprint
 	rec.CreatedAt, rec.CompletedAt = &c.createdAt, &c.completed
 	rec.Header, rec.Trailer = c.stream.recorded()
@@ -54,8 +54,8 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 	var err error
 	if herr != nil {
 		p := status.Convert(herr).Proto()
-		rec.Outcome = idempotencyv1.Outcome_OUTCOME_ERROR
-		rec.Status = &idempotencyv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
+		rec.Outcome = recordv1.Outcome_OUTCOME_ERROR
+		rec.Status = &recordv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
 		size += proto.Size(rec.Status)
 	} else if msg, ok := resp.(proto.Message); !ok {
 		err = errNotProto
@@ -66,7 +66,7 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 			putBuffer(respBuf)
 		}()
 		*respBuf, err = deterministic.MarshalAppend((*respBuf)[:0], msg)
-		rec.Outcome = idempotencyv1.Outcome_OUTCOME_RESPONSE
+		rec.Outcome = recordv1.Outcome_OUTCOME_RESPONSE
 		rec.ResponseType = string(msg.ProtoReflect().Descriptor().FullName())
 		rec.Response = *respBuf
 		size += len(*respBuf)
@@ -90,14 +90,14 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 
 // notRetained reduces rec to a not-retained record, dropping everything
 // that may be what could not be kept.
-func notRetained(rec *idempotencyv1.Record) {
-	rec.Outcome = idempotencyv1.Outcome_OUTCOME_NOT_RETAINED
+func notRetained(rec *recordv1.Record) {
+	rec.Outcome = recordv1.Outcome_OUTCOME_NOT_RETAINED
 	rec.ResponseType, rec.Response, rec.Status = "", nil, nil
 	rec.Header, rec.Trailer = nil, nil
 }
 
 // mdSize is the size of stored metadata: its keys and values.
-func mdSize(md []*idempotencyv1.Metadata) int {
+func mdSize(md []*recordv1.Metadata) int {
 	n := 0
 	for _, e := range md {
 		n += len(e.GetKey())

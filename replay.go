@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
 
@@ -24,14 +24,14 @@ func (i *interceptor) replay(ctx context.Context, m *methodConfig, data, fingerp
 		return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 	}
 	switch rec.GetOutcome() {
-	case idempotencyv1.Outcome_OUTCOME_RESPONSE:
+	case recordv1.Outcome_OUTCOME_RESPONSE:
 		resp, err := decodeResponse(i.cfg.files, m, rec)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 		}
 		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), true), fromRecordMD(rec.GetTrailer(), false))
 		return resp, nil
-	case idempotencyv1.Outcome_OUTCOME_ERROR:
+	case recordv1.Outcome_OUTCOME_ERROR:
 		s := rec.GetStatus()
 		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), false), fromRecordMD(rec.GetTrailer(), true))
 		return nil, status.FromProto(&spb.Status{Code: s.GetCode(), Message: string(s.GetMessage()), Details: s.GetDetails()}).Err()
@@ -44,7 +44,7 @@ func (i *interceptor) replay(ctx context.Context, m *methodConfig, data, fingerp
 // decodeResponse decodes the response rec holds into the method's response
 // type, or, for a method the descriptor registry does not have, into the
 // type rec names, looked up as [findMessageType] does in files.
-func decodeResponse(files *protoregistry.Files, m *methodConfig, rec *idempotencyv1.Record) (proto.Message, error) {
+func decodeResponse(files *protoregistry.Files, m *methodConfig, rec *recordv1.Record) (proto.Message, error) {
 	mt := m.responseType
 	name := protoreflect.FullName(rec.GetResponseType())
 	switch {

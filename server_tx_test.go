@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 )
@@ -130,10 +130,10 @@ func TestTxOutcomeRetriedTransaction(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		var rec idempotencyv1.Record
+		var rec recordv1.Record
 		if err := proto.Unmarshal(o.Data, &rec); err != nil {
 			t.Errorf("second outcome: %v", err)
-		} else if rec.GetOutcome() != idempotencyv1.Outcome_OUTCOME_ERROR || rec.GetResponseType() != "" || rec.GetResponse() != nil {
+		} else if rec.GetOutcome() != recordv1.Outcome_OUTCOME_ERROR || rec.GetResponseType() != "" || rec.GetResponse() != nil {
 			t.Errorf("second outcome holds %v, response type %q, %d response bytes; want the error alone", rec.GetOutcome(), rec.GetResponseType(), len(rec.GetResponse()))
 		}
 		return nil, declined // the second attempt commits without recording

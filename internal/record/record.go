@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 )
 
 // Version is the record format version this package writes. Version 2
@@ -28,14 +28,14 @@ var ErrUnreadable = errors.New("record unreadable")
 var marshalOptions = proto.MarshalOptions{Deterministic: true}
 
 // Encode returns the deterministic encoding of r.
-func Encode(r *idempotencyv1.Record) ([]byte, error) {
+func Encode(r *recordv1.Record) ([]byte, error) {
 	return marshalOptions.Marshal(r)
 }
 
 // Decode parses data and checks that it is a completed record of a known
 // version, consistent with its outcome, for the given fingerprint.
-func Decode(data, fingerprint []byte) (*idempotencyv1.Record, error) {
-	r := &idempotencyv1.Record{}
+func Decode(data, fingerprint []byte) (*recordv1.Record, error) {
+	r := &recordv1.Record{}
 	if err := proto.Unmarshal(data, r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
@@ -45,28 +45,28 @@ func Decode(data, fingerprint []byte) (*idempotencyv1.Record, error) {
 	return r, nil
 }
 
-func validate(r *idempotencyv1.Record, fingerprint []byte) error {
+func validate(r *recordv1.Record, fingerprint []byte) error {
 	switch {
 	case r.GetVersion() < MinVersion || r.GetVersion() > Version:
 		return fmt.Errorf("format version %d, want %d to %d", r.GetVersion(), MinVersion, Version)
-	case r.GetState() != idempotencyv1.State_STATE_COMPLETED:
+	case r.GetState() != recordv1.State_STATE_COMPLETED:
 		return fmt.Errorf("state %v, want completed", r.GetState())
 	case !bytes.Equal(r.GetFingerprint(), fingerprint):
 		return errors.New("fingerprint does not match the store entry")
 	}
 	switch r.GetOutcome() {
-	case idempotencyv1.Outcome_OUTCOME_RESPONSE:
+	case recordv1.Outcome_OUTCOME_RESPONSE:
 		if r.GetResponseType() == "" {
 			return errors.New("response record without a response type")
 		}
-	case idempotencyv1.Outcome_OUTCOME_ERROR:
+	case recordv1.Outcome_OUTCOME_ERROR:
 		if r.GetStatus().GetCode() == 0 {
 			return errors.New("error record without an error code")
 		}
 		if c := r.GetStatus().GetCode(); c < 0 || c > 16 {
 			return fmt.Errorf("error record with unknown code %d", c)
 		}
-	case idempotencyv1.Outcome_OUTCOME_NOT_RETAINED:
+	case recordv1.Outcome_OUTCOME_NOT_RETAINED:
 	default:
 		return fmt.Errorf("unknown outcome %v", r.GetOutcome())
 	}
@@ -74,6 +74,6 @@ func validate(r *idempotencyv1.Record, fingerprint []byte) error {
 }
 
 // AppendEncode appends the deterministic encoding of r to b.
-func AppendEncode(b []byte, r *idempotencyv1.Record) ([]byte, error) {
+func AppendEncode(b []byte, r *recordv1.Record) ([]byte, error) {
 	return marshalOptions.MarshalAppend(b, r)
 }

@@ -14,21 +14,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
 
 var fp = []byte{1, 2, 3}
 
-func valid() *idempotencyv1.Record {
+func valid() *recordv1.Record {
 	detail, _ := anypb.New(timestamppb.Now())
-	return &idempotencyv1.Record{
+	return &recordv1.Record{
 		Version:      record.Version,
-		State:        idempotencyv1.State_STATE_COMPLETED,
+		State:        recordv1.State_STATE_COMPLETED,
 		Fingerprint:  fp,
-		Outcome:      idempotencyv1.Outcome_OUTCOME_ERROR,
-		Status:       &idempotencyv1.Status{Code: 5, Message: []byte("card \xff declined"), Details: []*anypb.Any{detail}},
-		Header:       []*idempotencyv1.Metadata{{Key: "x", Values: [][]byte{[]byte("1"), []byte("2")}}, {Key: "x-trace-bin", Values: [][]byte{{0xff, 0x01}}}},
+		Outcome:      recordv1.Outcome_OUTCOME_ERROR,
+		Status:       &recordv1.Status{Code: 5, Message: []byte("card \xff declined"), Details: []*anypb.Any{detail}},
+		Header:       []*recordv1.Metadata{{Key: "x", Values: [][]byte{[]byte("1"), []byte("2")}}, {Key: "x-trace-bin", Values: [][]byte{{0xff, 0x01}}}},
 		ResponseType: "",
 	}
 }
@@ -52,27 +52,48 @@ func TestRoundTrip(t *testing.T) {
 // TestDecodeVersion1 reads records that the version 1 code wrote (testdata
 // made with the generated code of version 1, whose metadata values and
 // status message were strings), so an upgrade replays what is stored.
-func TestDecodeVersion1(t *testing.T) {
+// TestDecodeEarlierRecords reads records written by earlier code: version 1
+// records, and version 2 records written while the record proto was the
+// public package idempotency.v1 (gen/idempotency/v1), before it moved
+// under internal/ with its field numbers unchanged.
+func TestDecodeEarlierRecords(t *testing.T) {
 	t.Parallel()
 	ts := &timestamppb.Timestamp{Seconds: 1760000000, Nanos: 5}
+	ts2 := &timestamppb.Timestamp{Seconds: 1764000000, Nanos: 7}
+	detail2, err := anypb.New(durationpb.New(2500000000))
+	if err != nil {
+		t.Fatal(err)
+	}
 	detail, err := anypb.New(durationpb.New(1500000000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]*idempotencyv1.Record{
-		"v1-error.bin": {Version: 1, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: fp,
-			Outcome:   idempotencyv1.Outcome_OUTCOME_ERROR,
-			Status:    &idempotencyv1.Status{Code: 9, Message: []byte("card declined"), Details: []*anypb.Any{detail}},
-			Trailer:   []*idempotencyv1.Metadata{{Key: "x-reason", Values: [][]byte{[]byte("insufficient funds")}}},
+	want := map[string]*recordv1.Record{
+		"v1-error.bin": {Version: 1, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome:   recordv1.Outcome_OUTCOME_ERROR,
+			Status:    &recordv1.Status{Code: 9, Message: []byte("card declined"), Details: []*anypb.Any{detail}},
+			Trailer:   []*recordv1.Metadata{{Key: "x-reason", Values: [][]byte{[]byte("insufficient funds")}}},
 			CreatedAt: ts, CompletedAt: ts},
-		"v1-response.bin": {Version: 1, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: fp,
-			Outcome: idempotencyv1.Outcome_OUTCOME_RESPONSE, ResponseType: "google.protobuf.Duration",
+		"v1-response.bin": {Version: 1, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome: recordv1.Outcome_OUTCOME_RESPONSE, ResponseType: "google.protobuf.Duration",
 			Response: []byte{0x08, 0x2a},
-			Header: []*idempotencyv1.Metadata{
+			Header: []*recordv1.Metadata{
 				{Key: "x-a", Values: [][]byte{[]byte("1"), []byte("2")}},
 				{Key: "x-b", Values: [][]byte{[]byte("three")}},
 			},
 			CreatedAt: ts, CompletedAt: ts},
+		"v2-error.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome:   recordv1.Outcome_OUTCOME_ERROR,
+			Status:    &recordv1.Status{Code: 5, Message: []byte("no \xff such"), Details: []*anypb.Any{detail2}},
+			Trailer:   []*recordv1.Metadata{{Key: "x-trace-bin", Values: [][]byte{{0, 0xfe, 0xff}}}},
+			CreatedAt: ts2, CompletedAt: ts2},
+		"v2-response.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome: recordv1.Outcome_OUTCOME_RESPONSE, ResponseType: "google.protobuf.Duration",
+			Response: []byte{0x08, 0x07},
+			Header:   []*recordv1.Metadata{{Key: "x-charge-id", Values: [][]byte{[]byte("ch_1")}}},
+			CreatedAt: ts2, CompletedAt: ts2},
+		"v2-not-retained.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome: recordv1.Outcome_OUTCOME_NOT_RETAINED, CreatedAt: ts2, CompletedAt: ts2},
 	}
 	for name, w := range want {
 		t.Run(name, func(t *testing.T) {
@@ -86,7 +107,7 @@ func TestDecodeVersion1(t *testing.T) {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(w, got, protocmp.Transform()); diff != "" {
-				t.Fatalf("version 1 record (-want +got):\n%s", diff)
+				t.Fatalf("%s (-want +got):\n%s", name, diff)
 			}
 		})
 	}
@@ -94,7 +115,7 @@ func TestDecodeVersion1(t *testing.T) {
 
 func TestDecodeRejects(t *testing.T) {
 	t.Parallel()
-	mutate := func(f func(r *idempotencyv1.Record)) []byte {
+	mutate := func(f func(r *recordv1.Record)) []byte {
 		r := valid()
 		f(r)
 		b, err := proto.Marshal(r)
@@ -106,18 +127,18 @@ func TestDecodeRejects(t *testing.T) {
 	cases := map[string][]byte{
 		"garbage":           []byte("\xff\xff\xff not a proto"),
 		"empty":             nil,
-		"future version":    mutate(func(r *idempotencyv1.Record) { r.Version = record.Version + 1 }),
-		"version 0":         mutate(func(r *idempotencyv1.Record) { r.Version = 0 }),
-		"in flight":         mutate(func(r *idempotencyv1.Record) { r.State = idempotencyv1.State_STATE_IN_FLIGHT }),
-		"other fingerprint": mutate(func(r *idempotencyv1.Record) { r.Fingerprint = []byte{9} }),
-		"no outcome":        mutate(func(r *idempotencyv1.Record) { r.Outcome = 0 }),
-		"unknown outcome":   mutate(func(r *idempotencyv1.Record) { r.Outcome = 99 }),
-		"error without code": mutate(func(r *idempotencyv1.Record) {
+		"future version":    mutate(func(r *recordv1.Record) { r.Version = record.Version + 1 }),
+		"version 0":         mutate(func(r *recordv1.Record) { r.Version = 0 }),
+		"in flight":         mutate(func(r *recordv1.Record) { r.State = recordv1.State_STATE_IN_FLIGHT }),
+		"other fingerprint": mutate(func(r *recordv1.Record) { r.Fingerprint = []byte{9} }),
+		"no outcome":        mutate(func(r *recordv1.Record) { r.Outcome = 0 }),
+		"unknown outcome":   mutate(func(r *recordv1.Record) { r.Outcome = 99 }),
+		"error without code": mutate(func(r *recordv1.Record) {
 			r.Status.Code = 0
 		}),
-		"error with bad code": mutate(func(r *idempotencyv1.Record) { r.Status.Code = 42 }),
-		"response without type": mutate(func(r *idempotencyv1.Record) {
-			r.Outcome = idempotencyv1.Outcome_OUTCOME_RESPONSE
+		"error with bad code": mutate(func(r *recordv1.Record) { r.Status.Code = 42 }),
+		"response without type": mutate(func(r *recordv1.Record) {
+			r.Outcome = recordv1.Outcome_OUTCOME_RESPONSE
 		}),
 	}
 	for name, data := range cases {

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
@@ -28,9 +28,9 @@ func storeKey(i int) string {
 // way the interceptor stores one.
 func record200(fp []byte) []byte {
 	now := timestamppb.Now()
-	data, err := record.Encode(&idempotencyv1.Record{
-		Version: record.Version, State: idempotencyv1.State_STATE_COMPLETED, Fingerprint: fp,
-		Outcome: idempotencyv1.Outcome_OUTCOME_RESPONSE, ResponseType: "shop.v1.PlaceOrderResponse",
+	data, err := record.Encode(&recordv1.Record{
+		Version: record.Version, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+		Outcome: recordv1.Outcome_OUTCOME_RESPONSE, ResponseType: "shop.v1.PlaceOrderResponse",
 		Response: make([]byte, 200), CreatedAt: now, CompletedAt: now,
 	})
 	if err != nil {

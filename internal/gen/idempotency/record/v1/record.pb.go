@@ -2,9 +2,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: idempotency/v1/record.proto
+// source: idempotency/record/v1/record.proto
 
-package idempotencyv1
+package recordv1
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -59,11 +59,11 @@ func (x State) String() string {
 }
 
 func (State) Descriptor() protoreflect.EnumDescriptor {
-	return file_idempotency_v1_record_proto_enumTypes[0].Descriptor()
+	return file_idempotency_record_v1_record_proto_enumTypes[0].Descriptor()
 }
 
 func (State) Type() protoreflect.EnumType {
-	return &file_idempotency_v1_record_proto_enumTypes[0]
+	return &file_idempotency_record_v1_record_proto_enumTypes[0]
 }
 
 func (x State) Number() protoreflect.EnumNumber {
@@ -72,7 +72,7 @@ func (x State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use State.Descriptor instead.
 func (State) EnumDescriptor() ([]byte, []int) {
-	return file_idempotency_v1_record_proto_rawDescGZIP(), []int{0}
+	return file_idempotency_record_v1_record_proto_rawDescGZIP(), []int{0}
 }
 
 // Outcome is the kind of answer a record replays.
@@ -116,11 +116,11 @@ func (x Outcome) String() string {
 }
 
 func (Outcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_idempotency_v1_record_proto_enumTypes[1].Descriptor()
+	return file_idempotency_record_v1_record_proto_enumTypes[1].Descriptor()
 }
 
 func (Outcome) Type() protoreflect.EnumType {
-	return &file_idempotency_v1_record_proto_enumTypes[1]
+	return &file_idempotency_record_v1_record_proto_enumTypes[1]
 }
 
 func (x Outcome) Number() protoreflect.EnumNumber {
@@ -129,7 +129,7 @@ func (x Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Outcome.Descriptor instead.
 func (Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_idempotency_v1_record_proto_rawDescGZIP(), []int{1}
+	return file_idempotency_record_v1_record_proto_rawDescGZIP(), []int{1}
 }
 
 // Record is the stored outcome of one idempotent call. Stores keep it as
@@ -142,11 +142,11 @@ type Record struct {
 	// both is the same, so version 2 readers read version 1 records as is.
 	Version uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// state is STATE_COMPLETED for every record a store hands back.
-	State State `protobuf:"varint,2,opt,name=state,proto3,enum=idempotency.v1.State" json:"state,omitempty"`
+	State State `protobuf:"varint,2,opt,name=state,proto3,enum=idempotency.record.v1.State" json:"state,omitempty"`
 	// fingerprint is the request fingerprint the outcome belongs to.
 	Fingerprint []byte `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// outcome says which of the fields below carry the answer.
-	Outcome Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=idempotency.v1.Outcome" json:"outcome,omitempty"`
+	Outcome Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=idempotency.record.v1.Outcome" json:"outcome,omitempty"`
 	// response_type is the full name of the response message.
 	ResponseType string `protobuf:"bytes,5,opt,name=response_type,json=responseType,proto3" json:"response_type,omitempty"`
 	// response is the response message in deterministic proto encoding.
@@ -167,7 +167,7 @@ type Record struct {
 
 func (x *Record) Reset() {
 	*x = Record{}
-	mi := &file_idempotency_v1_record_proto_msgTypes[0]
+	mi := &file_idempotency_record_v1_record_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +179,7 @@ func (x *Record) String() string {
 func (*Record) ProtoMessage() {}
 
 func (x *Record) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_v1_record_proto_msgTypes[0]
+	mi := &file_idempotency_record_v1_record_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +192,7 @@ func (x *Record) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Record.ProtoReflect.Descriptor instead.
 func (*Record) Descriptor() ([]byte, []int) {
-	return file_idempotency_v1_record_proto_rawDescGZIP(), []int{0}
+	return file_idempotency_record_v1_record_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Record) GetVersion() uint32 {
@@ -286,7 +286,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_idempotency_v1_record_proto_msgTypes[1]
+	mi := &file_idempotency_record_v1_record_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +298,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_v1_record_proto_msgTypes[1]
+	mi := &file_idempotency_record_v1_record_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +311,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_idempotency_v1_record_proto_rawDescGZIP(), []int{1}
+	return file_idempotency_record_v1_record_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Status) GetCode() int32 {
@@ -347,7 +347,7 @@ type Metadata struct {
 
 func (x *Metadata) Reset() {
 	*x = Metadata{}
-	mi := &file_idempotency_v1_record_proto_msgTypes[2]
+	mi := &file_idempotency_record_v1_record_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +359,7 @@ func (x *Metadata) String() string {
 func (*Metadata) ProtoMessage() {}
 
 func (x *Metadata) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_v1_record_proto_msgTypes[2]
+	mi := &file_idempotency_record_v1_record_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +372,7 @@ func (x *Metadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metadata.ProtoReflect.Descriptor instead.
 func (*Metadata) Descriptor() ([]byte, []int) {
-	return file_idempotency_v1_record_proto_rawDescGZIP(), []int{2}
+	return file_idempotency_record_v1_record_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Metadata) GetKey() string {
@@ -389,21 +389,21 @@ func (x *Metadata) GetValues() [][]byte {
 	return nil
 }
 
-var File_idempotency_v1_record_proto protoreflect.FileDescriptor
+var File_idempotency_record_v1_record_proto protoreflect.FileDescriptor
 
-const file_idempotency_v1_record_proto_rawDesc = "" +
+const file_idempotency_record_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x1bidempotency/v1/record.proto\x12\x0eidempotency.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf5\x03\n" +
+	"\"idempotency/record/v1/record.proto\x12\x15idempotency.record.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x04\n" +
 	"\x06Record\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\x12+\n" +
-	"\x05state\x18\x02 \x01(\x0e2\x15.idempotency.v1.StateR\x05state\x12 \n" +
-	"\vfingerprint\x18\x03 \x01(\fR\vfingerprint\x121\n" +
-	"\aoutcome\x18\x04 \x01(\x0e2\x17.idempotency.v1.OutcomeR\aoutcome\x12#\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x122\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1c.idempotency.record.v1.StateR\x05state\x12 \n" +
+	"\vfingerprint\x18\x03 \x01(\fR\vfingerprint\x128\n" +
+	"\aoutcome\x18\x04 \x01(\x0e2\x1e.idempotency.record.v1.OutcomeR\aoutcome\x12#\n" +
 	"\rresponse_type\x18\x05 \x01(\tR\fresponseType\x12\x1a\n" +
-	"\bresponse\x18\x06 \x01(\fR\bresponse\x12.\n" +
-	"\x06status\x18\a \x01(\v2\x16.idempotency.v1.StatusR\x06status\x120\n" +
-	"\x06header\x18\b \x03(\v2\x18.idempotency.v1.MetadataR\x06header\x122\n" +
-	"\atrailer\x18\t \x03(\v2\x18.idempotency.v1.MetadataR\atrailer\x129\n" +
+	"\bresponse\x18\x06 \x01(\fR\bresponse\x125\n" +
+	"\x06status\x18\a \x01(\v2\x1d.idempotency.record.v1.StatusR\x06status\x127\n" +
+	"\x06header\x18\b \x03(\v2\x1f.idempotency.record.v1.MetadataR\x06header\x129\n" +
+	"\atrailer\x18\t \x03(\v2\x1f.idempotency.record.v1.MetadataR\atrailer\x129\n" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
@@ -423,40 +423,40 @@ const file_idempotency_v1_record_proto_rawDesc = "" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OUTCOME_RESPONSE\x10\x01\x12\x11\n" +
 	"\rOUTCOME_ERROR\x10\x02\x12\x18\n" +
-	"\x14OUTCOME_NOT_RETAINED\x10\x03BJZHgithub.com/grpc-idempotency/idempotency/gen/idempotency/v1;idempotencyv1b\x06proto3"
+	"\x14OUTCOME_NOT_RETAINED\x10\x03BUZSgithub.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1;recordv1b\x06proto3"
 
 var (
-	file_idempotency_v1_record_proto_rawDescOnce sync.Once
-	file_idempotency_v1_record_proto_rawDescData []byte
+	file_idempotency_record_v1_record_proto_rawDescOnce sync.Once
+	file_idempotency_record_v1_record_proto_rawDescData []byte
 )
 
-func file_idempotency_v1_record_proto_rawDescGZIP() []byte {
-	file_idempotency_v1_record_proto_rawDescOnce.Do(func() {
-		file_idempotency_v1_record_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_idempotency_v1_record_proto_rawDesc), len(file_idempotency_v1_record_proto_rawDesc)))
+func file_idempotency_record_v1_record_proto_rawDescGZIP() []byte {
+	file_idempotency_record_v1_record_proto_rawDescOnce.Do(func() {
+		file_idempotency_record_v1_record_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_idempotency_record_v1_record_proto_rawDesc), len(file_idempotency_record_v1_record_proto_rawDesc)))
 	})
-	return file_idempotency_v1_record_proto_rawDescData
+	return file_idempotency_record_v1_record_proto_rawDescData
 }
 
-var file_idempotency_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_idempotency_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
-var file_idempotency_v1_record_proto_goTypes = []any{
-	(State)(0),                    // 0: idempotency.v1.State
-	(Outcome)(0),                  // 1: idempotency.v1.Outcome
-	(*Record)(nil),                // 2: idempotency.v1.Record
-	(*Status)(nil),                // 3: idempotency.v1.Status
-	(*Metadata)(nil),              // 4: idempotency.v1.Metadata
+var file_idempotency_record_v1_record_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_idempotency_record_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_idempotency_record_v1_record_proto_goTypes = []any{
+	(State)(0),                    // 0: idempotency.record.v1.State
+	(Outcome)(0),                  // 1: idempotency.record.v1.Outcome
+	(*Record)(nil),                // 2: idempotency.record.v1.Record
+	(*Status)(nil),                // 3: idempotency.record.v1.Status
+	(*Metadata)(nil),              // 4: idempotency.record.v1.Metadata
 	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 	(*anypb.Any)(nil),             // 6: google.protobuf.Any
 }
-var file_idempotency_v1_record_proto_depIdxs = []int32{
-	0, // 0: idempotency.v1.Record.state:type_name -> idempotency.v1.State
-	1, // 1: idempotency.v1.Record.outcome:type_name -> idempotency.v1.Outcome
-	3, // 2: idempotency.v1.Record.status:type_name -> idempotency.v1.Status
-	4, // 3: idempotency.v1.Record.header:type_name -> idempotency.v1.Metadata
-	4, // 4: idempotency.v1.Record.trailer:type_name -> idempotency.v1.Metadata
-	5, // 5: idempotency.v1.Record.created_at:type_name -> google.protobuf.Timestamp
-	5, // 6: idempotency.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
-	6, // 7: idempotency.v1.Status.details:type_name -> google.protobuf.Any
+var file_idempotency_record_v1_record_proto_depIdxs = []int32{
+	0, // 0: idempotency.record.v1.Record.state:type_name -> idempotency.record.v1.State
+	1, // 1: idempotency.record.v1.Record.outcome:type_name -> idempotency.record.v1.Outcome
+	3, // 2: idempotency.record.v1.Record.status:type_name -> idempotency.record.v1.Status
+	4, // 3: idempotency.record.v1.Record.header:type_name -> idempotency.record.v1.Metadata
+	4, // 4: idempotency.record.v1.Record.trailer:type_name -> idempotency.record.v1.Metadata
+	5, // 5: idempotency.record.v1.Record.created_at:type_name -> google.protobuf.Timestamp
+	5, // 6: idempotency.record.v1.Record.completed_at:type_name -> google.protobuf.Timestamp
+	6, // 7: idempotency.record.v1.Status.details:type_name -> google.protobuf.Any
 	8, // [8:8] is the sub-list for method output_type
 	8, // [8:8] is the sub-list for method input_type
 	8, // [8:8] is the sub-list for extension type_name
@@ -464,27 +464,27 @@ var file_idempotency_v1_record_proto_depIdxs = []int32{
 	0, // [0:8] is the sub-list for field type_name
 }
 
-func init() { file_idempotency_v1_record_proto_init() }
-func file_idempotency_v1_record_proto_init() {
-	if File_idempotency_v1_record_proto != nil {
+func init() { file_idempotency_record_v1_record_proto_init() }
+func file_idempotency_record_v1_record_proto_init() {
+	if File_idempotency_record_v1_record_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idempotency_v1_record_proto_rawDesc), len(file_idempotency_v1_record_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idempotency_record_v1_record_proto_rawDesc), len(file_idempotency_record_v1_record_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_idempotency_v1_record_proto_goTypes,
-		DependencyIndexes: file_idempotency_v1_record_proto_depIdxs,
-		EnumInfos:         file_idempotency_v1_record_proto_enumTypes,
-		MessageInfos:      file_idempotency_v1_record_proto_msgTypes,
+		GoTypes:           file_idempotency_record_v1_record_proto_goTypes,
+		DependencyIndexes: file_idempotency_record_v1_record_proto_depIdxs,
+		EnumInfos:         file_idempotency_record_v1_record_proto_enumTypes,
+		MessageInfos:      file_idempotency_record_v1_record_proto_msgTypes,
 	}.Build()
-	File_idempotency_v1_record_proto = out.File
-	file_idempotency_v1_record_proto_goTypes = nil
-	file_idempotency_v1_record_proto_depIdxs = nil
+	File_idempotency_record_v1_record_proto = out.File
+	file_idempotency_record_v1_record_proto_goTypes = nil
+	file_idempotency_record_v1_record_proto_depIdxs = nil
 }
