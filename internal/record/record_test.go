@@ -49,11 +49,10 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecodeVersion1 reads records that the version 1 code wrote (testdata
-// made with the generated code of version 1, whose metadata values and
-// status message were strings), so an upgrade replays what is stored.
-// TestDecodeEarlierRecords reads records written by earlier code: version 1
-// records, and version 2 records written while the record proto was the
+// TestDecodeEarlierRecords reads records written by earlier code, so an
+// upgrade replays what is stored: version 1 records (made with the
+// generated code of version 1, whose metadata values and status message
+// were strings), and version 2 records written while the record proto was the
 // public package idempotency.v1 (gen/idempotency/v1), before it moved
 // under internal/ with its field numbers unchanged.
 func TestDecodeEarlierRecords(t *testing.T) {
@@ -89,8 +88,8 @@ func TestDecodeEarlierRecords(t *testing.T) {
 			CreatedAt: ts2, CompletedAt: ts2},
 		"v2-response.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
 			Outcome: recordv1.Outcome_OUTCOME_RESPONSE, ResponseType: "google.protobuf.Duration",
-			Response: []byte{0x08, 0x07},
-			Header:   []*recordv1.Metadata{{Key: "x-charge-id", Values: [][]byte{[]byte("ch_1")}}},
+			Response:  []byte{0x08, 0x07},
+			Header:    []*recordv1.Metadata{{Key: "x-charge-id", Values: [][]byte{[]byte("ch_1")}}},
 			CreatedAt: ts2, CompletedAt: ts2},
 		"v2-not-retained.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
 			Outcome: recordv1.Outcome_OUTCOME_NOT_RETAINED, CreatedAt: ts2, CompletedAt: ts2},
