@@ -47,36 +47,8 @@
 // # What runs once
 //
 // A handler runs once per key: once it has started under a claim, only its
-// own retryable error or panic releases the claim. These cannot cause a
-// second execution, on any store (each names the test that shows it):
-//
-//   - a lost response retried by the client (TestClientLostResponse);
-//   - concurrent duplicates on one or many servers
-//     (TestExactlyOnceUnderConcurrency, TestRedisExactlyOnceAcrossInstances);
-//   - the caller cancelling or timing out while the handler runs: a claimed
-//     handler runs on a context detached from its caller, bounded by
-//     [WithHandlerTimeout] (TestCallerGivingUpChargesOnce);
-//   - an outcome the record cannot hold, which completes the key as not
-//     retained (TestUnkeepableOutcomeCompletesNotRetained,
-//     TestReplayBinaryMetadataAndMessage);
-//   - a stalled or failed renewal, retried until the lease would run out,
-//     and a slow completion, covered by renewal
-//     (TestStalledRenewalRetriedBeforeLeaseEnds,
-//     TestRenewalCoversStoringTheOutcome);
-//   - lost Redis replies and a full Redis with noeviction
-//     (TestRedisOrphanClaim, TestChaosCompleteReplyLost, TestRedisOutOfMemory).
-//
-// These can (SECURITY.md has the table): a memory store's process
-// restarting (TestDurabilityMemoryRestartForgets); a Redis node restarting
-// without persistence, evicting, or failing over to a replica that missed a
-// write, since replication is asynchronous (TestDurabilityRedisRestartForgets,
-// TestDurabilityRedisEvictionForgets,
-// TestDurabilityRedisFailoverLosesUnreplicatedWrite); a server dying between
-// the side effect and storing the outcome, after which the key runs again
-// once its lease ends (TestDurabilityUnsettledClaimRunsAgainAfterLease); and
-// a lease lost while the handler still runs, when the handler's context is
-// cancelled with a cause matching store.ErrLeaseLost
-// (TestLostLeaseCancelsHandlerWithCause).
+// own retryable error or panic releases the claim. What can and cannot
+// still run it twice, store by store, is in [SECURITY.md].
 //
 // # Client
 //
@@ -105,7 +77,7 @@
 // transaction ([NewTxOutcome]).
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one store to another without losing the keys in flight or
-// the outcomes stored (docs/operations.md has the procedure).
+// the outcomes stored ([the operations guide] has the procedure).
 //
 // # Chaining
 //
@@ -115,12 +87,16 @@
 // never claims its key, so the client can fix it and send it again with
 // the same key. Validation there checks the request alone; checks that
 // depend on state belong in the handler, whose answer is stored and
-// replayed (docs/semantics.md, decision 45). A call wrapped by two
-// interceptors over the same store with the same scope (a platform-wide
-// chain and a service's own, or a selector) is claimed by the outer one
-// only: the inner one finds the claim on the context and passes the call
-// through. Over different stores, or with scopes that give different keys,
-// each claims its own. On the client, place the key
+// replayed ([the chaining decisions] of the behaviour contract). A call
+// wrapped by two interceptors over the same store with the same scope (a
+// platform-wide chain and a service's own, or a selector) is claimed by
+// the outer one only: the inner one finds the claim on the context and
+// passes the call through. Over different stores, or with scopes that give
+// different keys, each claims its own. On the client, place the key
 // interceptor before any retry interceptor, so every retry carries the
 // same key.
+//
+// [SECURITY.md]: https://github.com/grpc-idempotency/idempotency/blob/main/SECURITY.md#duplicate-execution-the-promise-store-by-store
+// [the operations guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#moving-to-another-store
+// [the chaining decisions]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md#chaining-decisions
 package idempotency

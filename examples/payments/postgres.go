@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/grpc-idempotency/idempotency"
 	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
@@ -119,7 +121,7 @@ func (p *pgPayments) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) 
 	}
 	c.ID = fmt.Sprintf("ch_%d", id)
 	resp := &paymentsv1.ChargeResponse{Payment: paymentOf(c), CustomerTotalCents: paid}
-	if err := p.store.CompleteTx(ctx, tx, resp); err != nil {
+	if err := p.recordTx(ctx, tx, resp); err != nil {
 		// The claim was lost: another server owns the key now. Roll back.
 		return nil, status.Error(codes.Unavailable, "idempotency claim lost; rolled back")
 	}
@@ -159,7 +161,7 @@ func (p *pgPayments) Refund(ctx context.Context, req *paymentsv1.RefundRequest) 
 			return err
 		}
 		resp = &paymentsv1.RefundResponse{Payment: paymentOf(c), CustomerTotalCents: paid}
-		return p.store.CompleteTx(ctx, tx, resp)
+		return p.recordTx(ctx, tx, resp)
 	})
 	if errors.Is(err, errNoSuchCharge) || errors.Is(err, errOverRefunded) {
 		return nil, statusOf(err)
@@ -168,6 +170,18 @@ func (p *pgPayments) Refund(ctx context.Context, req *paymentsv1.RefundRequest) 
 		return nil, status.Error(codes.Unavailable, "ledger unavailable")
 	}
 	return resp, nil
+}
+
+// recordTx records resp in tx as the answer of the call whose claim ctx
+// carries. A call without a claim (no key on an optional method, a
+// disabled method, fail-open) has nothing to record: CompleteTx's
+// idempotency.ErrNoClaim is no error here, and tx commits as it would
+// without the store. Any other error means the claim was lost: roll back.
+func (p *pgPayments) recordTx(ctx context.Context, tx pgx.Tx, resp proto.Message) error {
+	if err := p.store.CompleteTx(ctx, tx, resp); err != nil && !errors.Is(err, idempotency.ErrNoClaim) {
+		return err
+	}
+	return nil
 }
 
 // GetCharge reads a charge.

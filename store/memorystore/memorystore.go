@@ -46,7 +46,7 @@ type state struct {
 	// room counts the entries of a bounded store and the changes to that
 	// count (see room.go).
 	room atomic.Uint64
-	_    [16]byte // the shards start on a cache line of their own (TestShardSize)
+	_    [16]byte // the shards start on a cache line of their own (a test checks the sizes)
 
 	shards [numShards]shard
 
@@ -67,7 +67,7 @@ type shard struct {
 	// empty), at most the earliest expiry in the shard; written under mu
 	// and read without it.
 	next atomic.Int64
-	_    [16]byte // whole cache lines: one shard never shares one (TestShardSize)
+	_    [16]byte // whole cache lines: one shard never shares one (a test checks the sizes)
 }
 
 type entry struct {

@@ -25,7 +25,7 @@
 // either is down. A Claim that fails after its claim in the new store was
 // won releases that claim first.
 //
-// docs/operations.md gives the procedure: roll this adapter out to every
+// [The operations guide] gives the procedure: roll this adapter out to every
 // server, wait for the longest retention after the last server that used
 // the old store alone has stopped, then roll out the new store alone.
 //
@@ -38,6 +38,8 @@
 // CompleteTx): a transaction cannot span two stores. Each operation costs
 // the round trips of both stores, and a replay of an outcome stored in the
 // old store three (a claim in each, the release of the new claim).
+//
+// [The operations guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#moving-to-another-store
 package migratestore
 
 import (

@@ -2,9 +2,9 @@ package postgresstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,7 +49,12 @@ func (p *payments) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*
 		Id: fmt.Sprintf("ch_%d", id), Customer: req.GetCustomer(), AmountCents: req.GetAmountCents(),
 	}}
 	// The answer, in the same transaction, fenced by the call's claim.
-	if err := p.store.CompleteTx(ctx, tx, resp); err != nil {
+	switch err := p.store.CompleteTx(ctx, tx, resp); {
+	case errors.Is(err, idempotency.ErrNoClaim):
+		// A call without a claim (no key on an optional method, a
+		// disabled method, fail-open): nothing to record. Commit as
+		// without this store.
+	case err != nil:
 		// The claim was lost (store.ErrLeaseLost): another server owns
 		// the key now. Roll back (deferred) and let the client retry.
 		return nil, status.Error(codes.Unavailable, "claim lost: rolled back")
@@ -70,7 +75,7 @@ func (p *payments) decline(ctx context.Context, tx pgx.Tx, req *paymentsv1.Charg
 		req.GetCustomer(), req.GetAmountCents()); err != nil {
 		return nil, status.Error(codes.Unavailable, "ledger unavailable")
 	}
-	if err := p.store.CompleteErrorTx(ctx, tx, declined); err != nil {
+	if err := p.store.CompleteErrorTx(ctx, tx, declined); err != nil && !errors.Is(err, idempotency.ErrNoClaim) {
 		return nil, status.Error(codes.Unavailable, "claim lost: rolled back")
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -128,7 +133,7 @@ func Example_completeTx() {
 		var header, trailer metadata.MD
 		resp, err := client.Charge(ctx, &paymentsv1.ChargeRequest{Customer: "alice", AmountCents: c.amount},
 			idempotency.WithKey(c.key), grpc.Header(&header), grpc.Trailer(&trailer))
-		replayed := slices.Contains(append(header.Get(idempotency.ReplayedKey), trailer.Get(idempotency.ReplayedKey)...), "true")
+		replayed := idempotency.Replayed(header, trailer)
 		if err != nil {
 			fmt.Printf("%s: %s %q, replayed: %t\n", c.key, status.Code(err), status.Convert(err).Message(), replayed)
 			continue

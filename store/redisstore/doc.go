@@ -154,7 +154,7 @@
 // adds at most that bound to the failure: with go-redis's default retries,
 // a failed Claim from a client that has not failed before took 2.2 s
 // instead of 1.7 s for the claim alone; with retries off (MaxRetries -1,
-// DialerRetries 1), both take under 2 ms (BenchmarkClaimRedisDown). Once
+// DialerRetries 1), both take under 2 ms (this package's benchmarks). Once
 // go-redis's pool has counted PoolSize failed dials it stops dialing until
 // a probe of its own reaches Redis again, and the claim and the release
 // then both fail at once. On a connection that stalls instead of failing,
@@ -166,14 +166,14 @@
 //
 // # Memory
 //
-// Measured with MEMORY USAGE on Redis 7.0 (TestMemoryPerRecord), for a
+// Measured with MEMORY USAGE on Redis 7.0 (by this package's tests), for a
 // 43-character key (the interceptor's base64url SHA-256), a 33-byte
 // fingerprint and 200 bytes of data: 168 bytes in flight, 424 bytes
 // completed (layout 1 took 184 and 632, or 424 with
 // hash-max-listpack-value raised above the data size). MEMORY USAGE leaves
 // out the key's slot in the expires table: counting it and the hash
 // tables' share, 100,000 completed entries grew used_memory by 487 bytes
-// each, 738 in layout 1 (BenchmarkMemoryPerRecord).
+// each, 738 in layout 1 (by this package's benchmarks).
 //
 // # Eviction and a full Redis
 //
@@ -197,5 +197,5 @@
 // full Redis grows past maxmemory by the outcomes of the handlers that
 // were running when it filled up, at most one outcome per claim in
 // flight; leave that headroom between maxmemory and the machine's memory.
-// TestOutOfMemory shows each of these on a Redis at maxmemory.
+// This package's tests show each of these on a Redis at maxmemory.
 package redisstore

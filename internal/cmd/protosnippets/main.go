@@ -8,8 +8,8 @@
 // does in a reader's tree, with the well-known types that buf provides).
 // Each snippet is built alone, so two snippets may declare the same names.
 //
-// The convention for snippets (documented in the README's Development
-// section):
+// The convention for snippets (documented in CONTRIBUTING.md, "Proto
+// snippets in the docs"):
 //
 //   - A block with a `syntax = ...` line is a whole file and is built as it
 //     is: declare every message it uses.
