@@ -40,9 +40,9 @@ func ClaimFromContext(ctx context.Context) (Claim, bool) {
 // would find the outer claim and refuse the call as in use. Interceptors
 // over different stores, or whose scopes give different store keys, each
 // claim their own.
-func (i *interceptor) claimedOutside(ctx context.Context, c *call) bool {
+func (e *engine) claimedOutside(ctx context.Context, c *call) bool {
 	outer, ok := ctx.Value(claimKey{}).(*call)
-	return ok && outer.method == c.method && outer.key == c.key && sameStore(outer.i.store, i.store)
+	return ok && outer.method == c.method && outer.key == c.key && sameStore(outer.e.store, e.store)
 }
 
 // sameStore reports whether a and b are the same store. A store value

@@ -79,6 +79,7 @@ type methodConfig struct {
 	lease          time.Duration
 	handlerTimeout time.Duration
 	followCaller   bool
+	namespace      string                       // names the operation in the store instead of the method; "" for none
 	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
 	responseType   protoreflect.MessageType     // generated, or dynamic over the configured descriptors
 	// err, a *MethodConfigError, is set when the policy cannot work; every
@@ -95,17 +96,17 @@ var modeFromProto = map[idempotencyv1.Mode]Mode{
 // method returns the cached policy of fullMethod, resolving it on the first
 // call from the descriptors and the options set in code. Concurrent first
 // calls may each resolve it; they get the same result and one is kept.
-func (i *interceptor) method(fullMethod string, req any) *methodConfig {
-	if m, ok := i.methods.Load(fullMethod); ok {
+func (e *engine) method(fullMethod string, req any) *methodConfig {
+	if m, ok := e.methods.Load(fullMethod); ok {
 		return m.(*methodConfig)
 	}
-	m := i.resolve(fullMethod, req)
-	actual, _ := i.methods.LoadOrStore(fullMethod, m)
+	m := e.resolve(fullMethod, req)
+	actual, _ := e.methods.LoadOrStore(fullMethod, m)
 	return actual.(*methodConfig)
 }
 
-func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
-	md := policy.FindMethod(i.cfg.files, fullMethod)
+func (e *engine) resolve(fullMethod string, req any) *methodConfig {
+	md := policy.FindMethod(e.cfg.files, fullMethod)
 	var reqDesc protoreflect.MessageDescriptor
 	if msg, ok := req.(proto.Message); ok {
 		// The request's own descriptor, not the registry's: with
@@ -113,7 +114,7 @@ func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
 		// message with another descriptor's field panics.
 		reqDesc = msg.ProtoReflect().Descriptor()
 	}
-	m, err := i.cfg.policyOf(fullMethod, md, reqDesc)
+	m, err := e.cfg.policyOf(fullMethod, md, reqDesc)
 	if err != nil {
 		m.err = err
 		m.mode = ModeRequired // never DISABLED: the call must reach clientKey and fail
