@@ -9,7 +9,8 @@ import (
 
 // Claim identifies the claim a handler runs under.
 type Claim struct {
-	// Key is the hashed store key of the call (method, scope and client key).
+	// Key is the hashed store key of the call (method or namespace, scope
+	// and client key).
 	Key string
 	// Token is the owner token the store issued for this execution. A
 	// handler can pass it to its own systems to fence side effects: a
@@ -21,9 +22,9 @@ type Claim struct {
 
 type claimKey struct{}
 
-// ClaimFromContext returns the claim the handler runs under. It reports
-// false when the call is not deduplicated (no key, method disabled, or
-// failing open).
+// ClaimFromContext returns the claim the handler (or the function [Do] and
+// [Once] run) runs under. It reports false when the call is not
+// deduplicated (no key, method disabled, or failing open).
 func ClaimFromContext(ctx context.Context) (Claim, bool) {
 	c, ok := ctx.Value(claimKey{}).(*call)
 	if !ok {

@@ -28,7 +28,9 @@ import (
 type engine struct {
 	store   store.Store
 	cfg     *config
-	methods sync.Map // full method name -> *methodConfig
+	methods sync.Map                 // full method name -> *methodConfig
+	ops     map[string]*methodConfig // of the operations WithOperationPolicy names
+	otherOp *methodConfig            // of every other operation
 	flights flights
 }
 
@@ -43,7 +45,9 @@ func newEngine(s store.Store, opts []Option) (*engine, error) {
 	if err := cfg.validateMethods(); err != nil {
 		return nil, err
 	}
-	return &engine{store: s, cfg: cfg}, nil
+	e := &engine{store: s, cfg: cfg}
+	e.ops, e.otherOp = cfg.operations()
+	return e, nil
 }
 
 // call is one keyed call on its way through the engine. It holds
@@ -62,7 +66,7 @@ type call struct {
 	// type (one renamed since, under a namespace).
 	respType protoreflect.MessageType
 	anyName  bool
-	replayed bool // the answer is a stored outcome
+	isReplay bool // the answer is a stored outcome
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent

@@ -55,6 +55,16 @@ type MethodPolicy struct {
 	// has gone ([WithHandlerTimeout]). Default: the server-wide setting;
 	// negative panics.
 	HandlerTimeout time.Duration
+	// Namespace names the method's operation in the store instead of its
+	// full name: its keys and fingerprints are derived from the namespace,
+	// so renaming the proto package, the service or the method keeps every
+	// live key, and a stored response decodes into the renamed response
+	// type. Give a name that never changes and that no other method of the
+	// store's servers uses, such as "payments.charge"; a method and the
+	// function [Do] or [Once] runs under op = Namespace are one operation.
+	// A namespace never shares a key with a method without one. Default:
+	// the proto option's namespace, if any, else the full method name.
+	Namespace string
 }
 
 // Cancellation says whether a claimed handler is cancelled when its caller
@@ -156,8 +166,7 @@ func findMessageType(files *protoregistry.Files, name protoreflect.FullName) (pr
 // key field that is not a singular string field of the request. The key
 // field of a DISABLED method is never read, so it is not checked.
 func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, req protoreflect.MessageDescriptor) (*methodConfig, error) {
-	m := &methodConfig{retention: c.retention, lease: c.lease,
-		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
+	m := c.defaults()
 	fail := &MethodConfigError{Method: fullMethod}
 	var keyField, source string
 	given := idempotencyv1.Mode_MODE_UNSPECIFIED // the mode the descriptor gives, if any
@@ -174,6 +183,7 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		m.retention = positiveOr(p.Retention, m.retention)
 		m.lease = positiveOr(p.Lease, m.lease)
 		keyField, source = p.KeyField, "key_field"
+		m.namespace = p.Namespace
 	}
 	m.mode = c.baseMode(fullMethod, given)
 	if o, ok := c.methods[fullMethod]; ok {
@@ -184,18 +194,12 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		if o.Mode != ModeUnspecified {
 			m.mode = o.Mode
 		}
-		m.retention = positiveOr(o.Retention, m.retention)
-		m.lease = positiveOr(o.Lease, m.lease)
-		m.handlerTimeout = positiveOr(o.HandlerTimeout, m.handlerTimeout)
-		if o.Cancellation != CancellationUnspecified {
-			m.followCaller = o.Cancellation == CancellationCaller
-		}
+		m.override(o)
 		if o.KeyField != "" {
 			keyField, source = o.KeyField, "MethodPolicy.KeyField"
 		}
 	}
-	m.retention = min(max(m.retention, MinRetention), MaxRetention)
-	m.lease = min(max(m.lease, MinLease), MaxLease)
+	m.clamp()
 	if keyField == "" || m.mode == ModeDisabled {
 		return m, nil
 	}
@@ -210,6 +214,33 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	}
 	m.keyField = f
 	return m, nil
+}
+
+// defaults returns the server-wide policy, before a method's or an
+// operation's own applies.
+func (c *config) defaults() *methodConfig {
+	return &methodConfig{retention: c.retention, lease: c.lease,
+		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
+}
+
+// override applies the fields of a policy set in code that are shared by
+// methods and operations; Mode and KeyField are the caller's.
+func (m *methodConfig) override(o MethodPolicy) {
+	m.retention = positiveOr(o.Retention, m.retention)
+	m.lease = positiveOr(o.Lease, m.lease)
+	m.handlerTimeout = positiveOr(o.HandlerTimeout, m.handlerTimeout)
+	if o.Cancellation != CancellationUnspecified {
+		m.followCaller = o.Cancellation == CancellationCaller
+	}
+	if o.Namespace != "" {
+		m.namespace = o.Namespace
+	}
+}
+
+// clamp brings the retention and the lease within their bounds.
+func (m *methodConfig) clamp() {
+	m.retention = min(max(m.retention, MinRetention), MaxRetention)
+	m.lease = min(max(m.lease, MinLease), MaxLease)
 }
 
 // baseMode returns the mode of fullMethod before its code policy applies:

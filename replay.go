@@ -23,7 +23,7 @@ func (e *engine) replay(ctx context.Context, c *call, data []byte) (any, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 	}
-	c.replayed = true
+	c.isReplay = true
 	switch rec.GetOutcome() {
 	case recordv1.Outcome_OUTCOME_RESPONSE:
 		resp, err := decodeResponse(e.cfg.files, c.respType, c.anyName, rec)
