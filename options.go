@@ -38,7 +38,7 @@ const (
 	// client-streaming or server-streaming call; see
 	// [WithMaxStreamRequestBytes].
 	DefaultMaxStreamRequestBytes = 4 << 20
-	DefaultRetryAfter       = time.Second
+	DefaultRetryAfter            = time.Second
 	// DefaultStoreTimeout bounds every store call; see [WithStoreTimeout].
 	DefaultStoreTimeout = 10 * time.Second
 )
