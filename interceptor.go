@@ -38,7 +38,7 @@ type Server struct {
 // know which services the gRPC server will register; a method whose proto
 // option cannot work fails its calls closed instead. Check them all at
 // start-up with [Server.Validate].
-func NewServer(s store.Store, opts ...Option) *Server {
+func NewServer(s store.Store, opts ...ServerOption) *Server {
 	i, err := newInterceptor(s, opts)
 	if err != nil {
 		panic(err)
@@ -70,7 +70,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
 // not run the start-up check [Server.Validate]. It panics as [NewServer]
 // does.
-func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	return NewServer(s, opts...).UnaryServerInterceptor()
 }
 
@@ -81,7 +81,7 @@ type interceptor struct {
 	flights flights
 }
 
-func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
+func newInterceptor(s store.Store, opts []ServerOption) (*interceptor, error) {
 	if s == nil {
 		return nil, errors.New("idempotency: store must not be nil")
 	}

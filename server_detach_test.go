@@ -39,7 +39,7 @@ func TestCallerGivingUpChargesOnce(t *testing.T) {
 	t.Parallel()
 	var charges atomic.Int64
 	rig := newClientRig(t, rigConfig{handler: chargeThenBookkeep(&charges, 300*time.Millisecond),
-		server: []idempotency.Option{idempotency.WithRetryAfter(50 * time.Millisecond)}})
+		server: []idempotency.ServerOption{idempotency.WithRetryAfter(50 * time.Millisecond)}})
 	client := rig.client(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithPerAttemptTimeout(100*time.Millisecond),
 		idempotency.WithMaxAttempts(50),
@@ -90,7 +90,7 @@ func TestDeadlineThenManualRetryChargesOnce(t *testing.T) {
 // with their error).
 func TestCallerCancellationOptOut(t *testing.T) {
 	t.Parallel()
-	cases := map[string][]idempotency.Option{
+	cases := map[string][]idempotency.ServerOption{
 		"server-wide": {idempotency.WithCallerCancellation()},
 		"per method": {idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
 			idempotency.MethodPolicy{Cancellation: idempotency.CancellationCaller})},
@@ -138,7 +138,7 @@ func TestCallerCancellationOptOut(t *testing.T) {
 func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 	t.Parallel()
 	const timeout = 200 * time.Millisecond
-	cases := map[string][]idempotency.Option{
+	cases := map[string][]idempotency.ServerOption{
 		"server-wide": {idempotency.WithHandlerTimeout(timeout)},
 		"per method": {idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
 			idempotency.MethodPolicy{HandlerTimeout: timeout})},

@@ -59,7 +59,7 @@ func newShutdownRig(t *testing.T, serverOpts ...grpc.ServerOption) *shutdownRig 
 			r.executed <- struct{}{}
 		}
 	})
-	opts := []idempotency.Option{idempotency.WithLease(shutdownLease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(shutdownLease)}
 	r.a = testserver.New(t, &testserver.Service{Handler: blocked}, append(serverOpts,
 		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(r.storeA,
 			append(opts, idempotency.WithObserver(observer))...)))...)

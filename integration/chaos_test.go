@@ -44,7 +44,7 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 		}
 		return &testingv1.DoResponse{Payload: req.GetPayload(), Execution: n}, nil
 	}
-	opts := []idempotency.Option{idempotency.WithLease(lease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(lease)}
 
 	storeA := newSignalStore(redisstore.New(chaosRedis(t, proxyA.Addr(), true)))
 	evA := &events{}

@@ -36,7 +36,7 @@ func TestPostgresFourServersOneKey(t *testing.T) {
 	srvs := make([]*pgServer, servers)
 	for i := range srvs {
 		srvs[i] = l.server(t, pgServerConfig{id: i + 1, maxConns: 4, hooks: slow, client: client,
-			opts: []idempotency.Option{idempotency.WithRetryAfter(10 * time.Millisecond)}})
+			opts: []idempotency.ServerOption{idempotency.WithRetryAfter(10 * time.Millisecond)}})
 	}
 	ctx := withKey(t.Context(), "k-one")
 	req := &testingv1.DoRequest{Payload: "one"}

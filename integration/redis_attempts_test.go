@@ -26,10 +26,10 @@ func TestRedisStoreErrorPerAttempt(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		opts []idempotency.Option
+		opts []idempotency.ServerOption
 	}{
-		{"complete", []idempotency.Option{idempotency.WithStoreTimeout(400 * time.Millisecond)}},
-		{"complete and renewals", []idempotency.Option{idempotency.WithStoreTimeout(400 * time.Millisecond),
+		{"complete", []idempotency.ServerOption{idempotency.WithStoreTimeout(400 * time.Millisecond)}},
+		{"complete and renewals", []idempotency.ServerOption{idempotency.WithStoreTimeout(400 * time.Millisecond),
 			idempotency.WithLease(150 * time.Millisecond)}},
 	}
 	for _, tt := range tests {

@@ -36,7 +36,7 @@ func TestRedisStoreDown(t *testing.T) {
 		return rdb
 	}
 	closed := newRedisRig(t, redisstore.New(newClient()), redisRigConfig{})
-	open := newRedisRig(t, redisstore.New(newClient()), redisRigConfig{opts: []idempotency.Option{idempotency.WithFailOpen()}})
+	open := newRedisRig(t, redisstore.New(newClient()), redisRigConfig{opts: []idempotency.ServerOption{idempotency.WithFailOpen()}})
 	req := &testingv1.DoRequest{Payload: "p"}
 	for name, r := range map[string]*redisRig{"fail-closed": closed, "fail-open": open} {
 		if _, _, err := r.do(ctx, "k-up-"+name, req); err != nil {

@@ -50,7 +50,7 @@ type redisRigConfig struct {
 	outer []grpc.UnaryServerInterceptor
 	// events receives the observer events; a new recorder when nil.
 	events *watchedEvents
-	opts   []idempotency.Option
+	opts   []idempotency.ServerOption
 }
 
 // newRedisRig starts a server with the idempotency interceptor over st and
@@ -61,7 +61,7 @@ func newRedisRig(t *testing.T, st store.Store, cfg redisRigConfig) *redisRig {
 	if ev == nil {
 		ev = &watchedEvents{}
 	}
-	opts := append([]idempotency.Option{idempotency.WithObserver(ev)}, cfg.opts...)
+	opts := append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, cfg.opts...)
 	chain := append(append([]grpc.UnaryServerInterceptor(nil), cfg.outer...), idempotency.UnaryServerInterceptor(st, opts...))
 	srv := testserver.New(t, &testserver.Service{Handler: cfg.handler}, grpc.ChainUnaryInterceptor(chain...))
 	return &redisRig{srv: srv, client: srv.Client(t), events: ev}

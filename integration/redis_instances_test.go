@@ -56,7 +56,7 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 				rigs[i] = newRedisRig(t, redisstore.New(newClient()), redisRigConfig{
 					handler: count.handler(everyServerRejected),
 					events:  evs[i],
-					opts:    []idempotency.Option{idempotency.WithRetryAfter(20 * time.Millisecond)},
+					opts:    []idempotency.ServerOption{idempotency.WithRetryAfter(20 * time.Millisecond)},
 				})
 			}
 

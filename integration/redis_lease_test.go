@@ -42,7 +42,7 @@ func TestRedisLeaseRenewed(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}
-	opts := []idempotency.Option{idempotency.WithLease(redisLease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(redisLease)}
 	a := newRedisRig(t, redisstore.New(rs.Client()), redisRigConfig{handler: count.handler(hold), opts: opts})
 	b := newRedisRig(t, redisstore.New(rs.Client()), redisRigConfig{handler: count.handler(hold), opts: opts})
 
@@ -113,7 +113,7 @@ func TestRedisLeaseTakenOver(t *testing.T) {
 		case <-ctx.Done():
 		}
 	})
-	opts := []idempotency.Option{idempotency.WithLease(redisLease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(redisLease)}
 	stalled := faultstore.New(redisstore.New(rdb))
 	stalled.SkipExtend.Store(true)
 	a := newRedisRig(t, stalled, redisRigConfig{handler: handler, opts: opts})

@@ -47,7 +47,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 		}
 		return resp, err
 	}
-	r := newRedisRig(t, st, redisRigConfig{handler: handler, opts: []idempotency.Option{
+	r := newRedisRig(t, st, redisRigConfig{handler: handler, opts: []idempotency.ServerOption{
 		idempotency.WithLease(redisLease),
 		idempotency.WithRetryAfter(20 * time.Millisecond),
 		// Bounds how long the old code retried a refused Complete.

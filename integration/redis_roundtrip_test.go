@@ -67,7 +67,7 @@ func TestRedisRoundTrips(t *testing.T) {
 				rt.Reset()
 			}
 
-			fast := newRedisRig(t, st, redisRigConfig{opts: []idempotency.Option{idempotency.WithLease(30 * time.Second)}})
+			fast := newRedisRig(t, st, redisRigConfig{opts: []idempotency.ServerOption{idempotency.WithLease(30 * time.Second)}})
 			req := &testingv1.DoRequest{Payload: "p", Amount: 1}
 			rt.Reset()
 			_, header, err := fast.do(ctx, "k-rt", req)
@@ -94,7 +94,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			ev := &watchedEvents{}
 			slow := newRedisRig(t, st, redisRigConfig{
 				events: ev,
-				opts:   []idempotency.Option{idempotency.WithLease(300 * time.Millisecond)},
+				opts:   []idempotency.ServerOption{idempotency.WithLease(300 * time.Millisecond)},
 				handler: func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 					select {
 					case <-ev.seenCh(idempotency.OutcomeLeaseRenewed):

@@ -58,13 +58,13 @@ type server struct {
 	store *faultstore.Store
 }
 
-func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Option) *server {
+func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *server {
 	t.Helper()
 	tel := newTelemetry(t)
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	fs := faultstore.New(mem)
-	opts = append([]idempotency.Option{
+	opts = append([]idempotency.ServerOption{
 		idempotency.WithObserver(otelidempotency.NewObserver(otelidempotency.WithMeterProvider(tel.mp))),
 	}, opts...)
 	srv := testserver.New(t, &testserver.Service{Handler: h},

@@ -39,21 +39,21 @@ type txFixture struct {
 
 type txHandler func(ctx context.Context, f *txFixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error)
 
-func newTxFixture(t *testing.T, h txHandler, opts ...idempotency.Option) *txFixture {
+func newTxFixture(t *testing.T, h txHandler, opts ...idempotency.ServerOption) *txFixture {
 	t.Helper()
 	s, pool := newStore(t, 4)
 	return newTxFixtureOn(t, s, pool, h, opts...)
 }
 
 // newTxFixtureOn is newTxFixture on the store s and the handler's pool.
-func newTxFixtureOn(t *testing.T, s *postgresstore.Store, pool *pgxpool.Pool, h txHandler, opts ...idempotency.Option) *txFixture {
+func newTxFixtureOn(t *testing.T, s *postgresstore.Store, pool *pgxpool.Pool, h txHandler, opts ...idempotency.ServerOption) *txFixture {
 	t.Helper()
 	ledger := strings.TrimSuffix(tableOf(t, s), ".records") + ".ledger"
 	if _, err := pool.Exec(t.Context(), "CREATE TABLE "+ledger+" (payload text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	f := &txFixture{store: s, pool: pool, ledger: ledger, calls: faultstore.New(s), events: &events{}}
-	opts = append([]idempotency.Option{idempotency.WithObserver(f.events)}, opts...)
+	opts = append([]idempotency.ServerOption{idempotency.WithObserver(f.events)}, opts...)
 	f.srv = testserver.New(t, &testserver.Service{Handler: func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		return h(ctx, f, req)
 	}}, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(f.calls, opts...)))
