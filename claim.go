@@ -7,7 +7,9 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// Claim identifies the claim a handler runs under.
+// Claim identifies the claim a handler runs under, as [ClaimFromContext]
+// returns it. (The result of a store's Claim call is a
+// [store.ClaimResult].)
 type Claim struct {
 	// Key is the hashed store key of the call (method, scope and client key).
 	Key string

@@ -220,7 +220,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 
 // claim claims c's key, bounded by the store timeout and the caller's
 // deadline (the timer is set only when the caller's deadline is later).
-func (i *interceptor) claim(ctx context.Context, c *call) (store.Claim, error) {
+func (i *interceptor) claim(ctx context.Context, c *call) (store.ClaimResult, error) {
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > i.cfg.storeTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, i.cfg.storeTimeout)
