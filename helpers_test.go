@@ -51,7 +51,7 @@ var (
 // events records observer events; count is [testkit.Events.Count].
 type events struct{ testkit.Events }
 
-func (e *events) count(o idempotency.Outcome) int { return e.Count(o) }
+func (e *events) count(o idempotency.Decision) int { return e.Count(o) }
 
 // statusError returns a status error with a detail, for stored-error tests.
 func statusError(c codes.Code, msg string) error {

@@ -199,7 +199,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 		if cl.Existing.State == store.StateCompleted {
 			resp, err := i.replay(ctx, c.cfg, cl.Existing.Data, c.fingerprint)
 			if !errors.Is(err, ErrRecordCorrupt) {
-				i.observe(ctx, c.method, OutcomeReplayed, c.storeTime, nil)
+				i.observe(ctx, c.method, DecisionReplayed, c.storeTime, nil)
 			}
 			return resp, err
 		}
@@ -240,25 +240,25 @@ func (i *interceptor) claimFailed(ctx context.Context, c *call, err error, req a
 	case errors.Is(err, store.ErrFull):
 		return nil, fmt.Errorf("%w: %w", ErrStoreFull, err)
 	case i.cfg.failOpen:
-		i.observe(ctx, c.method, OutcomeFailOpen, c.storeTime, err)
+		i.observe(ctx, c.method, DecisionFailOpen, c.storeTime, err)
 		return passThrough(ctx, req, handler)
 	default:
 		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 }
 
-func (i *interceptor) observe(ctx context.Context, method string, o Outcome, took time.Duration, err error) {
+func (i *interceptor) observe(ctx context.Context, method string, d Decision, took time.Duration, err error) {
 	attempt := 0
-	if o == OutcomeStoreError { // a store call tried once
+	if d == DecisionStoreError { // a store call tried once
 		attempt = 1
 	}
-	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: o, StoreTime: took, Err: err, Attempt: attempt})
+	i.cfg.observer.Observe(ctx, Event{Method: method, Decision: d, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // storeError reports one failed attempt, numbered from 1, of a store step
 // that is retried; took is that attempt's time alone.
 func (i *interceptor) storeError(ctx context.Context, method string, attempt int, took time.Duration, err error) {
-	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: OutcomeStoreError, StoreTime: took, Err: err, Attempt: attempt})
+	i.cfg.observer.Observe(ctx, Event{Method: method, Decision: DecisionStoreError, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // fail reports the interceptor's own errors to the observer and turns them
@@ -274,8 +274,8 @@ func (i *interceptor) fail(ctx context.Context, method string, err error, storeT
 		}
 		return err
 	}
-	if f.outcome != 0 {
-		i.observe(ctx, method, f.outcome, storeTime, err)
+	if f.decision != 0 {
+		i.observe(ctx, method, f.decision, storeTime, err)
 	}
 	if f.pushback {
 		ms := strconv.FormatInt(i.cfg.retryAfter.Milliseconds(), 10)

@@ -147,7 +147,7 @@ func WithWaitForInFlight(d time.Duration) ServerOption {
 }
 
 // WithFailOpen runs the handler without deduplication when the store
-// cannot be reached, and reports [OutcomeFailOpen] to the observer.
+// cannot be reached, and reports [DecisionFailOpen] to the observer.
 // Default: fail closed with UNAVAILABLE and [ReasonStoreUnavailable].
 func WithFailOpen() ServerOption {
 	return serverOptionFunc(func(c *config) { c.failOpen = true })

@@ -73,8 +73,8 @@ func TestKeyFieldOfUnknownMethodFailsClosed(t *testing.T) {
 	if n := srv.Service.Executions(); n != 0 {
 		t.Fatalf("handler ran %d times, want 0", n)
 	}
-	if n := ev.count(idempotency.OutcomeMisconfigured); n != 2 {
-		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
+	if n := ev.count(idempotency.DecisionMisconfigured); n != 2 {
+		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.DecisionMisconfigured)
 	}
 }
 
@@ -134,8 +134,8 @@ func TestUnrelatedMalformedAnnotation(t *testing.T) {
 	if n := payRan.Load(); n != 0 {
 		t.Fatalf("the misconfigured handler ran %d times, want 0", n)
 	}
-	if n := ev.count(idempotency.OutcomeMisconfigured); n != 2 {
-		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
+	if n := ev.count(idempotency.DecisionMisconfigured); n != 2 {
+		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.DecisionMisconfigured)
 	}
 
 	err = idem.Validate(srv.GRPC)

@@ -107,7 +107,7 @@ func TestDetachedHandlerMetadataIsReplayed(t *testing.T) {
 			if err := <-stepErrs; err != nil {
 				t.Errorf("the handler's metadata calls: %v", err)
 			}
-			waitFor(t, func() bool { return ev.count(idempotency.OutcomeExecuted) == 1 })
+			waitFor(t, func() bool { return ev.count(idempotency.DecisionExecuted) == 1 })
 
 			var header, trailer metadata.MD
 			_, err := client.Do(ctx, &testingv1.DoRequest{Payload: "p"}, grpc.Header(&header), grpc.Trailer(&trailer))

@@ -55,7 +55,7 @@ func newShutdownRig(t *testing.T, serverOpts ...grpc.ServerOption) *shutdownRig 
 		return testserver.Echo(ctx, m, req)
 	}
 	observer := idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
-		if e.Outcome == idempotency.OutcomeExecuted {
+		if e.Decision == idempotency.DecisionExecuted {
 			r.executed <- struct{}{}
 		}
 	})

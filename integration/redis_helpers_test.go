@@ -81,7 +81,7 @@ type watchedEvents struct {
 	events
 
 	mu   sync.Mutex
-	seen map[idempotency.Outcome]chan struct{}
+	seen map[idempotency.Decision]chan struct{}
 }
 
 // Observe implements idempotency.Observer.
@@ -89,7 +89,7 @@ func (w *watchedEvents) Observe(ctx context.Context, e idempotency.Event) {
 	w.events.Observe(ctx, e)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch := w.channel(e.Outcome)
+	ch := w.channel(e.Decision)
 	select {
 	case <-ch:
 	default:
@@ -98,9 +98,9 @@ func (w *watchedEvents) Observe(ctx context.Context, e idempotency.Event) {
 }
 
 // channel returns the channel of outcome o, creating it. Callers hold mu.
-func (w *watchedEvents) channel(o idempotency.Outcome) chan struct{} {
+func (w *watchedEvents) channel(o idempotency.Decision) chan struct{} {
 	if w.seen == nil {
-		w.seen = make(map[idempotency.Outcome]chan struct{})
+		w.seen = make(map[idempotency.Decision]chan struct{})
 	}
 	ch, ok := w.seen[o]
 	if !ok {
@@ -111,7 +111,7 @@ func (w *watchedEvents) channel(o idempotency.Outcome) chan struct{} {
 }
 
 // seenCh returns a channel closed once outcome o has been observed.
-func (w *watchedEvents) seenCh(o idempotency.Outcome) <-chan struct{} {
+func (w *watchedEvents) seenCh(o idempotency.Decision) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.channel(o)

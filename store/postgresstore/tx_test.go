@@ -124,7 +124,7 @@ func TestCompleteTx(t *testing.T) {
 	if c, r := f.calls.Count("complete"), f.calls.Count("release"); c != 0 || r != 0 {
 		t.Fatalf("the interceptor made %d Complete and %d Release calls, want none", c, r)
 	}
-	if n := f.events.count(idempotency.OutcomeExecuted); n != 1 {
+	if n := f.events.count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d executed events, want 1", n)
 	}
 }
@@ -312,7 +312,7 @@ func TestRenewalBlockedByTheTransaction(t *testing.T) {
 			if len(extends) != 1 || !errors.Is(extends[0].Err, tc.extendErr) || (tc.extendErr == nil && extends[0].Err != nil) {
 				t.Fatalf("extends: %+v, want one that returned %v", extends, tc.extendErr)
 			}
-			if n := f.events.count(idempotency.OutcomeLeaseLost); n != 0 {
+			if n := f.events.count(idempotency.DecisionLeaseLost); n != 0 {
 				t.Fatalf("%d lease-lost events, want 0", n)
 			}
 		})
@@ -331,12 +331,12 @@ func (e *events) Observe(_ context.Context, ev idempotency.Event) {
 	e.mu.Unlock()
 }
 
-func (e *events) count(o idempotency.Outcome) int {
+func (e *events) count(o idempotency.Decision) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, ev := range e.ev {
-		if ev.Outcome == o {
+		if ev.Decision == o {
 			n++
 		}
 	}
