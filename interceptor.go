@@ -183,7 +183,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 			return i.claimFailed(ctx, c, err, req, handler)
 		}
 		if cl.Won() {
-			c.claim, c.claimedAt = Claim{Key: c.key, Token: cl.Token}, start
+			c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
 			c.detached = context.WithoutCancel(ctx)
 			if err := ctx.Err(); err != nil {
 				// The caller gave up while the claim was under way (a slow

@@ -238,7 +238,7 @@ func TestClaimFromContext(t *testing.T) {
 		t.Fatalf("%d handlers saw a claim, want 1 (only the keyed call)", len(claims))
 	}
 	c := <-claims
-	if c.Key == "" || c.Token == "" || c.Key == "k-claim" {
+	if c.StoreKey == "" || c.Token == "" || c.StoreKey == "k-claim" {
 		t.Fatalf("claim %+v: want a hashed key and a token", c)
 	}
 }

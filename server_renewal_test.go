@@ -137,7 +137,7 @@ func TestLostLeaseCancelsHandlerWithCause(t *testing.T) {
 		"claim removed": func(f *fixture, c idempotency.Claim) {
 			// Evicted, as a full Redis without noeviction would: the
 			// next renewal is refused.
-			if err := f.store.Store.Release(context.Background(), c.Key, c.Token); err != nil {
+			if err := f.store.Store.Release(context.Background(), c.StoreKey, c.Token); err != nil {
 				panic(err)
 			}
 		},

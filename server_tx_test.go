@@ -47,7 +47,7 @@ func TestTxOutcomeProtocol(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				if err := f.store.Store.Complete(ctx, o.Key, o.Token, o.Data, o.Retention); err != nil {
+				if err := f.store.Store.Complete(ctx, o.StoreKey, o.Token, o.Data, o.Retention); err != nil {
 					return nil, err
 				}
 				o.Recorded()
