@@ -126,15 +126,17 @@ func TestDefaultMode(t *testing.T) {
 func TestDefaultModeInvalidPanics(t *testing.T) {
 	t.Parallel()
 	const want = "idempotency: WithDefaultMode:"
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() }) // an unclosed store's sweeper is a leaked goroutine until GC runs
 	tests := []struct {
 		name  string
 		build func()
 	}{
 		{"server, unspecified", func() {
-			idempotency.UnaryServerInterceptor(memorystore.New(), idempotency.WithDefaultMode(idempotency.ModeUnspecified))
+			idempotency.UnaryServerInterceptor(mem, idempotency.WithDefaultMode(idempotency.ModeUnspecified))
 		}},
 		{"server, past the last mode", func() {
-			idempotency.UnaryServerInterceptor(memorystore.New(), idempotency.WithDefaultMode(idempotency.ModeDisabled+1))
+			idempotency.UnaryServerInterceptor(mem, idempotency.WithDefaultMode(idempotency.ModeDisabled+1))
 		}},
 		{"client, unspecified", func() {
 			idempotency.UnaryClientInterceptor(idempotency.WithDefaultMode(idempotency.ModeUnspecified))
