@@ -43,6 +43,7 @@ type clientConfig struct {
 	metadataKey       string
 	maxPushback       time.Duration
 	defaultMode       Mode // of methods the descriptors give no mode
+	derivedKeys       bool // [WithDerivedKeys]
 	// err is the first configuration error an option found, naming it.
 	err error
 }
