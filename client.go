@@ -14,7 +14,7 @@ import (
 // safe.
 //
 // The key comes from [WithKey], else from the outgoing metadata under
-// [MetadataKey] or the name set with [WithClientMetadataKey] (when both are
+// [MetadataKey] or the name set with [WithMetadataKey] (when both are
 // given they must agree), else from the request field the method's
 // idempotency.v1.method key_field names (AIP-155 request_id) when it is
 // not empty, else from the key generator ([WithKeyGenerator]) or, with
@@ -50,11 +50,11 @@ import (
 // whose idempotency.v1.method mode is MODE_DISABLED get no key and no
 // retries, and so do the methods of gRPC's own services (proto package
 // "grpc" or "grpc.*": health, reflection, channelz, lb) and, with
-// [WithClientDefaultMode](ModeDisabled), the methods whose descriptor
+// [WithDefaultMode](ModeDisabled), the methods whose descriptor
 // gives no mode. The policy and key field are read from
 // protoregistry.GlobalFiles once per method.
 //
-// It panics when an option cannot work (a [WithClientMetadataKey] gRPC
+// It panics when an option cannot work (a [WithMetadataKey] gRPC
 // cannot carry the key under): a programming error, found at start-up.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	c := &clientInterceptor{cfg: newClientConfig(opts)}

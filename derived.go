@@ -79,7 +79,7 @@ func deriveKey(storeKey, label string) string {
 // that get no key (see [UnaryClientInterceptor]) are unaffected. Default:
 // off; every call without a key gets a fresh one.
 func WithDerivedKeys() ClientOption {
-	return func(c *clientConfig) { c.derivedKeys = true }
+	return clientOptionFunc(func(c *clientConfig) { c.derivedKeys = true })
 }
 
 // newKey returns the key of a call that brings none: derived from the

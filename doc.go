@@ -60,15 +60,16 @@
 // the request field a key_field names) and retries UNAVAILABLE, ABORTED
 // with [ReasonKeyInUse] and RESOURCE_EXHAUSTED with [ReasonStoreFull],
 // always with the same key, honouring the server's pushback up to
-// [WithMaxPushback]. [WithClientDefaultMode] leaves methods without the
+// [WithMaxPushback]. [WithDefaultMode] leaves methods without the
 // option alone.
 // [WithKey] supplies the key for one call, through the interceptor only: a
 // client without it puts the key in the outgoing context with
-// [ContextWithKey]. [WithClientMetadataKey] matches a server built with
-// [WithMetadataKey]. [Reason] returns the ErrorInfo reason of an error, to
-// branch on ([ReasonKeyReused], [ReasonKeyInUse], ...). [Replayed] tells a
-// replayed answer from the call's header and trailer, and [ReplayedInto]
-// has the interceptor report it for the call's last attempt.
+// [ContextWithKey]. [WithMetadataKey] and [WithDefaultMode] are [Option]s,
+// valid on both sides, so a server and its clients can share one value.
+// [Reason] returns the ErrorInfo reason of an error, to branch on
+// ([ReasonKeyReused], [ReasonKeyInUse], ...). [Replayed] tells a replayed
+// answer from the call's header and trailer, and [ReplayedInto] has the
+// interceptor report it for the call's last attempt.
 //
 // # Stores
 //

@@ -81,7 +81,7 @@ func (i *interceptor) settle(ctx context.Context, c *call, resp any, herr error)
 	switch {
 	case recorded && keep:
 		// The handler's own transaction stored the outcome and committed.
-		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+		i.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case recorded || !keep:
 		// A retryable error. When the handler had recorded its outcome in
 		// a transaction, that transaction did not commit, or did so
@@ -106,9 +106,9 @@ func (i *interceptor) complete(ctx context.Context, c *call, data []byte) {
 	})
 	switch {
 	case err == nil:
-		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+		i.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+		i.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 
@@ -118,12 +118,12 @@ func (i *interceptor) release(ctx context.Context, c *call, cause error) {
 	})
 	switch {
 	case err == nil:
-		i.observe(ctx, c.method, OutcomeReleased, c.storeTime, cause)
+		i.observe(ctx, c.method, DecisionReleased, c.storeTime, cause)
 	case errors.Is(err, store.ErrLeaseLost) && c.txRecorded.Load():
 		// The handler's transaction committed after all.
-		i.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+		i.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		i.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+		i.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 

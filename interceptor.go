@@ -38,7 +38,7 @@ type Server struct {
 // know which services the gRPC server will register; a method whose proto
 // option cannot work fails its calls closed instead. Check them all at
 // start-up with [Server.Validate].
-func NewServer(s store.Store, opts ...Option) *Server {
+func NewServer(s store.Store, opts ...ServerOption) *Server {
 	i, err := newInterceptor(s, opts)
 	if err != nil {
 		panic(err)
@@ -70,7 +70,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
 // not run the start-up check [Server.Validate]. It panics as [NewServer]
 // does.
-func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	return NewServer(s, opts...).UnaryServerInterceptor()
 }
 
@@ -81,7 +81,7 @@ type interceptor struct {
 	flights flights
 }
 
-func newInterceptor(s store.Store, opts []Option) (*interceptor, error) {
+func newInterceptor(s store.Store, opts []ServerOption) (*interceptor, error) {
 	if s == nil {
 		return nil, errors.New("idempotency: store must not be nil")
 	}
@@ -184,7 +184,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 			return i.claimFailed(ctx, c, err, req, handler)
 		}
 		if cl.Won() {
-			c.claim, c.claimedAt = Claim{Key: c.key, Token: cl.Token}, start
+			c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
 			c.detached = context.WithoutCancel(ctx)
 			if err := ctx.Err(); err != nil {
 				// The caller gave up while the claim was under way (a slow
@@ -200,7 +200,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 		if cl.Existing.State == store.StateCompleted {
 			resp, err := i.replay(ctx, c.cfg, cl.Existing.Data, c.fingerprint)
 			if !errors.Is(err, ErrRecordCorrupt) {
-				i.observe(ctx, c.method, OutcomeReplayed, c.storeTime, nil)
+				i.observe(ctx, c.method, DecisionReplayed, c.storeTime, nil)
 			}
 			return resp, err
 		}
@@ -221,7 +221,7 @@ func (i *interceptor) run(ctx context.Context, c *call, req any, handler grpc.Un
 
 // claim claims c's key, bounded by the store timeout and the caller's
 // deadline (the timer is set only when the caller's deadline is later).
-func (i *interceptor) claim(ctx context.Context, c *call) (store.Claim, error) {
+func (i *interceptor) claim(ctx context.Context, c *call) (store.ClaimResult, error) {
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > i.cfg.storeTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, i.cfg.storeTimeout)
@@ -241,25 +241,25 @@ func (i *interceptor) claimFailed(ctx context.Context, c *call, err error, req a
 	case errors.Is(err, store.ErrFull):
 		return nil, fmt.Errorf("%w: %w", ErrStoreFull, err)
 	case i.cfg.failOpen:
-		i.observe(ctx, c.method, OutcomeFailOpen, c.storeTime, err)
+		i.observe(ctx, c.method, DecisionFailOpen, c.storeTime, err)
 		return passThrough(ctx, req, handler)
 	default:
 		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 }
 
-func (i *interceptor) observe(ctx context.Context, method string, o Outcome, took time.Duration, err error) {
+func (i *interceptor) observe(ctx context.Context, method string, d Decision, took time.Duration, err error) {
 	attempt := 0
-	if o == OutcomeStoreError { // a store call tried once
+	if d == DecisionStoreError { // a store call tried once
 		attempt = 1
 	}
-	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: o, StoreTime: took, Err: err, Attempt: attempt})
+	i.cfg.observer.Observe(ctx, Event{Method: method, Decision: d, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // storeError reports one failed attempt, numbered from 1, of a store step
 // that is retried; took is that attempt's time alone.
 func (i *interceptor) storeError(ctx context.Context, method string, attempt int, took time.Duration, err error) {
-	i.cfg.observer.Observe(ctx, Event{Method: method, Outcome: OutcomeStoreError, StoreTime: took, Err: err, Attempt: attempt})
+	i.cfg.observer.Observe(ctx, Event{Method: method, Decision: DecisionStoreError, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // fail reports the interceptor's own errors to the observer and turns them
@@ -275,8 +275,8 @@ func (i *interceptor) fail(ctx context.Context, method string, err error, storeT
 		}
 		return err
 	}
-	if f.outcome != 0 {
-		i.observe(ctx, method, f.outcome, storeTime, err)
+	if f.decision != 0 {
+		i.observe(ctx, method, f.decision, storeTime, err)
 	}
 	if f.pushback {
 		ms := strconv.FormatInt(i.cfg.retryAfter.Milliseconds(), 10)
