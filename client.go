@@ -17,7 +17,8 @@ import (
 // [MetadataKey] or the name set with [WithMetadataKey] (when both are
 // given they must agree), else from the request field the method's
 // idempotency.v1.method key_field names (AIP-155 request_id) when it is
-// not empty, else from the key generator ([WithKeyGenerator]). When the
+// not empty, else from the key generator ([WithKeyGenerator]) or, with
+// [WithDerivedKeys] in a claimed handler, from its claim. When the
 // key field is set and a key is given too, the two must be the same: a
 // server reads the metadata key first, so a different field value would be
 // silently ignored there. The key is set in the outgoing metadata under
@@ -131,7 +132,7 @@ func (c *clientInterceptor) intercept(ctx context.Context, method string, req, r
 	if !m.keyed {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	ctx, err := c.attachKey(ctx, m.fieldKey(req), opts)
+	ctx, err := c.attachKey(ctx, method, m.fieldKey(req), opts)
 	if err != nil {
 		return err
 	}
@@ -144,8 +145,9 @@ func (c *clientInterceptor) intercept(ctx context.Context, method string, req, r
 // attachKey returns ctx with the call's key in its outgoing metadata. A key
 // already there is kept as is. field is the value of the request's key
 // field, or "": without WithKey or a metadata key it is the call's key, and
-// with one of them it must be that key.
-func (c *clientInterceptor) attachKey(ctx context.Context, field string, opts []grpc.CallOption) (context.Context, error) {
+// with one of them it must be that key. A call with none of them gets
+// [clientInterceptor.newKey].
+func (c *clientInterceptor) attachKey(ctx context.Context, method, field string, opts []grpc.CallOption) (context.Context, error) {
 	var key string
 	var fromOption bool
 	for _, o := range opts {
@@ -164,7 +166,7 @@ func (c *clientInterceptor) attachKey(ctx context.Context, field string, opts []
 	case !fromOption && field != "":
 		key = field
 	case !fromOption:
-		key = c.cfg.newKey()
+		key = c.newKey(ctx, method)
 	}
 	if field != "" && key != field {
 		return ctx, keyInvalid("WithKey or the outgoing metadata and the request's key_field carry different keys")

@@ -36,6 +36,7 @@ type clientConfig struct {
 	onRetry           func(ctx context.Context, attempt int, err error)
 	newKey            func() string
 	maxPushback       time.Duration
+	derivedKeys       bool // [WithDerivedKeys]
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {

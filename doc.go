@@ -42,7 +42,11 @@
 // Handlers that must fence their own side effects read their claim with
 // [ClaimFromContext]. A store that shares a database with the handler's side
 // effects records the outcome inside the handler's own transaction
-// ([NewTxOutcome]).
+// ([NewTxOutcome]). Handlers that call other systems taking idempotency
+// keys send them keys derived from their claim ([DerivedKey], or
+// [WithDerivedKeys] on the client they call through), the same on every
+// run of the handler for one key, so a re-run after a crash replays the
+// downstream call instead of making it twice.
 //
 // # What runs once
 //

@@ -111,6 +111,7 @@ type call struct {
 	renewal    renewal         // lease renewal until the claim is settled
 	stream     captureStream   // the handler's header and trailer
 	txRecorded atomic.Bool     // the handler's transaction recorded the outcome ([TxOutcome.Recorded])
+	derived    derivedCalls    // the handler's outgoing calls that took a derived key ([WithDerivedKeys])
 
 	// The handler's context: cancelCause ends it (with a cause on lease
 	// loss); stopTimer releases its handler-timeout timer, if any.
