@@ -7,11 +7,14 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// Claim identifies the claim a handler runs under.
+// Claim identifies the claim a handler runs under, as [ClaimFromContext]
+// returns it. (The result of a store's Claim call is a
+// [store.ClaimResult].)
 type Claim struct {
-	// Key is the hashed store key of the call (method or namespace, scope
-	// and client key).
-	Key string
+	// StoreKey is the key the store holds the claim under: a hash of the
+	// method (or its namespace, or the operation of [Do]), the scope and the
+	// client's idempotency key, never the client's key itself.
+	StoreKey string
 	// Token is the owner token the store issued for this execution. A
 	// handler can pass it to its own systems to fence side effects: a
 	// system that accepts writes only under the token of the key's latest

@@ -14,10 +14,11 @@ import (
 // safe.
 //
 // The key comes from [WithKey], else from the outgoing metadata under
-// [MetadataKey] or the name set with [WithClientMetadataKey] (when both are
+// [MetadataKey] or the name set with [WithMetadataKey] (when both are
 // given they must agree), else from the request field the method's
 // idempotency.v1.method key_field names (AIP-155 request_id) when it is
-// not empty, else from the key generator ([WithKeyGenerator]). When the
+// not empty, else from the key generator ([WithKeyGenerator]) or, with
+// [WithDerivedKeys] in a claimed handler, from its claim. When the
 // key field is set and a key is given too, the two must be the same: a
 // server reads the metadata key first, so a different field value would be
 // silently ignored there. The key is set in the outgoing metadata under
@@ -49,11 +50,11 @@ import (
 // whose idempotency.v1.method mode is MODE_DISABLED get no key and no
 // retries, and so do the methods of gRPC's own services (proto package
 // "grpc" or "grpc.*": health, reflection, channelz, lb) and, with
-// [WithClientDefaultMode](ModeDisabled), the methods whose descriptor
+// [WithDefaultMode](ModeDisabled), the methods whose descriptor
 // gives no mode. The policy and key field are read from
 // protoregistry.GlobalFiles once per method.
 //
-// It panics when an option cannot work (a [WithClientMetadataKey] gRPC
+// It panics when an option cannot work (a [WithMetadataKey] gRPC
 // cannot carry the key under): a programming error, found at start-up.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	c := &clientInterceptor{cfg: newClientConfig(opts)}
@@ -131,7 +132,7 @@ func (c *clientInterceptor) intercept(ctx context.Context, method string, req, r
 	if !m.keyed {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	ctx, err := c.attachKey(ctx, m.fieldKey(req), opts)
+	ctx, err := c.attachKey(ctx, method, m.fieldKey(req), opts)
 	if err != nil {
 		return err
 	}
@@ -144,8 +145,9 @@ func (c *clientInterceptor) intercept(ctx context.Context, method string, req, r
 // attachKey returns ctx with the call's key in its outgoing metadata. A key
 // already there is kept as is. field is the value of the request's key
 // field, or "": without WithKey or a metadata key it is the call's key, and
-// with one of them it must be that key.
-func (c *clientInterceptor) attachKey(ctx context.Context, field string, opts []grpc.CallOption) (context.Context, error) {
+// with one of them it must be that key. A call with none of them gets
+// [clientInterceptor.newKey].
+func (c *clientInterceptor) attachKey(ctx context.Context, method, field string, opts []grpc.CallOption) (context.Context, error) {
 	var key string
 	var fromOption bool
 	for _, o := range opts {
@@ -164,7 +166,7 @@ func (c *clientInterceptor) attachKey(ctx context.Context, field string, opts []
 	case !fromOption && field != "":
 		key = field
 	case !fromOption:
-		key = c.cfg.newKey()
+		key = c.newKey(ctx, method)
 	}
 	if field != "" && key != field {
 		return ctx, keyInvalid("WithKey or the outgoing metadata and the request's key_field carry different keys")

@@ -19,8 +19,8 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 )
 
-// A client built with WithClientMetadataKey follows a server built with
-// WithMetadataKey: every attempt carries the key under that name (and no
+// A client and a server built with the same WithMetadataKey option agree:
+// every attempt carries the key under that name (and no
 // other), so the retry of a lost response is replayed instead of running
 // the handler a second time.
 func TestClientMetadataKey(t *testing.T) {
@@ -40,12 +40,12 @@ func TestClientMetadataKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			key := idempotency.WithMetadataKey("X-Request-Key") // one Option for both sides
 			rig := newClientRig(t, rigConfig{
 				fault:  loseResponses(1),
-				server: []idempotency.Option{idempotency.WithMetadataKey("X-Request-Key")},
+				server: []idempotency.ServerOption{key},
 			})
-			client := rig.client(t, idempotency.UnaryClientInterceptor(
-				idempotency.WithClientMetadataKey("X-Request-Key"), idempotency.WithBackoff(noBackoff)))
+			client := rig.client(t, idempotency.UnaryClientInterceptor(key, idempotency.WithBackoff(noBackoff)))
 			ctx := t.Context()
 			if tt.md != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, name, tt.md)
@@ -88,13 +88,13 @@ func TestClientMetadataKeyInvalidPanics(t *testing.T) {
 	for _, name := range []string{"", "Idempotency Key!", "clé", "idempotency-key-bin", "GRPC-Idempotency-Key"} {
 		t.Run(quoted(name), func(t *testing.T) {
 			t.Parallel()
-			msg := panicOf(func() { idempotency.UnaryClientInterceptor(idempotency.WithClientMetadataKey(name)) })
-			if !strings.HasPrefix(msg, "idempotency: WithClientMetadataKey: metadata key") {
-				t.Fatalf("panic %q, want one naming WithClientMetadataKey", msg)
+			msg := panicOf(func() { idempotency.UnaryClientInterceptor(idempotency.WithMetadataKey(name)) })
+			if !strings.HasPrefix(msg, "idempotency: WithMetadataKey: metadata key") {
+				t.Fatalf("panic %q, want one naming WithMetadataKey", msg)
 			}
 		})
 	}
-	if msg := panicOf(func() { idempotency.UnaryClientInterceptor(idempotency.WithClientMetadataKey("X_Request.Key-2")) }); msg != "" {
+	if msg := panicOf(func() { idempotency.UnaryClientInterceptor(idempotency.WithMetadataKey("X_Request.Key-2")) }); msg != "" {
 		t.Fatalf("a valid name panicked: %s", msg)
 	}
 }

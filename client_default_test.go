@@ -10,7 +10,7 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 )
 
-// WithClientDefaultMode(ModeDisabled) sends no key and makes no retry for
+// WithDefaultMode(ModeDisabled) sends no key and makes no retry for
 // methods whose descriptor gives no mode, while annotated methods still get
 // both. The server loses the first response of every case.
 func TestClientDefaultMode(t *testing.T) {
@@ -23,13 +23,13 @@ func TestClientDefaultMode(t *testing.T) {
 		wantAttempts int
 	}{
 		{name: "default: unannotated keyed and retried", method: "Do", wantKeyed: true, wantAttempts: 2},
-		{name: "disabled: unannotated untouched", opts: []idempotency.ClientOption{idempotency.WithClientDefaultMode(idempotency.ModeDisabled)},
+		{name: "disabled: unannotated untouched", opts: []idempotency.ClientOption{idempotency.WithDefaultMode(idempotency.ModeDisabled)},
 			method: "Do", wantAttempts: 1},
-		{name: "disabled: MODE_REQUIRED keyed and retried", opts: []idempotency.ClientOption{idempotency.WithClientDefaultMode(idempotency.ModeDisabled)},
+		{name: "disabled: MODE_REQUIRED keyed and retried", opts: []idempotency.ClientOption{idempotency.WithDefaultMode(idempotency.ModeDisabled)},
 			method: "Required", wantKeyed: true, wantAttempts: 2},
-		{name: "disabled: annotated without a mode keyed and retried", opts: []idempotency.ClientOption{idempotency.WithClientDefaultMode(idempotency.ModeDisabled)},
+		{name: "disabled: annotated without a mode keyed and retried", opts: []idempotency.ClientOption{idempotency.WithDefaultMode(idempotency.ModeDisabled)},
 			method: "Tuned", wantKeyed: true, wantAttempts: 2},
-		{name: "required: NO_SIDE_EFFECTS untouched", opts: []idempotency.ClientOption{idempotency.WithClientDefaultMode(idempotency.ModeRequired)},
+		{name: "required: NO_SIDE_EFFECTS untouched", opts: []idempotency.ClientOption{idempotency.WithDefaultMode(idempotency.ModeRequired)},
 			method: "Read", wantAttempts: 1},
 	}
 	for _, tt := range tests {

@@ -34,7 +34,7 @@ type clientRig struct {
 type rigConfig struct {
 	handler  testserver.HandlerFunc
 	fault    grpc.UnaryServerInterceptor
-	server   []idempotency.Option
+	server   []idempotency.ServerOption
 	store    store.Store                 // default: a fresh memory store
 	register func(grpc.ServiceRegistrar) // more services on the server, or nil
 }

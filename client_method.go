@@ -44,7 +44,7 @@ func (c *clientInterceptor) method(method string, req any) *clientMethod {
 
 // resolve reads the policy of method: no key for gRPC's own services, for
 // methods whose descriptor says NO_SIDE_EFFECTS or MODE_DISABLED, and, with
-// WithClientDefaultMode(ModeDisabled), for methods whose descriptor gives
+// WithDefaultMode(ModeDisabled), for methods whose descriptor gives
 // no mode.
 func (c *clientInterceptor) resolve(method string, req any) *clientMethod {
 	if policy.Infrastructure(method) {

@@ -2,13 +2,10 @@ package idempotency
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
-
-	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
 // Defaults of the client options.
@@ -31,34 +28,28 @@ const (
 	DefaultMaxPushback = time.Minute
 )
 
-// ClientOption configures [UnaryClientInterceptor].
-type ClientOption func(*clientConfig)
-
 type clientConfig struct {
+	sharedConfig
 	maxAttempts       int
 	perAttemptTimeout time.Duration
 	backoff           func(ctx context.Context, attempt uint) time.Duration
 	onRetry           func(ctx context.Context, attempt int, err error)
 	newKey            func() string
-	metadataKey       string
 	maxPushback       time.Duration
-	defaultMode       Mode // of methods the descriptors give no mode
-	// err is the first configuration error an option found, naming it.
-	err error
+	derivedKeys       bool // [WithDerivedKeys]
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {
 	c := clientConfig{
 		maxAttempts: DefaultMaxAttempts,
 		// Jitter fraction 1 draws from [0, 2·base·2^(n-1)): full jitter.
-		backoff:     retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
-		newKey:      uuid.NewString,
-		metadataKey: MetadataKey,
-		maxPushback: DefaultMaxPushback,
-		defaultMode: ModeOptional,
+		backoff:      retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
+		newKey:       uuid.NewString,
+		maxPushback:  DefaultMaxPushback,
+		sharedConfig: sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
 	}
 	for _, o := range opts {
-		o(&c)
+		o.applyToClient(&c)
 	}
 	c.maxAttempts = max(c.maxAttempts, 1)
 	c.perAttemptTimeout = max(c.perAttemptTimeout, 0)
@@ -72,21 +63,11 @@ func newClientConfig(opts []ClientOption) clientConfig {
 	return c
 }
 
-// validate returns the first configuration error an option recorded.
-func (c *clientConfig) validate() error { return c.err }
-
-// invalid records the first configuration error, naming its option.
-func (c *clientConfig) invalid(option, format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("idempotency: "+option+": "+format, args...)
-	}
-}
-
 // WithMaxAttempts sets how many attempts a call makes at most, the first
 // one included: WithMaxAttempts(1) never retries. Values below 1 mean 1.
 // Default [DefaultMaxAttempts] (5).
 func WithMaxAttempts(n int) ClientOption {
-	return func(c *clientConfig) { c.maxAttempts = n }
+	return clientOptionFunc(func(c *clientConfig) { c.maxAttempts = n })
 }
 
 // WithoutRetry makes [UnaryClientInterceptor] only attach keys and never
@@ -103,7 +84,7 @@ func WithoutRetry() ClientOption {
 // flight, or has released the claim), unless the caller's deadline has
 // passed. Default 0: attempts are bounded by the caller's deadline only.
 func WithPerAttemptTimeout(d time.Duration) ClientOption {
-	return func(c *clientConfig) { c.perAttemptTimeout = d }
+	return clientOptionFunc(func(c *clientConfig) { c.perAttemptTimeout = d })
 }
 
 // WithBackoff sets the wait before each retry; attempt is 1 before the
@@ -115,14 +96,14 @@ func WithPerAttemptTimeout(d time.Duration) ClientOption {
 // a random wait between 0 and [DefaultBackoffBase]·2^attempt, at most
 // [DefaultBackoffMax].
 func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) ClientOption {
-	return func(c *clientConfig) { c.backoff = backoff }
+	return clientOptionFunc(func(c *clientConfig) { c.backoff = backoff })
 }
 
 // WithOnRetry sets a hook called just before each retry starts, after the
 // wait, with the number of the attempt about to start (2 for the first
 // retry) and the error that caused it. Default: none.
 func WithOnRetry(hook func(ctx context.Context, attempt int, err error)) ClientOption {
-	return func(c *clientConfig) { c.onRetry = hook }
+	return clientOptionFunc(func(c *clientConfig) { c.onRetry = hook })
 }
 
 // WithKeyGenerator sets the function that mints a key for a call that has
@@ -131,25 +112,7 @@ func WithOnRetry(hook func(ctx context.Context, attempt int, err error)) ClientO
 // INVALID_ARGUMENT. Default uuid.NewString from github.com/google/uuid (a
 // random UUIDv4).
 func WithKeyGenerator(generate func() string) ClientOption {
-	return func(c *clientConfig) { c.newKey = generate }
-}
-
-// WithClientMetadataKey sends the key under metadata key name instead of
-// [MetadataKey] ("idempotency-key"), to match a server built with
-// [WithMetadataKey](name). The name is lower-cased as gRPC metadata keys
-// are. A key the caller already put in the outgoing metadata is looked for
-// under this name too. A name [WithMetadataKey] refuses (empty, a
-// character other than a-z, 0-9, '-', '_' and '.', a "-bin" suffix or a
-// "grpc-" prefix) makes [UnaryClientInterceptor] panic. Default
-// [MetadataKey].
-func WithClientMetadataKey(name string) ClientOption {
-	return func(c *clientConfig) {
-		key, err := mdkey.Check(name)
-		if err != nil {
-			c.invalid("WithClientMetadataKey", "%w", err)
-		}
-		c.metadataKey = key
-	}
+	return clientOptionFunc(func(c *clientConfig) { c.newKey = generate })
 }
 
 // WithMaxPushback caps the wait a server may ask for before a retry, with
@@ -162,5 +125,5 @@ func WithClientMetadataKey(name string) ClientOption {
 // retries. The cap applies to the server's pushback only, never to the
 // backoff set with [WithBackoff]. Default [DefaultMaxPushback] (1 minute).
 func WithMaxPushback(d time.Duration) ClientOption {
-	return func(c *clientConfig) { c.maxPushback = d }
+	return clientOptionFunc(func(c *clientConfig) { c.maxPushback = d })
 }

@@ -61,7 +61,7 @@ func TestClientInFlightDuplicate(t *testing.T) {
 		}
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.Option{idempotency.WithRetryAfter(20 * time.Millisecond)}})
+	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.ServerOption{idempotency.WithRetryAfter(20 * time.Millisecond)}})
 	req := &testingv1.DoRequest{Payload: "transfer", Amount: 7}
 
 	type result struct {
@@ -236,7 +236,7 @@ func TestClientPerAttemptTimeout(t *testing.T) {
 		}
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.Option{
+	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.ServerOption{
 		idempotency.WithRetryAfter(10 * time.Millisecond), idempotency.WithCallerCancellation()}})
 	client := rig.client(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithPerAttemptTimeout(100*time.Millisecond),

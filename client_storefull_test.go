@@ -40,7 +40,7 @@ func TestClientRetriesStoreFull(t *testing.T) {
 			if err != nil || !filler.Won() {
 				t.Fatalf("filling the store: won=%v err=%v", filler.Won(), err)
 			}
-			rig := newClientRig(t, rigConfig{store: mem, server: []idempotency.Option{idempotency.WithRetryAfter(retryAfter)}})
+			rig := newClientRig(t, rigConfig{store: mem, server: []idempotency.ServerOption{idempotency.WithRetryAfter(retryAfter)}})
 
 			var retriedAfter []error
 			client := rig.client(t, idempotency.UnaryClientInterceptor(

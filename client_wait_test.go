@@ -83,7 +83,7 @@ func TestClientPushbackStopsBeforeDeadline(t *testing.T) {
 		<-release
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.Option{idempotency.WithRetryAfter(pushback)}})
+	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.ServerOption{idempotency.WithRetryAfter(pushback)}})
 	original := make(chan error, 1)
 	holder := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
 	go func() {

@@ -43,7 +43,11 @@
 // Handlers that must fence their own side effects read their claim with
 // [ClaimFromContext]. A store that shares a database with the handler's side
 // effects records the outcome inside the handler's own transaction
-// ([NewTxOutcome]).
+// ([NewTxOutcome]). Handlers that call other systems taking idempotency
+// keys send them keys derived from their claim ([DerivedKey], or
+// [WithDerivedKeys] on the client they call through), the same on every
+// run of the handler for one key, so a re-run after a crash replays the
+// downstream call instead of making it twice.
 //
 // # Any function
 //
@@ -65,15 +69,16 @@
 // the request field a key_field names) and retries UNAVAILABLE, ABORTED
 // with [ReasonKeyInUse] and RESOURCE_EXHAUSTED with [ReasonStoreFull],
 // always with the same key, honouring the server's pushback up to
-// [WithMaxPushback]. [WithClientDefaultMode] leaves methods without the
+// [WithMaxPushback]. [WithDefaultMode] leaves methods without the
 // option alone.
 // [WithKey] supplies the key for one call, through the interceptor only: a
 // client without it puts the key in the outgoing context with
-// [ContextWithKey]. [WithClientMetadataKey] matches a server built with
-// [WithMetadataKey]. [Reason] returns the ErrorInfo reason of an error, to
-// branch on ([ReasonKeyReused], [ReasonKeyInUse], ...). [Replayed] tells a
-// replayed answer from the call's header and trailer, and [ReplayedInto]
-// has the interceptor report it for the call's last attempt.
+// [ContextWithKey]. [WithMetadataKey] and [WithDefaultMode] are [Option]s,
+// valid on both sides, so a server and its clients can share one value.
+// [Reason] returns the ErrorInfo reason of an error, to branch on
+// ([ReasonKeyReused], [ReasonKeyInUse], ...). [Replayed] tells a replayed
+// answer from the call's header and trailer, and [ReplayedInto] has the
+// interceptor report it for the call's last attempt.
 //
 // # Stores
 //

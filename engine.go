@@ -34,7 +34,7 @@ type engine struct {
 	flights flights
 }
 
-func newEngine(s store.Store, opts []Option) (*engine, error) {
+func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
 	if s == nil {
 		return nil, errors.New("idempotency: store must not be nil")
 	}
@@ -74,6 +74,7 @@ type call struct {
 	detached   context.Context // the caller's, without its cancellation, for the claim's store calls
 	renewal    renewal         // lease renewal until the claim is settled
 	txRecorded atomic.Bool     // the work's transaction recorded the outcome ([TxOutcome.Recorded])
+	derived    derivedCalls    // the work's outgoing calls that took a derived key ([WithDerivedKeys])
 
 	// The work's context: cancelCause ends it (with a cause on lease
 	// loss); stopTimer releases its handler-timeout timer, if any.
@@ -125,7 +126,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			return e.claimFailed(ctx, c, err)
 		}
 		if cl.Won() {
-			c.claim, c.claimedAt = Claim{Key: c.key, Token: cl.Token}, start
+			c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
 			c.detached = context.WithoutCancel(ctx)
 			if err := ctx.Err(); err != nil {
 				// The caller gave up while the claim was under way (a slow
@@ -141,7 +142,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 		if cl.Existing.State == store.StateCompleted {
 			resp, err := e.replay(ctx, c, cl.Existing.Data)
 			if !errors.Is(err, ErrRecordCorrupt) {
-				e.observe(ctx, c.method, OutcomeReplayed, c.storeTime, nil)
+				e.observe(ctx, c.method, DecisionReplayed, c.storeTime, nil)
 			}
 			return resp, err
 		}
@@ -162,7 +163,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 
 // claim claims c's key, bounded by the store timeout and the caller's
 // deadline (the timer is set only when the caller's deadline is later).
-func (e *engine) claim(ctx context.Context, c *call) (store.Claim, error) {
+func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) {
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > e.cfg.storeTimeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.cfg.storeTimeout)
@@ -182,25 +183,25 @@ func (e *engine) claimFailed(ctx context.Context, c *call, err error) (any, erro
 	case errors.Is(err, store.ErrFull):
 		return nil, fmt.Errorf("%w: %w", ErrStoreFull, err)
 	case e.cfg.failOpen:
-		e.observe(ctx, c.method, OutcomeFailOpen, c.storeTime, err)
+		e.observe(ctx, c.method, DecisionFailOpen, c.storeTime, err)
 		return c.t.bypass(ctx)
 	default:
 		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 }
 
-func (e *engine) observe(ctx context.Context, method string, o Outcome, took time.Duration, err error) {
+func (e *engine) observe(ctx context.Context, method string, d Decision, took time.Duration, err error) {
 	attempt := 0
-	if o == OutcomeStoreError { // a store call tried once
+	if d == DecisionStoreError { // a store call tried once
 		attempt = 1
 	}
-	e.cfg.observer.Observe(ctx, Event{Method: method, Outcome: o, StoreTime: took, Err: err, Attempt: attempt})
+	e.cfg.observer.Observe(ctx, Event{Method: method, Decision: d, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // storeError reports one failed attempt, numbered from 1, of a store step
 // that is retried; took is that attempt's time alone.
 func (e *engine) storeError(ctx context.Context, method string, attempt int, took time.Duration, err error) {
-	e.cfg.observer.Observe(ctx, Event{Method: method, Outcome: OutcomeStoreError, StoreTime: took, Err: err, Attempt: attempt})
+	e.cfg.observer.Observe(ctx, Event{Method: method, Decision: DecisionStoreError, StoreTime: took, Err: err, Attempt: attempt})
 }
 
 // report tells the observer of a failure the engine decided (err is one
@@ -208,8 +209,8 @@ func (e *engine) storeError(ctx context.Context, method string, attempt int, too
 // error: the work's own, a replayed status, a context error.
 func (e *engine) report(ctx context.Context, method string, err error, storeTime time.Duration) (f failure, own bool) {
 	f, own = failureOf(err)
-	if own && f.outcome != 0 {
-		e.observe(ctx, method, f.outcome, storeTime, err)
+	if own && f.decision != 0 {
+		e.observe(ctx, method, f.decision, storeTime, err)
 	}
 	return f, own
 }

@@ -102,7 +102,7 @@ func (e *KeyError) Unwrap() error {
 // there are several) for a method named by [WithMethodPolicy]; a method
 // resolved on its first call fails its calls with INTERNAL,
 // [ReasonMisconfigured] and a message naming only the method and file,
-// and reports it to the observer as the Err of [OutcomeMisconfigured];
+// and reports it to the observer as the Err of [DecisionMisconfigured];
 // [Server.Validate] returns it. It unwraps to [ErrMisconfigured].
 type MethodConfigError struct {
 	// Method is the full method name, "/pkg.Service/Method".
@@ -130,25 +130,25 @@ func (e *MethodConfigError) where() string {
 }
 
 type failure struct {
-	err     error
-	code    codes.Code
-	reason  string
-	outcome Outcome // reported when the error is returned; 0 when reported elsewhere
+	err      error
+	code     codes.Code
+	reason   string
+	decision Decision // reported when the error is returned; 0 when reported elsewhere
 	// pushback: the answer asks the client to wait before retrying
 	// (google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer).
 	pushback bool
 }
 
 var failures = []failure{
-	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, OutcomeKeyMissing, false},
-	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, OutcomeKeyInvalid, false},
-	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, OutcomeKeyReused, false},
-	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, OutcomeInFlight, true},
-	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, OutcomeStoreError, true},
-	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, OutcomeRecordCorrupt, false},
+	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, DecisionKeyMissing, false},
+	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, DecisionKeyInvalid, false},
+	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, DecisionKeyReused, false},
+	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, DecisionInFlight, true},
+	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, DecisionStoreError, true},
+	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, DecisionRecordCorrupt, false},
 	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
-	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, OutcomeStoreFull, true},
-	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, OutcomeMisconfigured, false},
+	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, DecisionStoreFull, true},
+	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, DecisionMisconfigured, false},
 	{ErrStreamTooLarge, codes.InvalidArgument, ReasonStreamTooLarge, 0, false},
 	{ErrResumeInvalid, codes.InvalidArgument, ReasonResumeInvalid, 0, false},
 }

@@ -51,9 +51,15 @@ func (s *paymentsServer) Charge(_ context.Context, req *wrapperspb.Int64Value) (
 	return wrapperspb.String("ch_" + strconv.FormatInt(s.charges.Add(1), 10)), nil
 }
 
+// paymentsServiceServer stands in for the generated interface
+// shopv1.PaymentsServiceServer.
+type paymentsServiceServer interface {
+	Charge(context.Context, *wrapperspb.Int64Value) (*wrapperspb.StringValue, error)
+}
+
 // registerPaymentsServer stands in for the generated
 // shopv1.RegisterPaymentsServiceServer.
-func registerPaymentsServer(srv *grpc.Server, s *paymentsServer) {
+func registerPaymentsServer(srv *grpc.Server, s paymentsServiceServer) {
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "shop.v1.PaymentsService",
 		HandlerType: (*any)(nil),
@@ -69,7 +75,7 @@ func chargeHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 		return nil, err
 	}
 	charge := func(ctx context.Context, req any) (any, error) {
-		return srv.(*paymentsServer).Charge(ctx, req.(*wrapperspb.Int64Value))
+		return srv.(paymentsServiceServer).Charge(ctx, req.(*wrapperspb.Int64Value))
 	}
 	if interceptor == nil {
 		return charge(ctx, req)

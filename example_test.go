@@ -19,7 +19,7 @@ import (
 // newPaymentsServer chains the idempotency interceptor into a gRPC server
 // and registers the payments service (example_service_test.go). Any
 // [store.Store] will do: memorystore for one process, redisstore for many.
-func newPaymentsServer(st store.Store, opts ...idempotency.Option) *grpc.Server {
+func newPaymentsServer(st store.Store, opts ...idempotency.ServerOption) *grpc.Server {
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(
 		idempotency.UnaryServerInterceptor(st, opts...),
 	))

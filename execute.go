@@ -76,7 +76,7 @@ func (e *engine) settle(ctx context.Context, c *call, resp any, herr error) {
 	switch {
 	case recorded && keep:
 		// The handler's own transaction stored the outcome and committed.
-		e.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case recorded || !keep:
 		// A retryable error. When the handler had recorded its outcome in
 		// a transaction, that transaction did not commit, or did so
@@ -101,9 +101,9 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 	})
 	switch {
 	case err == nil:
-		e.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		e.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 
@@ -113,12 +113,12 @@ func (e *engine) release(ctx context.Context, c *call, cause error) {
 	})
 	switch {
 	case err == nil:
-		e.observe(ctx, c.method, OutcomeReleased, c.storeTime, cause)
+		e.observe(ctx, c.method, DecisionReleased, c.storeTime, cause)
 	case errors.Is(err, store.ErrLeaseLost) && c.txRecorded.Load():
 		// The handler's transaction committed after all.
-		e.observe(ctx, c.method, OutcomeExecuted, c.storeTime, nil)
+		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		e.observe(ctx, c.method, OutcomeLeaseLost, c.storeTime, err)
+		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 

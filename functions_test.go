@@ -30,11 +30,11 @@ type fnFixture struct {
 	events *events
 }
 
-func newFnFixture(t *testing.T, opts ...idempotency.Option) *fnFixture {
+func newFnFixture(t *testing.T, opts ...idempotency.ServerOption) *fnFixture {
 	t.Helper()
 	fs := faultstore.New(memStore(t))
 	ev := &events{}
-	opts = append([]idempotency.Option{idempotency.WithObserver(ev)}, opts...)
+	opts = append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, opts...)
 	return &fnFixture{srv: idempotency.NewServer(fs, opts...), store: fs, events: ev}
 }
 
@@ -101,7 +101,7 @@ func TestDoReplaysExactly(t *testing.T) {
 	if diff := cmp.Diff(first, again, protocmp.Transform()); diff != "" {
 		t.Fatalf("replay differs (-first +replay):\n%s", diff)
 	}
-	if runs.Load() != 1 || f.events.count(idempotency.OutcomeExecuted) != 1 || f.events.count(idempotency.OutcomeReplayed) != 1 {
+	if runs.Load() != 1 || f.events.count(idempotency.DecisionExecuted) != 1 || f.events.count(idempotency.DecisionReplayed) != 1 {
 		t.Fatalf("runs %d, events %v", runs.Load(), f.events.All())
 	}
 	if m := f.events.All()[0].Method; m != "op" {
@@ -123,7 +123,7 @@ func TestDoKeyReused(t *testing.T) {
 	if !errors.Is(err, idempotency.ErrKeyReused) || idempotency.Reason(err) != idempotency.ReasonKeyReused {
 		t.Fatalf("other request: %v (reason %q), want ErrKeyReused", err, idempotency.Reason(err))
 	}
-	if f.events.count(idempotency.OutcomeKeyReused) != 1 {
+	if f.events.count(idempotency.DecisionKeyReused) != 1 {
 		t.Fatalf("events %v, want one key_reused", f.events.All())
 	}
 	for i := range 2 {
@@ -176,7 +176,7 @@ func TestDoErrors(t *testing.T) {
 				if !replays[1] || !proto.Equal(status.Convert(errs[1]).Proto(), status.Convert(stored).Proto()) {
 					t.Fatalf("second call: replayed %v, %v; want the stored status %v", replays[1], errs[1], stored)
 				}
-			} else if n := f.events.count(idempotency.OutcomeReleased); n != 2 {
+			} else if n := f.events.count(idempotency.DecisionReleased); n != 2 {
 				t.Fatalf("%d releases, want 2", n)
 			}
 		})
@@ -216,7 +216,7 @@ func TestDoRenewsLease(t *testing.T) {
 	renewed := make(chan struct{}, 8)
 	f := newFnFixture(t, idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{Lease: idempotency.MinLease}),
 		idempotency.WithObserver(idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
-			if e.Outcome == idempotency.OutcomeLeaseRenewed {
+			if e.Decision == idempotency.DecisionLeaseRenewed {
 				select {
 				case renewed <- struct{}{}:
 				default:
@@ -249,7 +249,7 @@ func TestDoInFlight(t *testing.T) {
 	for _, wait := range []bool{false, true} {
 		t.Run("wait="+strconv.FormatBool(wait), func(t *testing.T) {
 			t.Parallel()
-			var opts []idempotency.Option
+			var opts []idempotency.ServerOption
 			if wait {
 				opts = append(opts, idempotency.WithWaitForInFlight(time.Minute))
 			}
@@ -319,7 +319,7 @@ func TestDoStoreFailures(t *testing.T) {
 		f := newFnFixture(t, idempotency.WithFailOpen())
 		f.store.Down.Store(true)
 		ran, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(context.Context) error { return nil })
-		if !ran || err != nil || f.events.count(idempotency.OutcomeFailOpen) != 1 {
+		if !ran || err != nil || f.events.count(idempotency.DecisionFailOpen) != 1 {
 			t.Fatalf("ran %v, %v; want fn run without deduplication", ran, err)
 		}
 	})

@@ -26,13 +26,13 @@ type fixture struct {
 	events *events
 }
 
-func newFixture(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Option) *fixture {
+func newFixture(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *fixture {
 	t.Helper()
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	fs := faultstore.New(mem)
 	ev := &events{}
-	opts = append([]idempotency.Option{idempotency.WithObserver(ev)}, opts...)
+	opts = append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, opts...)
 	s := idempotency.NewServer(fs, opts...)
 	srv := testserver.New(t, &testserver.Service{Handler: h},
 		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.StreamServerInterceptor()))
@@ -52,7 +52,7 @@ var (
 // events records observer events; count is [testkit.Events.Count].
 type events struct{ testkit.Events }
 
-func (e *events) count(o idempotency.Outcome) int { return e.Count(o) }
+func (e *events) count(o idempotency.Decision) int { return e.Count(o) }
 
 // statusError returns a status error with a detail, for stored-error tests.
 func statusError(c codes.Code, msg string) error {

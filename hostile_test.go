@@ -156,8 +156,8 @@ func TestHostileHugeResponse(t *testing.T) {
 			if n := f.srv.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if want := map[bool]int{true: 0, false: 1}[tc.retained]; f.events.count(idempotency.OutcomeNotRetained) != want {
-				t.Fatalf("observer saw %d not_retained, want %d", f.events.count(idempotency.OutcomeNotRetained), want)
+			if want := map[bool]int{true: 0, false: 1}[tc.retained]; f.events.count(idempotency.DecisionNotRetained) != want {
+				t.Fatalf("observer saw %d not_retained, want %d", f.events.count(idempotency.DecisionNotRetained), want)
 			}
 		})
 	}
@@ -239,7 +239,7 @@ func TestHostileKeyFlood(t *testing.T) {
 	if executed.Load() != bound-held || full.Load() != flood-(bound-held) {
 		t.Fatalf("%d executed, %d refused; want %d and %d: the store fills up and stays full", executed.Load(), full.Load(), bound-held, flood-(bound-held))
 	}
-	if n := ev.count(idempotency.OutcomeStoreFull); int64(n) != full.Load() {
+	if n := ev.count(idempotency.DecisionStoreFull); int64(n) != full.Load() {
 		t.Fatalf("observer saw %d store_full, want %d", n, full.Load())
 	}
 

@@ -74,7 +74,7 @@ func (r *renewal) renew() {
 	switch {
 	case err == nil:
 		r.leaseEnd, r.failures = start.Add(lease), 0
-		e.observe(c.detached, c.method, OutcomeLeaseRenewed, took, nil)
+		e.observe(c.detached, c.method, DecisionLeaseRenewed, took, nil)
 		r.timer.Reset(lease / 3)
 	case errors.Is(err, store.ErrLeaseLost) && (r.settling || c.txRecorded.Load()):
 		// A step that ends the claim has been tried (its reply may have
@@ -85,7 +85,7 @@ func (r *renewal) renew() {
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
 		c.cancelCause(errCauseLeaseLost)
-		e.observe(c.detached, c.method, OutcomeLeaseLost, took, err)
+		e.observe(c.detached, c.method, DecisionLeaseLost, took, err)
 	default:
 		e.storeError(c.detached, c.method, r.failures+1, took, err)
 		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))

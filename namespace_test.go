@@ -46,7 +46,7 @@ func TestNamespaceSurvivesRename(t *testing.T) {
 			var ran atomic.Int64
 			oldFiles := dynamicFilesOf(t, "dyn.v1", "Payments", tc.opts)
 			newFiles := dynamicFilesOf(t, "dyn.v2", "Billing", nil)
-			var newOpts []idempotency.Option
+			var newOpts []idempotency.ServerOption
 			if tc.policy {
 				newOpts = append(newOpts, idempotency.WithMethodPolicy("/dyn.v2.Billing/Charge", idempotency.MethodPolicy{Namespace: ns}))
 			}
@@ -54,10 +54,10 @@ func TestNamespaceSurvivesRename(t *testing.T) {
 			for _, s := range []struct {
 				files   *protoregistry.Files
 				service string
-				opts    []idempotency.Option
+				opts    []idempotency.ServerOption
 			}{{oldFiles, "dyn.v1.Payments", nil}, {newFiles, "dyn.v2.Billing", newOpts}} {
 				md := mustFind[protoreflect.ServiceDescriptor](t, s.files, protoreflect.FullName(s.service)).Methods().Get(0)
-				opts := append([]idempotency.Option{idempotency.WithDescriptors(s.files)}, s.opts...)
+				opts := append([]idempotency.ServerOption{idempotency.WithDescriptors(s.files)}, s.opts...)
 				srv := newDynamicServer(t, s.service, md, &ran, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(mem, opts...)))
 				req := dynamicpb.NewMessage(md.Input())
 				req.Set(md.Input().Fields().ByName("amount"), protoreflect.ValueOfInt64(1250))

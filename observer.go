@@ -8,7 +8,7 @@ import (
 // Observer is told of every decision the server interceptor makes. Observe
 // runs on the request path and must not block.
 //
-// A failed store call is one [OutcomeStoreError] event per attempt: storing
+// A failed store call is one [DecisionStoreError] event per attempt: storing
 // an outcome or releasing a claim is retried through transient errors for
 // up to the store timeout, and a lease renewal is retried until the lease
 // ends, so one call may report several, numbered by [Event.Attempt]. Count
@@ -32,84 +32,87 @@ func (nopObserver) Observe(context.Context, Event) {}
 type Event struct {
 	// Method is the full method name, or the operation of [Do] and [Once].
 	Method string
-	// Outcome is what happened.
-	Outcome Outcome
+	// Decision is what the interceptor decided, or what happened.
+	Decision Decision
 	// StoreTime is the time spent in store calls for this decision. For
-	// an [OutcomeStoreError] it is the time of the one failed attempt, so
+	// an [DecisionStoreError] it is the time of the one failed attempt, so
 	// that a step retried several times counts each attempt's time once.
 	StoreTime time.Duration
-	// Err is the store or handler error behind the outcome, if any.
+	// Err is the store or handler error behind the decision, if any.
 	Err error
-	// Attempt numbers the failed attempt of an [OutcomeStoreError]: 1 for a
+	// Attempt numbers the failed attempt of an [DecisionStoreError]: 1 for a
 	// store step's first try, 2 for its first retry, and so on (a claim or
 	// a lookup is tried once; storing an outcome, releasing a claim and
-	// renewing a lease are retried). It is 0 for every other outcome.
+	// renewing a lease are retried). It is 0 for every other decision.
 	Attempt int
 }
 
-// Outcome is the kind of an [Event].
-type Outcome int
+// Decision is the kind of an [Event]: what the interceptor decided for a
+// call, or what happened to it. (The outcome a handler's call had, stored
+// and replayed, is another thing: see [TxOutcome].)
+type Decision int
 
-// Outcomes.
+// Decisions.
 const (
-	// OutcomeExecuted: the handler ran under a claim and its outcome was
+	// DecisionExecuted: the handler ran under a claim and its outcome was
 	// stored.
-	OutcomeExecuted Outcome = iota + 1
-	// OutcomeReplayed: a stored outcome was replayed; the handler did not run.
-	OutcomeReplayed
-	// OutcomeInFlight: the key was in flight; the call was rejected with
+	DecisionExecuted Decision = iota + 1
+	// DecisionReplayed: a stored outcome was replayed; the handler did not run.
+	DecisionReplayed
+	// DecisionInFlight: the key was in flight; the call was rejected with
 	// ABORTED.
-	OutcomeInFlight
-	// OutcomeKeyReused: the key was used with a different request.
-	OutcomeKeyReused
-	// OutcomeKeyMissing: a MODE_REQUIRED method was called without a key.
-	OutcomeKeyMissing
-	// OutcomeKeyInvalid: the key was malformed.
-	OutcomeKeyInvalid
-	// OutcomeStoreError: one attempt of a store call failed. A claim or
+	DecisionInFlight
+	// DecisionKeyReused: the key was used with a different request.
+	DecisionKeyReused
+	// DecisionKeyMissing: a MODE_REQUIRED method was called without a key.
+	DecisionKeyMissing
+	// DecisionKeyInvalid: the key was malformed.
+	DecisionKeyInvalid
+	// DecisionStoreError: one attempt of a store call failed. A claim or
 	// lookup that fails ends the call closed; a failed attempt to store
 	// the outcome, release the claim or renew the lease is retried, each
 	// attempt reported with its number in [Event.Attempt] and its own
 	// StoreTime.
-	OutcomeStoreError
-	// OutcomeFailOpen: the store failed; the handler ran without
+	DecisionStoreError
+	// DecisionFailOpen: the store failed; the handler ran without
 	// deduplication ([WithFailOpen]).
-	OutcomeFailOpen
-	// OutcomeReleased: the handler failed with a retryable error or panicked;
+	DecisionFailOpen
+	// DecisionReleased: the handler failed with a retryable error or panicked;
 	// the claim was released so a retry runs it again.
-	OutcomeReleased
-	// OutcomeLeaseRenewed: a running handler's lease was renewed.
-	OutcomeLeaseRenewed
-	// OutcomeLeaseLost: a running handler lost its claim; its outcome was
+	DecisionReleased
+	// DecisionLeaseRenewed: a running handler's lease was renewed.
+	DecisionLeaseRenewed
+	// DecisionLeaseLost: a running handler lost its claim; its outcome was
 	// returned but not stored.
-	OutcomeLeaseLost
-	// OutcomeRecordCorrupt: the stored record could not be read.
-	OutcomeRecordCorrupt
-	// OutcomeNotRetained: the outcome could not be kept (over the size
+	DecisionLeaseLost
+	// DecisionRecordCorrupt: the stored record could not be read.
+	DecisionRecordCorrupt
+	// DecisionNotRetained: the outcome could not be kept (over the size
 	// limit, not a proto message, or not encodable); the key was completed
 	// with a record that refuses replays.
-	OutcomeNotRetained
-	// OutcomeStoreFull: a bounded store had no room for a new key.
-	OutcomeStoreFull
-	// OutcomeMisconfigured: the method's policy cannot work (Err is a
+	DecisionNotRetained
+	// DecisionStoreFull: a bounded store had no room for a new key.
+	DecisionStoreFull
+	// DecisionMisconfigured: the method's policy cannot work (Err is a
 	// [*MethodConfigError]); the call failed closed with INTERNAL and the
 	// handler did not run.
-	OutcomeMisconfigured
+	DecisionMisconfigured
 )
 
-var outcomeNames = [...]string{
-	OutcomeExecuted: "executed", OutcomeReplayed: "replayed", OutcomeInFlight: "in_flight",
-	OutcomeKeyReused: "key_reused", OutcomeKeyMissing: "key_missing", OutcomeKeyInvalid: "key_invalid",
-	OutcomeStoreError: "store_error", OutcomeFailOpen: "fail_open", OutcomeReleased: "released",
-	OutcomeLeaseRenewed: "lease_renewed", OutcomeLeaseLost: "lease_lost",
-	OutcomeRecordCorrupt: "record_corrupt", OutcomeNotRetained: "not_retained", OutcomeStoreFull: "store_full",
-	OutcomeMisconfigured: "misconfigured",
+var decisionNames = [...]string{
+	DecisionExecuted: "executed", DecisionReplayed: "replayed", DecisionInFlight: "in_flight",
+	DecisionKeyReused: "key_reused", DecisionKeyMissing: "key_missing", DecisionKeyInvalid: "key_invalid",
+	DecisionStoreError: "store_error", DecisionFailOpen: "fail_open", DecisionReleased: "released",
+	DecisionLeaseRenewed: "lease_renewed", DecisionLeaseLost: "lease_lost",
+	DecisionRecordCorrupt: "record_corrupt", DecisionNotRetained: "not_retained", DecisionStoreFull: "store_full",
+	DecisionMisconfigured: "misconfigured",
 }
 
-// String returns the outcome's snake_case name, for logs and metric labels.
-func (o Outcome) String() string {
-	if o > 0 && int(o) < len(outcomeNames) {
-		return outcomeNames[o]
+// String returns the decision's snake_case name, for logs and metric
+// labels.
+func (d Decision) String() string {
+	if d > 0 && int(d) < len(decisionNames) {
+		return decisionNames[d]
 	}
 	return "unknown"
 }

@@ -10,8 +10,8 @@ package idempotency
 // fields that mean nothing for an operation: Mode (the work always runs
 // under a key), KeyField (the key is an argument) and Namespace (op is the
 // namespace).
-func WithOperationPolicy(op string, p MethodPolicy) Option {
-	return func(c *config) {
+func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		const option = "WithOperationPolicy"
 		switch {
 		case op == "":
@@ -28,7 +28,7 @@ func WithOperationPolicy(op string, p MethodPolicy) Option {
 			c.ops = make(map[string]MethodPolicy)
 		}
 		c.ops[op] = p
-	}
+	})
 }
 
 // operations resolves the policy of every operation named by

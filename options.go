@@ -2,13 +2,10 @@ package idempotency
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoregistry"
-
-	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
 // Defaults and bounds of the server options.
@@ -50,11 +47,8 @@ var DefaultStoredCodes = []codes.Code{
 	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
 }
 
-// Option configures a [Server] ([NewServer], [UnaryServerInterceptor]).
-type Option func(*config)
-
 type config struct {
-	metadataKey      string
+	sharedConfig
 	scope            func(context.Context) (string, error)
 	retention        time.Duration
 	lease            time.Duration
@@ -72,14 +66,11 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
-	defaultMode      Mode // of methods no proto option or code policy gives one
-	// err is the first configuration error an option found, naming it.
-	err error
 }
 
-func newConfig(opts []Option) *config {
+func newConfig(opts []ServerOption) *config {
 	c := &config{
-		metadataKey:      MetadataKey,
+		sharedConfig:     sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
 		retention:        DefaultRetention,
 		lease:            DefaultLease,
 		maxResponseBytes: DefaultMaxResponseBytes,
@@ -91,21 +82,12 @@ func newConfig(opts []Option) *config {
 		storeTimeout:     DefaultStoreTimeout,
 		handlerTimeout:   DefaultHandlerTimeout,
 		cancellation:     CancellationDetached,
-		defaultMode:      ModeOptional,
 	}
-	WithStoredCodes(DefaultStoredCodes...)(c)
+	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
 	for _, o := range opts {
-		o(c)
+		o.applyToServer(c)
 	}
 	return c
-}
-
-// invalid records a configuration error of option, unless one was found
-// before: [UnaryServerInterceptor] panics with the first.
-func (c *config) invalid(option, format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("idempotency: "+option+": "+format, args...)
-	}
 }
 
 // positive records an error of option unless d is positive.
@@ -122,32 +104,14 @@ func (c *config) notNegative(option, what string, d time.Duration) {
 	}
 }
 
-// WithMetadataKey reads the client's key from metadata key name instead of
-// [MetadataKey] ("idempotency-key"). The name is lower-cased as gRPC
-// metadata keys are; after that it must be a gRPC metadata name the key
-// can travel under as text: only a-z, 0-9, '-', '_' and '.', no "-bin"
-// suffix and no "grpc-" prefix. Any other name, or an empty one, makes
-// [UnaryServerInterceptor] panic. Give clients the same name with
-// [WithClientMetadataKey].
-func WithMetadataKey(name string) Option {
-	return func(c *config) {
-		key, err := mdkey.Check(name)
-		if err != nil {
-			c.invalid("WithMetadataKey", "%v", err)
-			return
-		}
-		c.metadataKey = key
-	}
-}
-
 // WithScope sets the function that returns the caller's scope, for example
 // the authenticated principal or tenant. Keys are namespaced by scope, so
 // one caller can never read another caller's answer by sending the same key.
 // An error from scope is returned to the caller as is when it is a gRPC
 // status, and as INTERNAL otherwise. Default: every caller shares the empty
 // scope.
-func WithScope(scope func(context.Context) (string, error)) Option {
-	return func(c *config) { c.scope = scope }
+func WithScope(scope func(context.Context) (string, error)) ServerOption {
+	return serverOptionFunc(func(c *config) { c.scope = scope })
 }
 
 // WithRetention keeps completed outcomes for d, for methods whose proto
@@ -155,11 +119,11 @@ func WithScope(scope func(context.Context) (string, error)) Option {
 // (24h); values below [MinRetention] (1h) are raised to it, values above
 // [MaxRetention] (87600h, ten years) lowered to it; zero or negative makes
 // [UnaryServerInterceptor] panic.
-func WithRetention(d time.Duration) Option {
-	return func(c *config) {
+func WithRetention(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.positive("WithRetention", "retention", d)
 		c.retention = d
-	}
+	})
 }
 
 // WithLease sets how long an in-flight claim lives without renewal, for
@@ -169,11 +133,11 @@ func WithRetention(d time.Duration) Option {
 // handler may run. Default [DefaultLease] (60s); values below [MinLease]
 // (100ms) are raised to it, values above [MaxLease] (24h) lowered to it;
 // zero or negative makes [UnaryServerInterceptor] panic.
-func WithLease(d time.Duration) Option {
-	return func(c *config) {
+func WithLease(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.positive("WithLease", "lease", d)
 		c.lease = d
-	}
+	})
 }
 
 // WithWaitForInFlight makes a duplicate that finds its key in flight wait up
@@ -182,18 +146,18 @@ func WithLease(d time.Duration) Option {
 // process are woken the moment the original finishes; waiters elsewhere
 // poll the store with backoff. Default 0: reject at once. A negative d
 // makes [UnaryServerInterceptor] panic.
-func WithWaitForInFlight(d time.Duration) Option {
-	return func(c *config) {
+func WithWaitForInFlight(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.notNegative("WithWaitForInFlight", "wait", d)
 		c.wait = d
-	}
+	})
 }
 
 // WithFailOpen runs the handler without deduplication when the store
-// cannot be reached, and reports [OutcomeFailOpen] to the observer.
+// cannot be reached, and reports [DecisionFailOpen] to the observer.
 // Default: fail closed with UNAVAILABLE and [ReasonStoreUnavailable].
-func WithFailOpen() Option {
-	return func(c *config) { c.failOpen = true }
+func WithFailOpen() ServerOption {
+	return serverOptionFunc(func(c *config) { c.failOpen = true })
 }
 
 // WithMaxResponseBytes sets the largest outcome that is stored for replay:
@@ -203,13 +167,13 @@ func WithFailOpen() Option {
 // [ReasonResponseNotRetained], so a retry never runs the handler twice.
 // Default [DefaultMaxResponseBytes] (4 MiB). A negative n makes
 // [UnaryServerInterceptor] panic.
-func WithMaxResponseBytes(n int) Option {
-	return func(c *config) {
+func WithMaxResponseBytes(n int) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		if n < 0 {
 			c.invalid("WithMaxResponseBytes", "size must not be negative, got %d", n)
 		}
 		c.maxResponseBytes = n
-	}
+	})
 }
 
 // WithMaxStreamRequestBytes bounds the requests of a keyed streaming call
@@ -222,13 +186,13 @@ func WithMaxResponseBytes(n int) Option {
 // Calls without a key are not read ahead, and not bounded. Default
 // [DefaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
 // panic.
-func WithMaxStreamRequestBytes(n int) Option {
-	return func(c *config) {
+func WithMaxStreamRequestBytes(n int) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		if n < 0 {
 			c.invalid("WithMaxStreamRequestBytes", "size must not be negative, got %d", n)
 		}
 		c.maxStreamRequest = n
-	}
+	})
 }
 
 // WithStoredCodes replaces the set of error codes whose errors are stored
@@ -239,8 +203,8 @@ func WithMaxStreamRequestBytes(n int) Option {
 // 1..16, or UNAVAILABLE or ABORTED: the codes the retry protocol uses
 // (store unavailable, key in use), which clients retry, so a stored one
 // would replay a temporary failure to every retry for the whole retention.
-func WithStoredCodes(cs ...codes.Code) Option {
-	return func(c *config) {
+func WithStoredCodes(cs ...codes.Code) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.storedCodes = [17]bool{}
 		for _, code := range cs {
 			switch {
@@ -252,19 +216,19 @@ func WithStoredCodes(cs ...codes.Code) Option {
 				c.storedCodes[code] = true
 			}
 		}
-	}
+	})
 }
 
 // WithFingerprint replaces the request fingerprint, for example to leave
 // out volatile fields such as a client timestamp. Default [Fingerprint].
 // A nil f makes [UnaryServerInterceptor] panic.
-func WithFingerprint(f FingerprintFunc) Option {
-	return func(c *config) {
+func WithFingerprint(f FingerprintFunc) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		if f == nil {
 			c.invalid("WithFingerprint", "fingerprint function must not be nil")
 		}
 		c.fingerprint = f
-	}
+	})
 }
 
 // WithMethodPolicy sets the policy of one method (full name,
@@ -284,14 +248,14 @@ func WithFingerprint(f FingerprintFunc) Option {
 // method's calls closed. [Server.Validate] reports names a server does not
 // serve. A negative Lease, Retention or HandlerTimeout makes it panic
 // too, naming the method.
-func WithMethodPolicy(fullMethod string, p MethodPolicy) Option {
-	return func(c *config) {
+func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.durations("WithMethodPolicy", fullMethod, p)
 		if c.methods == nil {
 			c.methods = make(map[string]MethodPolicy)
 		}
 		c.methods[fullMethod] = p
-	}
+	})
 }
 
 // durations records an error of option when a duration of p, the policy
@@ -308,12 +272,12 @@ func (c *config) durations(option, name string, p MethodPolicy) {
 }
 
 // WithObserver sets the observer told of every decision. Default: none.
-func WithObserver(o Observer) Option {
-	return func(c *config) {
+func WithObserver(o Observer) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		if o != nil {
 			c.observer = o
 		}
-	}
+	})
 }
 
 // WithDescriptors resolves method options from files instead of
@@ -323,13 +287,13 @@ func WithObserver(o Observer) Option {
 // generated Go type linked in is decoded into a dynamicpb message of the
 // descriptor files holds, so files need not hold the generated types.
 // Default protoregistry.GlobalFiles. A nil files makes [NewServer] panic.
-func WithDescriptors(files *protoregistry.Files) Option {
-	return func(c *config) {
+func WithDescriptors(files *protoregistry.Files) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		if files == nil {
 			c.invalid("WithDescriptors", "descriptor registry must not be nil")
 		}
 		c.files = files
-	}
+	})
 }
 
 // WithRetryAfter sets the delay the server asks a client to wait before
@@ -338,11 +302,11 @@ func WithDescriptors(files *protoregistry.Files) Option {
 // unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
 // clients do not hammer a store that is down. Default [DefaultRetryAfter]
 // (1s). A negative d makes [UnaryServerInterceptor] panic.
-func WithRetryAfter(d time.Duration) Option {
-	return func(c *config) {
+func WithRetryAfter(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.notNegative("WithRetryAfter", "delay", d)
 		c.retryAfter = d
-	}
+	})
 }
 
 // WithStoreTimeout bounds every store call the interceptor makes. A claim
@@ -354,11 +318,11 @@ func WithRetryAfter(d time.Duration) Option {
 // renewal is bounded by d, by a third of the lease and by the time left on
 // the lease. Default [DefaultStoreTimeout] (10s). Zero or negative makes
 // [UnaryServerInterceptor] panic.
-func WithStoreTimeout(d time.Duration) Option {
-	return func(c *config) {
+func WithStoreTimeout(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.positive("WithStoreTimeout", "store timeout", d)
 		c.storeTimeout = d
-	}
+	})
 }
 
 // WithHandlerTimeout bounds a claimed handler whose caller has gone. A
@@ -371,11 +335,11 @@ func WithStoreTimeout(d time.Duration) Option {
 // [DefaultHandlerTimeout] (1m); zero or negative makes
 // [UnaryServerInterceptor] panic. See [WithCallerCancellation] for the
 // opt-out.
-func WithHandlerTimeout(d time.Duration) Option {
-	return func(c *config) {
+func WithHandlerTimeout(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
 		c.positive("WithHandlerTimeout", "handler timeout", d)
 		c.handlerTimeout = d
-	}
+	})
 }
 
 // WithCallerCancellation cancels claimed handlers when their caller cancels
@@ -385,9 +349,6 @@ func WithHandlerTimeout(d time.Duration) Option {
 // the claim, and a retry runs the handler again. [MethodPolicy] sets it per
 // method. Default: handlers are detached from their caller
 // ([WithHandlerTimeout]).
-func WithCallerCancellation() Option {
-	return func(c *config) { c.cancellation = CancellationCaller }
+func WithCallerCancellation() ServerOption {
+	return serverOptionFunc(func(c *config) { c.cancellation = CancellationCaller })
 }
-
-// validate returns the first configuration error an option recorded.
-func (c *config) validate() error { return c.err }

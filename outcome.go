@@ -93,7 +93,7 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	// A not-retained record holds only a version, enums, the fingerprint
 	// and timestamps: it always encodes.
 	*data, _ = record.AppendEncode((*data)[:0], rec)
-	e.observe(ctx, c.method, OutcomeNotRetained, 0, err)
+	e.observe(ctx, c.method, DecisionNotRetained, 0, err)
 	return data
 }
 

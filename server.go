@@ -23,7 +23,7 @@ type Server struct {
 // know which services the gRPC server will register; a method whose proto
 // option cannot work fails its calls closed instead. Check them all at
 // start-up with [Server.Validate].
-func NewServer(s store.Store, opts ...Option) *Server {
+func NewServer(s store.Store, opts ...ServerOption) *Server {
 	e, err := newEngine(s, opts)
 	if err != nil {
 		panic(err)
@@ -84,7 +84,7 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // StreamServerInterceptor is shorthand for
 // NewServer(s, opts...).StreamServerInterceptor(). It panics as
 // [NewServer] does.
-func StreamServerInterceptor(s store.Store, opts ...Option) grpc.StreamServerInterceptor {
+func StreamServerInterceptor(s store.Store, opts ...ServerOption) grpc.StreamServerInterceptor {
 	return NewServer(s, opts...).StreamServerInterceptor()
 }
 
@@ -92,6 +92,6 @@ func StreamServerInterceptor(s store.Store, opts ...Option) grpc.StreamServerInt
 // NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
 // not run the start-up check [Server.Validate]. It panics as [NewServer]
 // does.
-func UnaryServerInterceptor(s store.Store, opts ...Option) grpc.UnaryServerInterceptor {
+func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	return NewServer(s, opts...).UnaryServerInterceptor()
 }

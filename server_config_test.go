@@ -73,8 +73,8 @@ func TestKeyFieldOfUnknownMethodFailsClosed(t *testing.T) {
 	if n := srv.Service.Executions(); n != 0 {
 		t.Fatalf("handler ran %d times, want 0", n)
 	}
-	if n := ev.count(idempotency.OutcomeMisconfigured); n != 2 {
-		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
+	if n := ev.count(idempotency.DecisionMisconfigured); n != 2 {
+		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.DecisionMisconfigured)
 	}
 }
 
@@ -134,8 +134,8 @@ func TestUnrelatedMalformedAnnotation(t *testing.T) {
 	if n := payRan.Load(); n != 0 {
 		t.Fatalf("the misconfigured handler ran %d times, want 0", n)
 	}
-	if n := ev.count(idempotency.OutcomeMisconfigured); n != 2 {
-		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.OutcomeMisconfigured)
+	if n := ev.count(idempotency.DecisionMisconfigured); n != 2 {
+		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.DecisionMisconfigured)
 	}
 
 	err = idem.Validate(srv.GRPC)
@@ -163,22 +163,22 @@ func TestServerValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		srv  *testserver.Server
-		opts []idempotency.Option
+		opts []idempotency.ServerOption
 		want []string // substrings of the error; none: no error
 	}{
 		{name: "generated registry", srv: plain},
-		{name: "descriptor set", srv: plain, opts: []idempotency.Option{idempotency.WithDescriptors(files)}},
-		{name: "code policy", srv: plain, opts: []idempotency.Option{idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
+		{name: "descriptor set", srv: plain, opts: []idempotency.ServerOption{idempotency.WithDescriptors(files)}},
+		{name: "code policy", srv: plain, opts: []idempotency.ServerOption{idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
 			idempotency.MethodPolicy{Mode: idempotency.ModeRequired, KeyField: "request_id"})}},
-		{name: "code policy fixes a bad key_field", srv: withBad, opts: []idempotency.Option{idempotency.WithDescriptors(files),
+		{name: "code policy fixes a bad key_field", srv: withBad, opts: []idempotency.ServerOption{idempotency.WithDescriptors(files),
 			idempotency.WithMethodPolicy(badPay, idempotency.MethodPolicy{KeyField: "request_id"})},
 			want: []string{badWatch}},
-		{name: "malformed annotations", srv: withBad, opts: []idempotency.Option{idempotency.WithDescriptors(files)},
+		{name: "malformed annotations", srv: withBad, opts: []idempotency.ServerOption{idempotency.WithDescriptors(files)},
 			want: []string{badPay, badWatch, badFile}},
-		{name: "policy for a method the server does not serve", srv: plain, opts: []idempotency.Option{
+		{name: "policy for a method the server does not serve", srv: plain, opts: []idempotency.ServerOption{
 			idempotency.WithMethodPolicy("/idempotency.testing.v1.TestService/Charge", idempotency.MethodPolicy{Mode: idempotency.ModeRequired})},
 			want: []string{"/idempotency.testing.v1.TestService/Charge", "does not serve"}},
-		{name: "KeyField on a method missing from the registry", srv: plain, opts: []idempotency.Option{
+		{name: "KeyField on a method missing from the registry", srv: plain, opts: []idempotency.ServerOption{
 			idempotency.WithDescriptors(new(protoregistry.Files)),
 			idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{KeyField: "request_id"})},
 			want: []string{testingv1.TestService_Do_FullMethodName, testFile, "not in the descriptor registry"}},

@@ -26,16 +26,16 @@ func TestHealthCheckLeftAlone(t *testing.T) {
 	check := healthpb.Health_Check_FullMethodName
 	tests := []struct {
 		name       string
-		server     []idempotency.Option
+		server     []idempotency.ServerOption
 		client     bool   // through UnaryClientInterceptor
 		key        string // sent in metadata by the caller
 		wantStored bool
 	}{
 		{name: "through the client interceptor", client: true},
 		{name: "key sent without the client interceptor", key: "k-health"},
-		{name: "WithDefaultMode(ModeRequired) without a key", server: []idempotency.Option{idempotency.WithDefaultMode(idempotency.ModeRequired)}},
+		{name: "WithDefaultMode(ModeRequired) without a key", server: []idempotency.ServerOption{idempotency.WithDefaultMode(idempotency.ModeRequired)}},
 		{name: "named by WithMethodPolicy", key: "k-health", wantStored: true,
-			server: []idempotency.Option{idempotency.WithMethodPolicy(check, idempotency.MethodPolicy{})}},
+			server: []idempotency.ServerOption{idempotency.WithMethodPolicy(check, idempotency.MethodPolicy{})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,22 +82,22 @@ func TestDefaultMode(t *testing.T) {
 	required := idempotency.WithDefaultMode(idempotency.ModeRequired)
 	tests := []struct {
 		name      string
-		opts      []idempotency.Option
+		opts      []idempotency.ServerOption
 		method    string
 		key       string // sent with both calls
 		wantCode  codes.Code
 		wantExecs int64 // after two calls
 	}{
 		{name: "default: unannotated deduplicated", method: "Do", key: "k", wantExecs: 1},
-		{name: "disabled: unannotated untouched", opts: []idempotency.Option{disabled}, method: "Do", key: "k", wantExecs: 2},
-		{name: "disabled: MODE_REQUIRED still deduplicated", opts: []idempotency.Option{disabled}, method: "Required", key: "k", wantExecs: 1},
-		{name: "disabled: annotated without a mode still deduplicated", opts: []idempotency.Option{disabled}, method: "Tuned", key: "k", wantExecs: 1},
-		{name: "disabled: named by WithMethodPolicy deduplicated", method: "Do", key: "k", wantExecs: 1, opts: []idempotency.Option{disabled,
+		{name: "disabled: unannotated untouched", opts: []idempotency.ServerOption{disabled}, method: "Do", key: "k", wantExecs: 2},
+		{name: "disabled: MODE_REQUIRED still deduplicated", opts: []idempotency.ServerOption{disabled}, method: "Required", key: "k", wantExecs: 1},
+		{name: "disabled: annotated without a mode still deduplicated", opts: []idempotency.ServerOption{disabled}, method: "Tuned", key: "k", wantExecs: 1},
+		{name: "disabled: named by WithMethodPolicy deduplicated", method: "Do", key: "k", wantExecs: 1, opts: []idempotency.ServerOption{disabled,
 			idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{})}},
-		{name: "required: unannotated without a key refused", opts: []idempotency.Option{required}, method: "Do",
+		{name: "required: unannotated without a key refused", opts: []idempotency.ServerOption{required}, method: "Do",
 			wantCode: codes.InvalidArgument},
-		{name: "required: annotated without a mode runs without a key", opts: []idempotency.Option{required}, method: "Tuned", wantExecs: 2},
-		{name: "required: NO_SIDE_EFFECTS stays disabled", opts: []idempotency.Option{required}, method: "Read", key: "k", wantExecs: 2},
+		{name: "required: annotated without a mode runs without a key", opts: []idempotency.ServerOption{required}, method: "Tuned", wantExecs: 2},
+		{name: "required: NO_SIDE_EFFECTS stays disabled", opts: []idempotency.ServerOption{required}, method: "Read", key: "k", wantExecs: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,28 +125,31 @@ func TestDefaultMode(t *testing.T) {
 // programming error: building the interceptor panics naming the option.
 func TestDefaultModeInvalidPanics(t *testing.T) {
 	t.Parallel()
+	const want = "idempotency: WithDefaultMode:"
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() }) // an unclosed store's sweeper is a leaked goroutine until GC runs
 	tests := []struct {
-		option string
-		build  func()
+		name  string
+		build func()
 	}{
-		{"WithDefaultMode", func() {
-			idempotency.UnaryServerInterceptor(memorystore.New(), idempotency.WithDefaultMode(idempotency.ModeUnspecified))
+		{"server, unspecified", func() {
+			idempotency.UnaryServerInterceptor(mem, idempotency.WithDefaultMode(idempotency.ModeUnspecified))
 		}},
-		{"WithDefaultMode", func() {
-			idempotency.UnaryServerInterceptor(memorystore.New(), idempotency.WithDefaultMode(idempotency.ModeDisabled+1))
+		{"server, past the last mode", func() {
+			idempotency.UnaryServerInterceptor(mem, idempotency.WithDefaultMode(idempotency.ModeDisabled+1))
 		}},
-		{"WithClientDefaultMode", func() {
-			idempotency.UnaryClientInterceptor(idempotency.WithClientDefaultMode(idempotency.ModeUnspecified))
+		{"client, unspecified", func() {
+			idempotency.UnaryClientInterceptor(idempotency.WithDefaultMode(idempotency.ModeUnspecified))
 		}},
-		{"WithClientDefaultMode", func() { idempotency.UnaryClientInterceptor(idempotency.WithClientDefaultMode(-1)) }},
+		{"client, negative", func() { idempotency.UnaryClientInterceptor(idempotency.WithDefaultMode(-1)) }},
 	}
-	for i, tt := range tests {
-		t.Run(fmt.Sprint(tt.option, i), func(t *testing.T) {
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			defer func() {
 				p := recover()
-				if msg := fmt.Sprint(p); p == nil || !strings.Contains(msg, "idempotency: "+tt.option+":") {
-					t.Fatalf("panic %v, want one naming %s", p, tt.option)
+				if msg := fmt.Sprint(p); p == nil || !strings.HasPrefix(msg, want) {
+					t.Fatalf("panic %v, want one starting %q", p, want)
 				}
 			}()
 			tt.build()

@@ -39,7 +39,7 @@ func TestCallerGivingUpChargesOnce(t *testing.T) {
 	t.Parallel()
 	var charges atomic.Int64
 	rig := newClientRig(t, rigConfig{handler: chargeThenBookkeep(&charges, 300*time.Millisecond),
-		server: []idempotency.Option{idempotency.WithRetryAfter(50 * time.Millisecond)}})
+		server: []idempotency.ServerOption{idempotency.WithRetryAfter(50 * time.Millisecond)}})
 	client := rig.client(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithPerAttemptTimeout(100*time.Millisecond),
 		idempotency.WithMaxAttempts(50),
@@ -79,7 +79,7 @@ func TestDeadlineThenManualRetryChargesOnce(t *testing.T) {
 	if n := charges.Load(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}
-	if n := f.events.count(idempotency.OutcomeReplayed); n != 1 {
+	if n := f.events.count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("%d replays, want the retry replayed", n)
 	}
 }
@@ -90,7 +90,7 @@ func TestDeadlineThenManualRetryChargesOnce(t *testing.T) {
 // with their error).
 func TestCallerCancellationOptOut(t *testing.T) {
 	t.Parallel()
-	cases := map[string][]idempotency.Option{
+	cases := map[string][]idempotency.ServerOption{
 		"server-wide": {idempotency.WithCallerCancellation()},
 		"per method": {idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
 			idempotency.MethodPolicy{Cancellation: idempotency.CancellationCaller})},
@@ -121,7 +121,7 @@ func TestCallerCancellationOptOut(t *testing.T) {
 			if err := <-sawCancel; !errors.Is(err, context.Canceled) {
 				t.Fatalf("handler context ended with %v, want its caller's cancellation", err)
 			}
-			waitFor(t, func() bool { return f.events.count(idempotency.OutcomeReleased) == 1 })
+			waitFor(t, func() bool { return f.events.count(idempotency.DecisionReleased) == 1 })
 			if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestCallerCancellationOptOut(t *testing.T) {
 func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 	t.Parallel()
 	const timeout = 200 * time.Millisecond
-	cases := map[string][]idempotency.Option{
+	cases := map[string][]idempotency.ServerOption{
 		"server-wide": {idempotency.WithHandlerTimeout(timeout)},
 		"per method": {idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
 			idempotency.MethodPolicy{HandlerTimeout: timeout})},
@@ -175,7 +175,7 @@ func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 			if took := time.Since(start); took < timeout {
 				t.Fatalf("handler ended after %v, before the handler timeout", took)
 			}
-			waitFor(t, func() bool { return f.events.count(idempotency.OutcomeReleased) == 1 })
+			waitFor(t, func() bool { return f.events.count(idempotency.DecisionReleased) == 1 })
 		})
 	}
 }
@@ -207,7 +207,7 @@ func TestCancellationDetachedOverridesServer(t *testing.T) {
 	if _, err := f.client.Do(gone, &testingv1.DoRequest{Payload: "p"}); status.Code(err) != codes.Canceled {
 		t.Fatalf("first call: %v, want CANCELED", err)
 	}
-	waitFor(t, func() bool { return f.events.count(idempotency.OutcomeExecuted) == 1 })
+	waitFor(t, func() bool { return f.events.count(idempotency.DecisionExecuted) == 1 })
 	resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 	if err != nil || resp.GetPayload() != "p" {
 		t.Fatalf("retry: %v, %v; want the stored response", resp, err)

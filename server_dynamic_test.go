@@ -60,11 +60,11 @@ func TestReplayWithoutGeneratedTypes(t *testing.T) {
 			if n := ran.Load(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if n := ev.count(idempotency.OutcomeRecordCorrupt); n != 0 {
-				t.Fatalf("observer saw %d %v events, want 0", n, idempotency.OutcomeRecordCorrupt)
+			if n := ev.count(idempotency.DecisionRecordCorrupt); n != 0 {
+				t.Fatalf("observer saw %d %v events, want 0", n, idempotency.DecisionRecordCorrupt)
 			}
-			if n := ev.count(idempotency.OutcomeReplayed); n != 1 {
-				t.Fatalf("observer saw %d %v events, want 1", n, idempotency.OutcomeReplayed)
+			if n := ev.count(idempotency.DecisionReplayed); n != 1 {
+				t.Fatalf("observer saw %d %v events, want 1", n, idempotency.DecisionReplayed)
 			}
 		})
 	}

@@ -81,7 +81,7 @@ func TestRetryableErrorReleasesClaim(t *testing.T) {
 			if n := f.srv.Service.Executions(); n != 2 {
 				t.Fatalf("handler ran %d times, want 2 (claim released)", n)
 			}
-			if n := f.events.count(idempotency.OutcomeReleased); n != 2 {
+			if n := f.events.count(idempotency.DecisionReleased); n != 2 {
 				t.Fatalf("released events %d, want 2", n)
 			}
 		})
@@ -129,7 +129,7 @@ func TestPanicReleasesClaimAndPropagates(t *testing.T) {
 	if status.Code(err) != codes.Internal || len(recovered) != 1 || recovered[0] != "boom" {
 		t.Fatalf("err %v, recovered %v; want the panic to reach recovery", err, recovered)
 	}
-	if ev.count(idempotency.OutcomeReleased) != 1 {
+	if ev.count(idempotency.DecisionReleased) != 1 {
 		t.Fatal("claim was not released after the panic")
 	}
 	// Same key, same request: the claim is gone, so the handler runs again.
@@ -155,7 +155,7 @@ func TestStoreUnavailable(t *testing.T) {
 		if n := f.srv.Service.Executions(); n != 0 {
 			t.Fatalf("handler ran %d times, want 0", n)
 		}
-		if f.events.count(idempotency.OutcomeStoreError) != 1 {
+		if f.events.count(idempotency.DecisionStoreError) != 1 {
 			t.Fatal("observer not told of the store error")
 		}
 		f.store.Down.Store(false)
@@ -175,7 +175,7 @@ func TestStoreUnavailable(t *testing.T) {
 		if n := f.srv.Service.Executions(); n != 2 {
 			t.Fatalf("handler ran %d times, want 2 (no dedup while failing open)", n)
 		}
-		if n := f.events.count(idempotency.OutcomeFailOpen); n != 2 {
+		if n := f.events.count(idempotency.DecisionFailOpen); n != 2 {
 			t.Fatalf("fail-open events %d, want 2", n)
 		}
 	})
@@ -194,7 +194,7 @@ func TestCorruptRecord(t *testing.T) {
 	if n := f.srv.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if f.events.count(idempotency.OutcomeRecordCorrupt) != 1 {
+	if f.events.count(idempotency.DecisionRecordCorrupt) != 1 {
 		t.Fatal("observer not told of the corrupt record")
 	}
 }
@@ -275,7 +275,7 @@ func TestPanicWhileSettlingEndsRenewal(t *testing.T) {
 		return testserver.Echo(ctx, m, req)
 	}}
 	panicky := idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
-		if e.Outcome == idempotency.OutcomeNotRetained {
+		if e.Decision == idempotency.DecisionNotRetained {
 			panic("observer")
 		}
 	})

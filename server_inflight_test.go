@@ -58,7 +58,7 @@ func TestInFlightDuplicateIsAborted(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if f.events.count(idempotency.OutcomeInFlight) != 1 {
+	if f.events.count(idempotency.DecisionInFlight) != 1 {
 		t.Fatal("observer not told of the in-flight rejection")
 	}
 }
@@ -238,7 +238,7 @@ func TestClaimFromContext(t *testing.T) {
 		t.Fatalf("%d handlers saw a claim, want 1 (only the keyed call)", len(claims))
 	}
 	c := <-claims
-	if c.Key == "" || c.Token == "" || c.Key == "k-claim" {
+	if c.StoreKey == "" || c.Token == "" || c.StoreKey == "k-claim" {
 		t.Fatalf("claim %+v: want a hashed key and a token", c)
 	}
 }

@@ -107,7 +107,7 @@ func TestDetachedHandlerMetadataIsReplayed(t *testing.T) {
 			if err := <-stepErrs; err != nil {
 				t.Errorf("the handler's metadata calls: %v", err)
 			}
-			waitFor(t, func() bool { return ev.count(idempotency.OutcomeExecuted) == 1 })
+			waitFor(t, func() bool { return ev.count(idempotency.DecisionExecuted) == 1 })
 
 			var header, trailer metadata.MD
 			_, err := client.Do(ctx, &testingv1.DoRequest{Payload: "p"}, grpc.Header(&header), grpc.Trailer(&trailer))
@@ -169,7 +169,7 @@ func TestHandlerCannotMarkLiveAnswerReplayed(t *testing.T) {
 	}
 	paths := []struct {
 		name   string
-		opts   []idempotency.Option
+		opts   []idempotency.ServerOption
 		down   bool   // the store is down
 		method string // "" is Do
 		keyed  bool
@@ -178,7 +178,7 @@ func TestHandlerCannotMarkLiveAnswerReplayed(t *testing.T) {
 		{name: "executed", keyed: true, stored: true},
 		{name: "optional without a key"},
 		{name: "disabled method", method: "Disabled", keyed: true},
-		{name: "fail-open", opts: []idempotency.Option{idempotency.WithFailOpen()}, down: true, keyed: true},
+		{name: "fail-open", opts: []idempotency.ServerOption{idempotency.WithFailOpen()}, down: true, keyed: true},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {

@@ -27,14 +27,14 @@ func TestNestedInterceptors(t *testing.T) {
 		name      string
 		wrap      func(store.Store) store.Store // of both stores; nil: none
 		innerB    bool                          // the inner interceptor uses the second store
-		innerOpts []idempotency.Option
+		innerOpts []idempotency.ServerOption
 		// Claims and completes in each store after the call and its retry.
 		wantClaims, wantCompletes [2]int
 	}{
 		{name: "same store", wantClaims: [2]int{2, 0}, wantCompletes: [2]int{1, 0}},
 		{name: "different stores", innerB: true, wantClaims: [2]int{2, 1}, wantCompletes: [2]int{1, 1}},
 		{name: "uncomparable stores", wrap: uncomparable, innerB: true, wantClaims: [2]int{2, 1}, wantCompletes: [2]int{1, 1}},
-		{name: "different scopes", innerOpts: []idempotency.Option{tenant}, wantClaims: [2]int{3, 0}, wantCompletes: [2]int{2, 0}},
+		{name: "different scopes", innerOpts: []idempotency.ServerOption{tenant}, wantClaims: [2]int{3, 0}, wantCompletes: [2]int{2, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -28,29 +28,29 @@ func TestDurationsFromProtoAndCode(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name                 string
-		opts                 []idempotency.Option
+		opts                 []idempotency.ServerOption
 		method               string
 		wantLease, wantRetry time.Duration
 	}{
 		{"defaults", nil, "do", idempotency.DefaultLease, idempotency.DefaultRetention},
-		{"server-wide", []idempotency.Option{idempotency.WithLease(5 * time.Second), idempotency.WithRetention(48 * time.Hour)},
+		{"server-wide", []idempotency.ServerOption{idempotency.WithLease(5 * time.Second), idempotency.WithRetention(48 * time.Hour)},
 			"do", 5 * time.Second, 48 * time.Hour},
-		{"retention floor", []idempotency.Option{idempotency.WithRetention(time.Minute)}, "do", idempotency.DefaultLease, time.Hour},
+		{"retention floor", []idempotency.ServerOption{idempotency.WithRetention(time.Minute)}, "do", idempotency.DefaultLease, time.Hour},
 		{"proto option", nil, "tuned", 2 * time.Second, 2 * time.Hour},
-		{"proto beats server-wide default", []idempotency.Option{idempotency.WithLease(5 * time.Second)}, "tuned", 2 * time.Second, 2 * time.Hour},
-		{"code policy beats proto", []idempotency.Option{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
+		{"proto beats server-wide default", []idempotency.ServerOption{idempotency.WithLease(5 * time.Second)}, "tuned", 2 * time.Second, 2 * time.Hour},
+		{"code policy beats proto", []idempotency.ServerOption{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
 			idempotency.MethodPolicy{Lease: 9 * time.Second})}, "tuned", 9 * time.Second, 2 * time.Hour},
 		// Durations over the ceilings are lowered to them, from every
 		// source: the stores never see one of ~292 years.
-		{"ceilings of the options", []idempotency.Option{idempotency.WithLease(math.MaxInt64), idempotency.WithRetention(math.MaxInt64)},
+		{"ceilings of the options", []idempotency.ServerOption{idempotency.WithLease(math.MaxInt64), idempotency.WithRetention(math.MaxInt64)},
 			"do", idempotency.MaxLease, idempotency.MaxRetention},
-		{"options just over the ceilings", []idempotency.Option{idempotency.WithLease(idempotency.MaxLease + 1), idempotency.WithRetention(idempotency.MaxRetention + 1)},
+		{"options just over the ceilings", []idempotency.ServerOption{idempotency.WithLease(idempotency.MaxLease + 1), idempotency.WithRetention(idempotency.MaxRetention + 1)},
 			"do", idempotency.MaxLease, idempotency.MaxRetention},
-		{"options at the ceilings", []idempotency.Option{idempotency.WithLease(idempotency.MaxLease), idempotency.WithRetention(idempotency.MaxRetention)},
+		{"options at the ceilings", []idempotency.ServerOption{idempotency.WithLease(idempotency.MaxLease), idempotency.WithRetention(idempotency.MaxRetention)},
 			"do", idempotency.MaxLease, idempotency.MaxRetention},
-		{"ceilings of a code policy", []idempotency.Option{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
+		{"ceilings of a code policy", []idempotency.ServerOption{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
 			idempotency.MethodPolicy{Lease: math.MaxInt64, Retention: math.MaxInt64})}, "tuned", idempotency.MaxLease, idempotency.MaxRetention},
-		{"ceilings of a proto option of 300 years", []idempotency.Option{idempotency.WithDescriptors(tunedFiles(t, 300*365*24*3600))},
+		{"ceilings of a proto option of 300 years", []idempotency.ServerOption{idempotency.WithDescriptors(tunedFiles(t, 300*365*24*3600))},
 			"tuned", idempotency.MaxLease, idempotency.MaxRetention},
 	}
 	for _, tc := range cases {
@@ -197,14 +197,14 @@ func TestConfigurationErrors(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	// A method named by WithMethodPolicy is checked at construction, its
 	// proto option included; the panic names the method and its file.
-	named := func(files *protoregistry.Files) []idempotency.Option {
-		return []idempotency.Option{idempotency.WithDescriptors(files),
+	named := func(files *protoregistry.Files) []idempotency.ServerOption {
+		return []idempotency.ServerOption{idempotency.WithDescriptors(files),
 			idempotency.WithMethodPolicy("/bad.v1.Bad/Pay", idempotency.MethodPolicy{Lease: time.Minute})}
 	}
 	const where = "/bad.v1.Bad/Pay (bad/v1/bad.proto): "
 	cases := []struct {
 		name string
-		opts []idempotency.Option
+		opts []idempotency.ServerOption
 		want string
 	}{
 		{"bidirectional streaming method with option", named(badFiles(t, true, "")), where + "idempotency.v1.method option on a bidirectional streaming method"},
@@ -216,9 +216,9 @@ func TestConfigurationErrors(t *testing.T) {
 	for _, o := range optionErrors {
 		cases = append(cases, struct {
 			name string
-			opts []idempotency.Option
+			opts []idempotency.ServerOption
 			want string
-		}{o.name, []idempotency.Option{o.opt}, o.want})
+		}{o.name, []idempotency.ServerOption{o.opt}, o.want})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,7 +268,7 @@ func tunedFiles(t *testing.T, seconds int64) *protoregistry.Files {
 // of the message [idempotency.UnaryServerInterceptor] panics with.
 var optionErrors = []struct {
 	name string
-	opt  idempotency.Option
+	opt  idempotency.ServerOption
 	want string
 }{
 	{"zero lease", idempotency.WithLease(0), "idempotency: WithLease: lease must be positive, got 0s"},

@@ -55,11 +55,11 @@ func newShutdownRig(t *testing.T, serverOpts ...grpc.ServerOption) *shutdownRig 
 		return testserver.Echo(ctx, m, req)
 	}
 	observer := idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
-		if e.Outcome == idempotency.OutcomeExecuted {
+		if e.Decision == idempotency.DecisionExecuted {
 			r.executed <- struct{}{}
 		}
 	})
-	opts := []idempotency.Option{idempotency.WithLease(shutdownLease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(shutdownLease)}
 	r.a = testserver.New(t, &testserver.Service{Handler: blocked}, append(serverOpts,
 		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(r.storeA,
 			append(opts, idempotency.WithObserver(observer))...)))...)

@@ -63,9 +63,9 @@ func TestNewKeyExecutesThenReplays(t *testing.T) {
 	if !cmp.Equal(t1.Get("x-ledger"), t2.Get("x-ledger")) || len(t2.Get("x-ledger")) != 1 {
 		t.Fatalf("trailer x-ledger: first %v, replay %v", t1.Get("x-ledger"), t2.Get("x-ledger"))
 	}
-	if f.events.count(idempotency.OutcomeExecuted) != 1 || f.events.count(idempotency.OutcomeReplayed) != 1 {
+	if f.events.count(idempotency.DecisionExecuted) != 1 || f.events.count(idempotency.DecisionReplayed) != 1 {
 		t.Fatalf("events: executed %d, replayed %d, want 1 and 1",
-			f.events.count(idempotency.OutcomeExecuted), f.events.count(idempotency.OutcomeReplayed))
+			f.events.count(idempotency.DecisionExecuted), f.events.count(idempotency.DecisionReplayed))
 	}
 }
 

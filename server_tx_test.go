@@ -47,7 +47,7 @@ func TestTxOutcomeProtocol(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				if err := f.store.Store.Complete(ctx, o.Key, o.Token, o.Data, o.Retention); err != nil {
+				if err := f.store.Store.Complete(ctx, o.StoreKey, o.Token, o.Data, o.Retention); err != nil {
 					return nil, err
 				}
 				o.Recorded()
@@ -74,7 +74,7 @@ func TestTxOutcomeProtocol(t *testing.T) {
 			if n := f.store.Count("release"); n != tc.releases {
 				t.Fatalf("%d releases, want %d", n, tc.releases)
 			}
-			if n := f.events.count(idempotency.OutcomeReplayed); n != 1 {
+			if n := f.events.count(idempotency.DecisionReplayed); n != 1 {
 				t.Fatalf("%d replays, want 1", n)
 			}
 		})
@@ -151,7 +151,7 @@ func TestTxOutcomeRetriedTransaction(t *testing.T) {
 	if n := f.store.Count("complete"); n != 1 {
 		t.Fatalf("%d Complete calls, want the interceptor's 1", n)
 	}
-	if n := f.events.count(idempotency.OutcomeReplayed); n != 1 {
+	if n := f.events.count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("%d replays, want 1", n)
 	}
 }

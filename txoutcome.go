@@ -25,7 +25,7 @@ var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 //
 //  1. The handler builds the outcome with [NewTxOutcome] inside its
 //     transaction, after its side effects.
-//  2. The store writes Data under Key in the same transaction, fenced by
+//  2. The store writes Data under StoreKey in the same transaction, fenced by
 //     Token: the write succeeds only while Token owns the in-flight entry,
 //     and otherwise reports [store.ErrLeaseLost] so the handler rolls back.
 //  3. On success the store calls [TxOutcome.Recorded].
@@ -45,8 +45,8 @@ var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 // place when it committed after all (a release never removes a completed
 // entry), so an ambiguous commit never leads to a second execution.
 type TxOutcome struct {
-	// Key is the store key of the call.
-	Key string
+	// StoreKey is the store key of the call (see [Claim.StoreKey]).
+	StoreKey string
 	// Token is the owner token the write must be fenced by.
 	Token string
 	// Data is the encoded outcome record; the caller owns it.
@@ -79,7 +79,7 @@ func NewTxOutcome(ctx context.Context, resp proto.Message, herr error) (*TxOutco
 	data := c.e.outcome(ctx, c, resp, herr)
 	defer putBuffer(data)
 	return &TxOutcome{
-		Key:       c.key,
+		StoreKey:  c.key,
 		Token:     c.claim.Token,
 		Data:      append([]byte(nil), *data...),
 		Retention: c.cfg.retention,

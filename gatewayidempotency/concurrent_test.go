@@ -20,11 +20,11 @@ func TestConcurrentDuplicates(t *testing.T) {
 	const slow = `{"payload":"charge","amount":"500","sleep":"0.2s"}`
 	tests := []struct {
 		name      string
-		server    []idempotency.Option
+		server    []idempotency.ServerOption
 		conflicts bool // whether some requests may get 409 first
 	}{
-		{"rejected, then retried", []idempotency.Option{idempotency.WithRetryAfter(50 * time.Millisecond)}, true},
-		{"waiting", []idempotency.Option{idempotency.WithWaitForInFlight(5 * time.Second)}, false},
+		{"rejected, then retried", []idempotency.ServerOption{idempotency.WithRetryAfter(50 * time.Millisecond)}, true},
+		{"waiting", []idempotency.ServerOption{idempotency.WithWaitForInFlight(5 * time.Second)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -62,7 +62,7 @@ func TestErrorStatuses(t *testing.T) {
 		},
 		{
 			name:   "in use",
-			setup:  setup{server: []idempotency.Option{idempotency.WithRetryAfter(1500 * time.Millisecond)}},
+			setup:  setup{server: []idempotency.ServerOption{idempotency.WithRetryAfter(1500 * time.Millisecond)}},
 			call:   inUse,
 			status: http.StatusConflict, reason: idempotency.ReasonKeyInUse, retryAfter: "2",
 		},
@@ -89,7 +89,7 @@ func TestErrorStatuses(t *testing.T) {
 			// The server's RetryInfo (WithRetryAfter on the server) wins over
 			// the gateway's own default.
 			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)},
-				server:  []idempotency.Option{idempotency.WithRetryAfter(2500 * time.Millisecond)},
+				server:  []idempotency.ServerOption{idempotency.WithRetryAfter(2500 * time.Millisecond)},
 				gateway: []gatewayidempotency.Option{gatewayidempotency.WithRetryAfter(7 * time.Second)}},
 			call: func(t *testing.T, g *gateway) response {
 				if r := g.post(t, required, charge, "k1"); r.status != http.StatusOK {
@@ -267,7 +267,7 @@ func TestWithMetadataKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			g := newGateway(t, setup{server: []idempotency.Option{idempotency.WithMetadataKey("x-request-key")}, gateway: tt.gateway})
+			g := newGateway(t, setup{server: []idempotency.ServerOption{idempotency.WithMetadataKey("x-request-key")}, gateway: tt.gateway})
 			if r := g.post(t, required, charge, "k"); r.status != tt.status {
 				t.Fatalf("got %d %s, want %d", r.status, r.body, tt.status)
 			}

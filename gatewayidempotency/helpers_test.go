@@ -35,7 +35,7 @@ type gateway struct {
 // setup configures a [gateway].
 type setup struct {
 	handler testserver.HandlerFunc
-	server  []idempotency.Option
+	server  []idempotency.ServerOption
 	gateway []gatewayidempotency.Option
 	memory  []memorystore.Option
 }

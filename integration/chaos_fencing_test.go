@@ -44,11 +44,11 @@ func newLedger() *ledger {
 	return &ledger{owner: map[string]string{}, posted: map[string]int64{}}
 }
 
-// Begin records that the execution holding c now owns c.Key.
+// Begin records that the execution holding c now owns c.StoreKey.
 func (l *ledger) Begin(c idempotency.Claim) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.owner[c.Key] = c.Token
+	l.owner[c.StoreKey] = c.Token
 }
 
 // Post applies amount once per claim key, and only for its current owner.
@@ -56,13 +56,13 @@ func (l *ledger) Post(c idempotency.Claim, amount int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.owner[c.Key] != c.Token:
+	case l.owner[c.StoreKey] != c.Token:
 		l.refused++
 		return errFenced
-	case l.posted[c.Key] != 0:
+	case l.posted[c.StoreKey] != 0:
 		return errAlreadyPosted
 	}
-	l.posted[c.Key] = amount
+	l.posted[c.StoreKey] = amount
 	return nil
 }
 

@@ -56,8 +56,8 @@ type outcomeCounts struct {
 
 // Observe implements idempotency.Observer.
 func (c *outcomeCounts) Observe(_ context.Context, e idempotency.Event) {
-	if int(e.Outcome) < len(c.n) {
-		c.n[e.Outcome].Add(1)
+	if int(e.Decision) < len(c.n) {
+		c.n[e.Decision].Add(1)
 	}
 }
 
@@ -69,7 +69,7 @@ func (c *outcomeCounts) String() string {
 			if s != "" {
 				s += " "
 			}
-			s += idempotency.Outcome(o).String() + "=" + strconv.FormatInt(n, 10)
+			s += idempotency.Decision(o).String() + "=" + strconv.FormatInt(n, 10)
 		}
 	}
 	return s

@@ -24,7 +24,7 @@ import (
 // store) for longer than the lease. A's renewals cannot reach Redis, the
 // claim expires there, and instance B claims the key and executes. When
 // A's handler returns, its completion reaches Redis only after B's, is
-// refused by the owner token and reported as OutcomeLeaseLost; A's caller
+// refused by the owner token and reported as DecisionLeaseLost; A's caller
 // still gets A's answer, and every later call replays B's.
 func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 	t.Parallel()
@@ -44,7 +44,7 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 		}
 		return &testingv1.DoResponse{Payload: req.GetPayload(), Execution: n}, nil
 	}
-	opts := []idempotency.Option{idempotency.WithLease(lease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(lease)}
 
 	storeA := newSignalStore(redisstore.New(chaosRedis(t, proxyA.Addr(), true)))
 	evA := &events{}
@@ -87,10 +87,10 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 	if err := storeA.lastCompleteErr(); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("A's completion returned %v, want store.ErrLeaseLost (refused by the owner token)", err)
 	}
-	if n := evA.count(idempotency.OutcomeLeaseLost); n != 1 {
+	if n := evA.count(idempotency.DecisionLeaseLost); n != 1 {
 		t.Fatalf("A's observer saw %d lease_lost, want 1", n)
 	}
-	if n := evA.count(idempotency.OutcomeExecuted); n != 0 {
+	if n := evA.count(idempotency.DecisionExecuted); n != 0 {
 		t.Fatalf("A's observer saw %d executed, want 0", n)
 	}
 	for name, c := range map[string]testingv1.TestServiceClient{"A": clientA, "B": clientB} {
@@ -161,7 +161,7 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 				// The claim sent before the deadline lands with no owner.
 				waitFor(t, func() bool { return len(redisKeys(ctx, t, direct, "")) == 1 })
 			} else {
-				if n := ev.count(idempotency.OutcomeReleased); n != 1 {
+				if n := ev.count(idempotency.DecisionReleased); n != 1 {
 					t.Fatalf("observer saw %d released, want 1: a claim won after the deadline is released", n)
 				}
 				if keys := redisKeys(ctx, t, direct, ""); len(keys) != 0 {

@@ -81,11 +81,11 @@ func TestDurabilityUnsettledClaimRunsAgainAfterLease(t *testing.T) {
 	dying := faultstore.New(redisstore.New(rs.Client()))
 	a := newRedisRig(t, dying, redisRigConfig{
 		handler: count.handler(func(context.Context, int64) { dying.Down.Store(true) }),
-		opts:    []idempotency.Option{idempotency.WithLease(lease), idempotency.WithStoreTimeout(100 * time.Millisecond)},
+		opts:    []idempotency.ServerOption{idempotency.WithLease(lease), idempotency.WithStoreTimeout(100 * time.Millisecond)},
 	})
 	b := newRedisRig(t, redisstore.New(rs.Client()), redisRigConfig{
 		handler: count.handler(nil),
-		opts:    []idempotency.Option{idempotency.WithLease(lease)},
+		opts:    []idempotency.ServerOption{idempotency.WithLease(lease)},
 	})
 	if _, _, err := a.do(ctx, "k-unsettled", &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err) // A's answer still goes back; only the store lost it

@@ -28,7 +28,7 @@ var (
 // events records observer events; count is [testkit.Events.Count].
 type events struct{ testkit.Events }
 
-func (e *events) count(o idempotency.Outcome) int { return e.Count(o) }
+func (e *events) count(o idempotency.Decision) int { return e.Count(o) }
 
 // all returns the events so far, in order.
 func (e *events) all() []idempotency.Event { return e.All() }

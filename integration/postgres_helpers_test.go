@@ -107,7 +107,7 @@ type pgServerConfig struct {
 	maxConns int32             // of each pool; default 2
 	params   map[string]string // session settings of the handler's pool
 	hooks    pgHooks
-	opts     []idempotency.Option
+	opts     []idempotency.ServerOption
 	client   []idempotency.ClientOption
 }
 
@@ -134,7 +134,7 @@ func (l *pgLedger) server(t *testing.T, c pgServerConfig) *pgServer {
 		cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", proxyPort(t, p)
 		s.proxy, s.db = p, pgtest.PoolFrom(t, cfg)
 	}
-	opts := append([]idempotency.Option{idempotency.WithObserver(s.events)}, c.opts...)
+	opts := append([]idempotency.ServerOption{idempotency.WithObserver(s.events)}, c.opts...)
 	s.srv = testserver.New(t, &testserver.Service{Handler: s.charge(c.hooks)}, grpc.ChainUnaryInterceptor(
 		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(func(any) error {
 			return status.Error(codes.Internal, "internal error")

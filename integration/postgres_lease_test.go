@@ -107,7 +107,7 @@ func TestPostgresConcurrentTakeover(t *testing.T) {
 			key := fmt.Sprintf("store-%d", r)
 			expire(t, a.store, key)
 			var wg sync.WaitGroup
-			claims := make([]store.Claim, 2)
+			claims := make([]store.ClaimResult, 2)
 			errs := make([]error, 2)
 			start := make(chan struct{})
 			for i, s := range []*postgresstore.Store{a.store, b.store} {

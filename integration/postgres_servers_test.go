@@ -36,7 +36,7 @@ func TestPostgresFourServersOneKey(t *testing.T) {
 	srvs := make([]*pgServer, servers)
 	for i := range srvs {
 		srvs[i] = l.server(t, pgServerConfig{id: i + 1, maxConns: 4, hooks: slow, client: client,
-			opts: []idempotency.Option{idempotency.WithRetryAfter(10 * time.Millisecond)}})
+			opts: []idempotency.ServerOption{idempotency.WithRetryAfter(10 * time.Millisecond)}})
 	}
 	ctx := withKey(t.Context(), "k-one")
 	req := &testingv1.DoRequest{Payload: "one"}
@@ -102,7 +102,7 @@ func TestPostgresCommitThenPanic(t *testing.T) {
 	if got := l.states(t); !slices.Equal(got, []int{2}) {
 		t.Fatalf("rows after the panic and its release: states %v, want one completed row", got)
 	}
-	if n := dies.events.count(idempotency.OutcomeExecuted); n != 1 {
+	if n := dies.events.count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("server 1 reported %d executions, want 1 (the release found the commit)", n)
 	}
 	var header metadata.MD

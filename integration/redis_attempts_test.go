@@ -18,7 +18,7 @@ import (
 // TestRedisStoreErrorPerAttempt proves issue 18, item 13. Redis stops while
 // the handler runs, so every attempt to store its outcome fails, and so does
 // every lease renewal in between when the lease is short. The observer gets
-// exactly one OutcomeStoreError per store call that failed (counted by a
+// exactly one DecisionStoreError per store call that failed (counted by a
 // faultstore around the real redisstore), numbered 1, 2, ... within its
 // step, each with that attempt's StoreTime alone: their sum is no more than
 // the call took, so a metric summing them counts each attempt once.
@@ -26,10 +26,10 @@ func TestRedisStoreErrorPerAttempt(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		opts []idempotency.Option
+		opts []idempotency.ServerOption
 	}{
-		{"complete", []idempotency.Option{idempotency.WithStoreTimeout(400 * time.Millisecond)}},
-		{"complete and renewals", []idempotency.Option{idempotency.WithStoreTimeout(400 * time.Millisecond),
+		{"complete", []idempotency.ServerOption{idempotency.WithStoreTimeout(400 * time.Millisecond)}},
+		{"complete and renewals", []idempotency.ServerOption{idempotency.WithStoreTimeout(400 * time.Millisecond),
 			idempotency.WithLease(150 * time.Millisecond)}},
 	}
 	for _, tt := range tests {
@@ -67,9 +67,9 @@ func TestRedisStoreErrorPerAttempt(t *testing.T) {
 			attempts := map[string][]int{}
 			var total time.Duration
 			for _, e := range r.events.all() {
-				if e.Outcome != idempotency.OutcomeStoreError {
+				if e.Decision != idempotency.DecisionStoreError {
 					if e.Attempt != 0 {
-						t.Errorf("%v event with Attempt %d, want 0", e.Outcome, e.Attempt)
+						t.Errorf("%v event with Attempt %d, want 0", e.Decision, e.Attempt)
 					}
 					continue
 				}

@@ -36,7 +36,7 @@ func TestRedisStoreDown(t *testing.T) {
 		return rdb
 	}
 	closed := newRedisRig(t, redisstore.New(newClient()), redisRigConfig{})
-	open := newRedisRig(t, redisstore.New(newClient()), redisRigConfig{opts: []idempotency.Option{idempotency.WithFailOpen()}})
+	open := newRedisRig(t, redisstore.New(newClient()), redisRigConfig{opts: []idempotency.ServerOption{idempotency.WithFailOpen()}})
 	req := &testingv1.DoRequest{Payload: "p"}
 	for name, r := range map[string]*redisRig{"fail-closed": closed, "fail-open": open} {
 		if _, _, err := r.do(ctx, "k-up-"+name, req); err != nil {
@@ -50,8 +50,8 @@ func TestRedisStoreDown(t *testing.T) {
 	if n := closed.srv.Service.Executions(); n != 1 {
 		t.Fatalf("fail closed: handler ran %d times, want 1 (not while Redis is down)", n)
 	}
-	if closed.events.count(idempotency.OutcomeStoreError) == 0 {
-		t.Fatal("fail closed: no OutcomeStoreError observed")
+	if closed.events.count(idempotency.DecisionStoreError) == 0 {
+		t.Fatal("fail closed: no DecisionStoreError observed")
 	}
 	for range 2 { // no dedup without a store: both run
 		if _, header, err := open.do(ctx, "k-down", req); err != nil {
@@ -63,8 +63,8 @@ func TestRedisStoreDown(t *testing.T) {
 	if n := open.srv.Service.Executions(); n != 3 {
 		t.Fatalf("fail open: handler ran %d times, want 3 (1 before, 2 while down)", n)
 	}
-	if n := open.events.count(idempotency.OutcomeFailOpen); n != 2 {
-		t.Fatalf("fail open: %d OutcomeFailOpen events, want 2", n)
+	if n := open.events.count(idempotency.DecisionFailOpen); n != 2 {
+		t.Fatalf("fail open: %d DecisionFailOpen events, want 2", n)
 	}
 
 	rs.Restart()
@@ -81,8 +81,8 @@ func TestRedisStoreDown(t *testing.T) {
 			t.Fatalf("%s, after restart: handler ran %d times for one key, want 1", name, n)
 		}
 	}
-	if n := open.events.count(idempotency.OutcomeFailOpen); n != 2 {
-		t.Fatalf("fail open: %d OutcomeFailOpen events after restart, want still 2", n)
+	if n := open.events.count(idempotency.DecisionFailOpen); n != 2 {
+		t.Fatalf("fail open: %d DecisionFailOpen events after restart, want still 2", n)
 	}
 }
 
@@ -142,8 +142,8 @@ func TestRedisCorruptData(t *testing.T) {
 			for i := range 2 {
 				_, _, err := r.do(ctx, "k-corrupt", req)
 				wantReason(t, err, codes.Internal, idempotency.ReasonRecordCorrupt)
-				if i == 0 && r.events.count(idempotency.OutcomeRecordCorrupt) != 1 {
-					t.Fatal("no OutcomeRecordCorrupt observed")
+				if i == 0 && r.events.count(idempotency.DecisionRecordCorrupt) != 1 {
+					t.Fatal("no DecisionRecordCorrupt observed")
 				}
 			}
 			if n := r.srv.Service.Executions(); n != 1 {

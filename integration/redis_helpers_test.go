@@ -50,7 +50,7 @@ type redisRigConfig struct {
 	outer []grpc.UnaryServerInterceptor
 	// events receives the observer events; a new recorder when nil.
 	events *watchedEvents
-	opts   []idempotency.Option
+	opts   []idempotency.ServerOption
 }
 
 // newRedisRig starts a server with the idempotency interceptor over st and
@@ -61,7 +61,7 @@ func newRedisRig(t *testing.T, st store.Store, cfg redisRigConfig) *redisRig {
 	if ev == nil {
 		ev = &watchedEvents{}
 	}
-	opts := append([]idempotency.Option{idempotency.WithObserver(ev)}, cfg.opts...)
+	opts := append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, cfg.opts...)
 	chain := append(append([]grpc.UnaryServerInterceptor(nil), cfg.outer...), idempotency.UnaryServerInterceptor(st, opts...))
 	srv := testserver.New(t, &testserver.Service{Handler: cfg.handler}, grpc.ChainUnaryInterceptor(chain...))
 	return &redisRig{srv: srv, client: srv.Client(t), events: ev}
@@ -81,7 +81,7 @@ type watchedEvents struct {
 	events
 
 	mu   sync.Mutex
-	seen map[idempotency.Outcome]chan struct{}
+	seen map[idempotency.Decision]chan struct{}
 }
 
 // Observe implements idempotency.Observer.
@@ -89,7 +89,7 @@ func (w *watchedEvents) Observe(ctx context.Context, e idempotency.Event) {
 	w.events.Observe(ctx, e)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch := w.channel(e.Outcome)
+	ch := w.channel(e.Decision)
 	select {
 	case <-ch:
 	default:
@@ -98,9 +98,9 @@ func (w *watchedEvents) Observe(ctx context.Context, e idempotency.Event) {
 }
 
 // channel returns the channel of outcome o, creating it. Callers hold mu.
-func (w *watchedEvents) channel(o idempotency.Outcome) chan struct{} {
+func (w *watchedEvents) channel(o idempotency.Decision) chan struct{} {
 	if w.seen == nil {
-		w.seen = make(map[idempotency.Outcome]chan struct{})
+		w.seen = make(map[idempotency.Decision]chan struct{})
 	}
 	ch, ok := w.seen[o]
 	if !ok {
@@ -111,7 +111,7 @@ func (w *watchedEvents) channel(o idempotency.Outcome) chan struct{} {
 }
 
 // seenCh returns a channel closed once outcome o has been observed.
-func (w *watchedEvents) seenCh(o idempotency.Outcome) <-chan struct{} {
+func (w *watchedEvents) seenCh(o idempotency.Decision) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.channel(o)

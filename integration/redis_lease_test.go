@@ -42,7 +42,7 @@ func TestRedisLeaseRenewed(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}
-	opts := []idempotency.Option{idempotency.WithLease(redisLease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(redisLease)}
 	a := newRedisRig(t, redisstore.New(rs.Client()), redisRigConfig{handler: count.handler(hold), opts: opts})
 	b := newRedisRig(t, redisstore.New(rs.Client()), redisRigConfig{handler: count.handler(hold), opts: opts})
 
@@ -60,7 +60,7 @@ func TestRedisLeaseRenewed(t *testing.T) {
 
 	// Wait until the claim has lived past its lease, renewed.
 	waitFor(t, func() bool {
-		return time.Since(start) > redisLease+redisLease/3 && a.events.count(idempotency.OutcomeLeaseRenewed) >= 3
+		return time.Since(start) > redisLease+redisLease/3 && a.events.count(idempotency.DecisionLeaseRenewed) >= 3
 	})
 	_, _, err := b.do(ctx, "k-long", req)
 	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
@@ -74,11 +74,11 @@ func TestRedisLeaseRenewed(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if n := a.events.count(idempotency.OutcomeLeaseLost); n != 0 {
-		t.Fatalf("%d OutcomeLeaseLost, want none: the lease was renewed", n)
+	if n := a.events.count(idempotency.DecisionLeaseLost); n != 0 {
+		t.Fatalf("%d DecisionLeaseLost, want none: the lease was renewed", n)
 	}
-	if n := a.events.count(idempotency.OutcomeExecuted); n != 1 {
-		t.Fatalf("%d OutcomeExecuted, want 1: the outcome should be stored", n)
+	if n := a.events.count(idempotency.DecisionExecuted); n != 1 {
+		t.Fatalf("%d DecisionExecuted, want 1: the outcome should be stored", n)
 	}
 	resp, header, err := b.do(ctx, "k-long", req)
 	if err != nil {
@@ -95,7 +95,7 @@ func TestRedisLeaseRenewed(t *testing.T) {
 // its claim expires in Redis while its handler runs; server B then claims
 // the key, runs and completes. When A's handler finishes, A's completion is
 // refused by Redis (the owner token no longer matches), the observer sees
-// OutcomeLeaseLost, and a third call replays B's answer, not A's.
+// DecisionLeaseLost, and a third call replays B's answer, not A's.
 func TestRedisLeaseTakenOver(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -113,7 +113,7 @@ func TestRedisLeaseTakenOver(t *testing.T) {
 		case <-ctx.Done():
 		}
 	})
-	opts := []idempotency.Option{idempotency.WithLease(redisLease)}
+	opts := []idempotency.ServerOption{idempotency.WithLease(redisLease)}
 	stalled := faultstore.New(redisstore.New(rdb))
 	stalled.SkipExtend.Store(true)
 	a := newRedisRig(t, stalled, redisRigConfig{handler: handler, opts: opts})
@@ -147,11 +147,11 @@ func TestRedisLeaseTakenOver(t *testing.T) {
 	if r.err != nil || r.resp.GetExecution() != 1 {
 		t.Fatalf("server A answered %v, %v; want its own execution 1", r.resp, r.err)
 	}
-	if n := a.events.count(idempotency.OutcomeLeaseLost); n != 1 {
-		t.Fatalf("server A observed %d OutcomeLeaseLost, want 1", n)
+	if n := a.events.count(idempotency.DecisionLeaseLost); n != 1 {
+		t.Fatalf("server A observed %d DecisionLeaseLost, want 1", n)
 	}
-	if n := a.events.count(idempotency.OutcomeExecuted); n != 0 {
-		t.Fatalf("server A observed %d OutcomeExecuted, want 0: its completion must be refused", n)
+	if n := a.events.count(idempotency.DecisionExecuted); n != 0 {
+		t.Fatalf("server A observed %d DecisionExecuted, want 0: its completion must be refused", n)
 	}
 	var completeErr error
 	for _, c := range stalled.Calls() {

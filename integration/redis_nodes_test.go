@@ -27,7 +27,7 @@ func TestRedisClusterNodeDown(t *testing.T) {
 	opts.MaxRetries, opts.DialTimeout = -1, 200*time.Millisecond
 	rdb := redis.NewClusterClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	r := newRedisRig(t, redisstore.New(rdb), redisRigConfig{opts: []idempotency.Option{idempotency.WithStoreTimeout(2 * time.Second)}})
+	r := newRedisRig(t, redisstore.New(rdb), redisRigConfig{opts: []idempotency.ServerOption{idempotency.WithStoreTimeout(2 * time.Second)}})
 
 	// One key on the master that stops, and keys on the others.
 	const down = 1

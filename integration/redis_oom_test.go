@@ -47,7 +47,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 		}
 		return resp, err
 	}
-	r := newRedisRig(t, st, redisRigConfig{handler: handler, opts: []idempotency.Option{
+	r := newRedisRig(t, st, redisRigConfig{handler: handler, opts: []idempotency.ServerOption{
 		idempotency.WithLease(redisLease),
 		idempotency.WithRetryAfter(20 * time.Millisecond),
 		// Bounds how long the old code retried a refused Complete.
@@ -71,8 +71,8 @@ func TestRedisOutOfMemory(t *testing.T) {
 	<-running // both claims granted
 
 	filled := rs.FillMemory(ctx, "filler:")
-	renewed := r.events.count(idempotency.OutcomeLeaseRenewed)
-	waitFor(t, func() bool { return r.events.count(idempotency.OutcomeLeaseRenewed) >= renewed+2 })
+	renewed := r.events.count(idempotency.DecisionLeaseRenewed)
+	waitFor(t, func() bool { return r.events.count(idempotency.DecisionLeaseRenewed) >= renewed+2 })
 	_, _, err := r.do(ctx, "k-oom", charge)
 	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
 	_, _, err = r.do(ctx, "k-oom-new", charge)
@@ -86,11 +86,11 @@ func TestRedisOutOfMemory(t *testing.T) {
 	if status.Code(two.err) != codes.Unavailable {
 		t.Fatalf("second call = %v, want the handler's UNAVAILABLE", two.err)
 	}
-	for o, want := range map[idempotency.Outcome]int{
-		idempotency.OutcomeExecuted:   1,
-		idempotency.OutcomeReleased:   1,
-		idempotency.OutcomeStoreError: 0,
-		idempotency.OutcomeLeaseLost:  0,
+	for o, want := range map[idempotency.Decision]int{
+		idempotency.DecisionExecuted:   1,
+		idempotency.DecisionReleased:   1,
+		idempotency.DecisionStoreError: 0,
+		idempotency.DecisionLeaseLost:  0,
 	} {
 		if n := r.events.count(o); n != want {
 			t.Errorf("observer saw %d %s, want %d", n, o, want)

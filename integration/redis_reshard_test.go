@@ -69,8 +69,8 @@ func TestRedisReshard(t *testing.T) {
 		if len(key) != 1 || !ok {
 			return nil, status.Error(codes.Internal, "soak: call without exactly one key or claim")
 		}
-		if want := testStoreKey(method, key[0]); c.Key != want {
-			storeKeyMismatch.CompareAndSwap(nil, fmt.Sprintf("store key %q, computed %q", c.Key, want))
+		if want := testStoreKey(method, key[0]); c.StoreKey != want {
+			storeKeyMismatch.CompareAndSwap(nil, fmt.Sprintf("store key %q, computed %q", c.StoreKey, want))
 		}
 		n := keys.execute(key[0])
 		// Some work, during which the key's slot may move under its claim:

@@ -67,7 +67,7 @@ func TestRedisRoundTrips(t *testing.T) {
 				rt.Reset()
 			}
 
-			fast := newRedisRig(t, st, redisRigConfig{opts: []idempotency.Option{idempotency.WithLease(30 * time.Second)}})
+			fast := newRedisRig(t, st, redisRigConfig{opts: []idempotency.ServerOption{idempotency.WithLease(30 * time.Second)}})
 			req := &testingv1.DoRequest{Payload: "p", Amount: 1}
 			rt.Reset()
 			_, header, err := fast.do(ctx, "k-rt", req)
@@ -82,7 +82,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			}
 			wantReplayed(t, header, true)
 			want("replay", 0)
-			if n := fast.events.count(idempotency.OutcomeLeaseRenewed); n != 0 {
+			if n := fast.events.count(idempotency.DecisionLeaseRenewed); n != 0 {
 				t.Fatalf("%d renewals for a handler that finished inside lease/3", n)
 			}
 			if n := fast.srv.Service.Executions(); n != 1 {
@@ -94,10 +94,10 @@ func TestRedisRoundTrips(t *testing.T) {
 			ev := &watchedEvents{}
 			slow := newRedisRig(t, st, redisRigConfig{
 				events: ev,
-				opts:   []idempotency.Option{idempotency.WithLease(300 * time.Millisecond)},
+				opts:   []idempotency.ServerOption{idempotency.WithLease(300 * time.Millisecond)},
 				handler: func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 					select {
-					case <-ev.seenCh(idempotency.OutcomeLeaseRenewed):
+					case <-ev.seenCh(idempotency.DecisionLeaseRenewed):
 					case <-ctx.Done():
 					}
 					return &testingv1.DoResponse{Payload: req.GetPayload()}, nil
@@ -107,7 +107,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			if _, err := slow.client.Do(withKey(ctx, "k-rt-slow"), req); err != nil {
 				t.Fatal(err)
 			}
-			renewals := ev.count(idempotency.OutcomeLeaseRenewed)
+			renewals := ev.count(idempotency.DecisionLeaseRenewed)
 			if renewals < 1 {
 				t.Fatal("no renewal observed")
 			}

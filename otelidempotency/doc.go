@@ -71,7 +71,7 @@
 // Server span (the span in the call's context, otelgrpc's server span):
 //
 //	name                           kind        value
-//	idempotency.outcome            attribute   the outcome's String(): executed, replayed, in_flight, ...
+//	idempotency.outcome            attribute   the idempotency.Decision's String(): executed, replayed, in_flight, ...
 //	idempotency.replayed           event       a stored outcome was replayed
 //	idempotency.in_flight          event       a duplicate was rejected with ABORTED
 //	idempotency.lease_renewed      event       the running handler's lease was renewed

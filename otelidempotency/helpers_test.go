@@ -58,17 +58,24 @@ type server struct {
 	store *faultstore.Store
 }
 
-func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Option) *server {
+func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *server {
+	t.Helper()
+	return newServerWith(t, h, nil, opts...)
+}
+
+// newServerWith is newServer with more options for otelgrpc's server stats
+// handler, which records to the server's tracer provider.
+func newServerWith(t *testing.T, h testserver.HandlerFunc, handler []otelgrpc.Option, opts ...idempotency.ServerOption) *server {
 	t.Helper()
 	tel := newTelemetry(t)
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })
 	fs := faultstore.New(mem)
-	opts = append([]idempotency.Option{
+	opts = append([]idempotency.ServerOption{
 		idempotency.WithObserver(otelidempotency.NewObserver(otelidempotency.WithMeterProvider(tel.mp))),
 	}, opts...)
 	srv := testserver.New(t, &testserver.Service{Handler: h},
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tel.tp))),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(append(handler, otelgrpc.WithTracerProvider(tel.tp))...)),
 		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(fs, opts...)))
 	return &server{Server: srv, tel: tel, store: fs}
 }
@@ -78,7 +85,7 @@ func withKey(ctx context.Context, key string) context.Context {
 }
 
 // counter returns the decision counter's value for method and outcome.
-func (tel *telemetry) counter(t *testing.T, method string, o idempotency.Outcome) int64 {
+func (tel *telemetry) counter(t *testing.T, method string, o idempotency.Decision) int64 {
 	t.Helper()
 	var n int64
 	if sum, ok := tel.metric(t, otelidempotency.DecisionsMetric).Data.(metricdata.Sum[int64]); ok {
@@ -93,7 +100,7 @@ func (tel *telemetry) counter(t *testing.T, method string, o idempotency.Outcome
 
 // histogram returns the store histogram's count and sum for method and
 // outcome.
-func (tel *telemetry) histogram(t *testing.T, method string, o idempotency.Outcome) (uint64, float64) {
+func (tel *telemetry) histogram(t *testing.T, method string, o idempotency.Decision) (uint64, float64) {
 	t.Helper()
 	var count uint64
 	var sum float64
@@ -130,7 +137,7 @@ func (tel *telemetry) metric(t *testing.T, name string) metricdata.Metrics {
 
 // matches reports whether set names method (rpc.method, fully qualified as
 // otelgrpc names it by default) and outcome.
-func matches(set attribute.Set, method string, o idempotency.Outcome) bool {
+func matches(set attribute.Set, method string, o idempotency.Decision) bool {
 	m, _ := set.Value("rpc.method")
 	sys, _ := set.Value("rpc.system.name")
 	out, _ := set.Value(otelidempotency.OutcomeKey)
@@ -182,7 +189,7 @@ func eventNames(s sdktrace.ReadOnlySpan) []string {
 }
 
 // spanWithOutcome returns the one span whose outcome attribute is o.
-func spanWithOutcome(t *testing.T, spans []sdktrace.ReadOnlySpan, o idempotency.Outcome) sdktrace.ReadOnlySpan {
+func spanWithOutcome(t *testing.T, spans []sdktrace.ReadOnlySpan, o idempotency.Decision) sdktrace.ReadOnlySpan {
 	t.Helper()
 	var found []sdktrace.ReadOnlySpan
 	for _, s := range spans {

@@ -9,19 +9,20 @@ const ScopeName = "github.com/grpc-idempotency/idempotency/otelidempotency"
 // Metric names.
 const (
 	// DecisionsMetric counts the server interceptor's decisions, by method
-	// and outcome (Int64Counter, unit {decision}); a store step retried
+	// and decision, under [OutcomeKey] (Int64Counter, unit {decision}); a store step retried
 	// through errors counts as one store_error.
 	DecisionsMetric = "idempotency.server.decisions"
 	// StoreDurationMetric is the time a decision spent in store calls, by
-	// method and outcome (Float64Histogram, unit s).
+	// method and decision, under [OutcomeKey] (Float64Histogram, unit s).
 	StoreDurationMetric = "idempotency.server.store.duration"
 )
 
 // Attribute keys of our own namespace.
 const (
-	// OutcomeKey is the decision, the [idempotency.Outcome]'s String(): on
+	// OutcomeKey is the decision, the [idempotency.Decision]'s String(): on
 	// the metrics, and on the server span, where it ends as the call's last
-	// decision.
+	// decision. Its name, idempotency.outcome, predates the Go type's
+	// rename to Decision and is kept for the dashboards that use it.
 	OutcomeKey = attribute.Key("idempotency.outcome")
 	// AttemptsKey is how many attempts a client call sent, on the call span.
 	AttemptsKey = attribute.Key("idempotency.attempts")
@@ -39,5 +40,5 @@ const (
 const RetryEvent = "idempotency.retry"
 
 // eventPrefix names the server span's events: "idempotency." and the
-// outcome, for example "idempotency.replayed".
+// decision, for example "idempotency.replayed".
 const eventPrefix = "idempotency."

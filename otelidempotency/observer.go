@@ -15,13 +15,13 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 )
 
-// spanEvents are the outcomes that add an event to the server span, besides
-// setting its outcome attribute.
-var spanEvents = []idempotency.Outcome{
-	idempotency.OutcomeReplayed,
-	idempotency.OutcomeInFlight,
-	idempotency.OutcomeLeaseRenewed,
-	idempotency.OutcomeLeaseLost,
+// spanEvents are the decisions that add an event to the server span,
+// besides setting its [OutcomeKey] attribute.
+var spanEvents = []idempotency.Decision{
+	idempotency.DecisionReplayed,
+	idempotency.DecisionInFlight,
+	idempotency.DecisionLeaseRenewed,
+	idempotency.DecisionLeaseLost,
 }
 
 // storeBuckets are the store histogram's bucket bounds, in seconds: from
@@ -38,14 +38,14 @@ var storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01
 // many attempts failed: the counter counts the event of its first attempt
 // ([idempotency.Event.Attempt] 1), while the histogram records the time of
 // every failed attempt, each once.
-// Outcomes are named by their String(), so outcomes added to the library
+// Decisions are named by their String(), so decisions added to the library
 // later are recorded without a change here. The package documentation has
 // the table of names.
 //
 // Instruments come from the [WithMeterProvider] provider (default the
 // global one). An error creating them goes to otel.Handle; the observer
 // then uses what the provider returned, or a no-op instrument. Observe
-// does not block, and once it has seen a method and outcome it allocates
+// does not block, and once it has seen a method and decision it allocates
 // nothing of its own (measured by this package's benchmarks).
 func NewObserver(opts ...Option) idempotency.Observer {
 	c := newConfig(opts)
@@ -81,31 +81,31 @@ type observer struct {
 	decisions metric.Int64Counter
 	storeTime metric.Float64Histogram
 
-	// names is copied on write, once per method and outcome, so that the
+	// names is copied on write, once per method and decision, so that the
 	// hot path is one map read without locks or allocations.
 	names atomic.Pointer[map[decisionKey]*decisionNames]
 	mu    sync.Mutex // serialises writers of names
 }
 
 type decisionKey struct {
-	method  string
-	outcome idempotency.Outcome
+	method   string
+	decision idempotency.Decision
 }
 
 // decisionNames is what a decision records, built once per method and
-// outcome.
+// decision.
 type decisionNames struct {
 	// add and record carry the attribute set (rpc.* and
 	// idempotency.outcome), as slices so that no call allocates one.
 	add     []metric.AddOption
 	record  []metric.RecordOption
 	outcome []attribute.KeyValue // idempotency.outcome alone, for the span
-	event   string               // "" when the outcome adds no span event
+	event   string               // "" when the decision adds no span event
 }
 
 // Observe implements [idempotency.Observer].
 func (o *observer) Observe(ctx context.Context, e idempotency.Event) {
-	n := o.namesOf(e.Method, e.Outcome)
+	n := o.namesOf(e.Method, e.Decision)
 	if e.Attempt <= 1 { // a retry of a failed store step is not a new decision
 		o.decisions.Add(ctx, 1, n.add...)
 	}
@@ -122,8 +122,8 @@ func (o *observer) Observe(ctx context.Context, e idempotency.Event) {
 	}
 }
 
-func (o *observer) namesOf(method string, outcome idempotency.Outcome) *decisionNames {
-	k := decisionKey{method, outcome}
+func (o *observer) namesOf(method string, d idempotency.Decision) *decisionNames {
+	k := decisionKey{method, d}
 	if n, ok := (*o.names.Load())[k]; ok {
 		return n
 	}
@@ -133,11 +133,11 @@ func (o *observer) namesOf(method string, outcome idempotency.Outcome) *decision
 	if n, ok := old[k]; ok {
 		return n
 	}
-	oa := OutcomeKey.String(outcome.String())
+	oa := OutcomeKey.String(d.String())
 	set := metric.WithAttributeSet(attribute.NewSet(append(methodAttrs(o.semconv, method), oa)...))
 	n := &decisionNames{add: []metric.AddOption{set}, record: []metric.RecordOption{set}, outcome: []attribute.KeyValue{oa}}
-	if slices.Contains(spanEvents, outcome) {
-		n.event = eventPrefix + outcome.String()
+	if slices.Contains(spanEvents, d) {
+		n.event = eventPrefix + d.String()
 	}
 	m := make(map[decisionKey]*decisionNames, len(old)+1)
 	for key, v := range old {

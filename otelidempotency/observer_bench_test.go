@@ -18,7 +18,7 @@ import (
 // baseline, the observer with a no-op MeterProvider and no span, and the
 // observer on the SDK with a recording span.
 func BenchmarkObserve(b *testing.B) {
-	e := idempotency.Event{Method: requiredMethod, Outcome: idempotency.OutcomeExecuted, StoreTime: 300 * time.Microsecond}
+	e := idempotency.Event{Method: requiredMethod, Decision: idempotency.DecisionExecuted, StoreTime: 300 * time.Microsecond}
 	sdkMeter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	tp := sdktrace.NewTracerProvider()
 	b.Cleanup(func() {

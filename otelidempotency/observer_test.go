@@ -26,7 +26,7 @@ func TestObserverRecordsDecisions(t *testing.T) {
 		name      string
 		calls     func(t *testing.T, s *server) // makes the calls; the last one's decision is checked
 		spans     int                           // server spans the calls make
-		outcome   idempotency.Outcome
+		outcome   idempotency.Decision
 		events    []string
 		storeTime bool
 	}{
@@ -34,7 +34,7 @@ func TestObserverRecordsDecisions(t *testing.T) {
 			name:      "executed",
 			calls:     func(t *testing.T, s *server) { mustCall(t, s, "k", "a") },
 			spans:     1,
-			outcome:   idempotency.OutcomeExecuted,
+			outcome:   idempotency.DecisionExecuted,
 			storeTime: true,
 		},
 		{
@@ -44,7 +44,7 @@ func TestObserverRecordsDecisions(t *testing.T) {
 				mustCall(t, s, "k", "a")
 			},
 			spans:     2,
-			outcome:   idempotency.OutcomeReplayed,
+			outcome:   idempotency.DecisionReplayed,
 			events:    []string{"idempotency.replayed"},
 			storeTime: true,
 		},
@@ -52,7 +52,7 @@ func TestObserverRecordsDecisions(t *testing.T) {
 			name:      "in flight",
 			calls:     inFlight,
 			spans:     2,
-			outcome:   idempotency.OutcomeInFlight,
+			outcome:   idempotency.DecisionInFlight,
 			events:    []string{"idempotency.in_flight"},
 			storeTime: true,
 		},
@@ -63,7 +63,7 @@ func TestObserverRecordsDecisions(t *testing.T) {
 				wantCode(t, call(t, s, "k", "b"), codes.FailedPrecondition)
 			},
 			spans:     2,
-			outcome:   idempotency.OutcomeKeyReused,
+			outcome:   idempotency.DecisionKeyReused,
 			storeTime: true,
 		},
 		{
@@ -73,7 +73,7 @@ func TestObserverRecordsDecisions(t *testing.T) {
 				wantCode(t, err, codes.InvalidArgument)
 			},
 			spans:   1,
-			outcome: idempotency.OutcomeKeyMissing,
+			outcome: idempotency.DecisionKeyMissing,
 		},
 	}
 	for _, tt := range tests {
@@ -111,7 +111,7 @@ func TestObserverLeaseRenewed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	span := spanWithOutcome(t, s.tel.waitSpans(t, serverSpanName(requiredMethod), 1), idempotency.OutcomeExecuted)
+	span := spanWithOutcome(t, s.tel.waitSpans(t, serverSpanName(requiredMethod), 1), idempotency.DecisionExecuted)
 	renewals := 0
 	for _, name := range eventNames(span) {
 		if name != "idempotency.lease_renewed" {
@@ -122,7 +122,7 @@ func TestObserverLeaseRenewed(t *testing.T) {
 	if renewals == 0 {
 		t.Fatal("no idempotency.lease_renewed event on the span")
 	}
-	if n := s.tel.counter(t, requiredMethod, idempotency.OutcomeLeaseRenewed); n != int64(renewals) {
+	if n := s.tel.counter(t, requiredMethod, idempotency.DecisionLeaseRenewed); n != int64(renewals) {
 		t.Errorf("lease_renewed counter %d, want %d as on the span", n, renewals)
 	}
 }
@@ -159,11 +159,11 @@ func TestObserverLeaseLost(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	span := spanWithOutcome(t, s.tel.waitSpans(t, serverSpanName(requiredMethod), 2), idempotency.OutcomeLeaseLost)
+	span := spanWithOutcome(t, s.tel.waitSpans(t, serverSpanName(requiredMethod), 2), idempotency.DecisionLeaseLost)
 	if got := eventNames(span); !slices.Contains(got, "idempotency.lease_lost") {
 		t.Fatalf("span events %v, want idempotency.lease_lost", got)
 	}
-	if n := s.tel.counter(t, requiredMethod, idempotency.OutcomeLeaseLost); n != 1 {
+	if n := s.tel.counter(t, requiredMethod, idempotency.DecisionLeaseLost); n != 1 {
 		t.Fatalf("lease_lost counter %d, want 1", n)
 	}
 }
@@ -230,13 +230,13 @@ func TestObserverStoreErrorCountsSteps(t *testing.T) {
 	if n := s.store.Count("complete"); n != failures+1 {
 		t.Fatalf("%d Complete calls, want %d", n, failures+1)
 	}
-	if n := s.tel.counter(t, requiredMethod, idempotency.OutcomeStoreError); n != 1 {
+	if n := s.tel.counter(t, requiredMethod, idempotency.DecisionStoreError); n != 1 {
 		t.Errorf("store_error counter %d for one completion retried through %d errors, want 1", n, failures)
 	}
-	if n := s.tel.counter(t, requiredMethod, idempotency.OutcomeExecuted); n != 1 {
+	if n := s.tel.counter(t, requiredMethod, idempotency.DecisionExecuted); n != 1 {
 		t.Errorf("executed counter %d, want 1", n)
 	}
-	if count, _ := s.tel.histogram(t, requiredMethod, idempotency.OutcomeStoreError); count != failures {
+	if count, _ := s.tel.histogram(t, requiredMethod, idempotency.DecisionStoreError); count != failures {
 		t.Errorf("store_error histogram has %d observations, want one per failed attempt (%d)", count, failures)
 	}
 }

@@ -39,11 +39,11 @@ import (
 type Store interface {
 	// Claim atomically claims key for a caller whose request has the given
 	// fingerprint. If no live entry exists under key, Claim creates an
-	// in-flight entry that expires after lease and returns a Claim whose
-	// Token is a fresh owner token. Otherwise it changes nothing and returns
-	// a Claim with an empty Token and the existing Entry (in flight or
-	// completed, with the fingerprint it was claimed with). An entry whose
-	// lease or retention has run out does not exist.
+	// in-flight entry that expires after lease and returns a ClaimResult
+	// whose Token is a fresh owner token. Otherwise it changes nothing and
+	// returns a ClaimResult with an empty Token and the existing Entry (in
+	// flight or completed, with the fingerprint it was claimed with). An
+	// entry whose lease or retention has run out does not exist.
 	//
 	// Claim returns an error wrapping [ErrCorrupt] when the value under key
 	// cannot be read, and [ErrFull] when a bounded store has no room for a
@@ -54,7 +54,7 @@ type Store interface {
 	// stored outcome.
 	// Fingerprint and Data of the returned Entry are read-only: they may be
 	// shared with the store.
-	Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (Claim, error)
+	Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (ClaimResult, error)
 
 	// Complete stores data as the outcome for key and keeps it for
 	// retention, but only while token still owns the in-flight entry.
@@ -82,8 +82,9 @@ type Store interface {
 	Extend(ctx context.Context, key, token string, lease time.Duration) error
 }
 
-// Claim is the result of [Store.Claim].
-type Claim struct {
+// ClaimResult is the result of [Store.Claim]: a won claim's owner token,
+// or the entry that was already under the key.
+type ClaimResult struct {
 	// Token is the owner token of a new claim; empty when the key was
 	// already taken, in which case Existing describes the entry.
 	Token string
@@ -93,7 +94,7 @@ type Claim struct {
 }
 
 // Won reports whether the caller now owns the key.
-func (c Claim) Won() bool { return c.Token != "" }
+func (c ClaimResult) Won() bool { return c.Token != "" }
 
 // State is the lifecycle state of an entry.
 type State uint8

@@ -80,8 +80,8 @@ func TestSelectorLeavesOtherServicesAlone(t *testing.T) {
 	if resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING || replayed(hdr) {
 		t.Fatalf("health = %v (replayed %t), want the fresh NOT_SERVING", resp.GetStatus(), replayed(hdr))
 	}
-	if n := r.meter.decisions(healthpb.Health_Check_FullMethodName, idempotency.OutcomeExecuted) +
-		r.meter.decisions(healthpb.Health_Check_FullMethodName, idempotency.OutcomeReplayed); n != 0 {
+	if n := r.meter.decisions(healthpb.Health_Check_FullMethodName, idempotency.DecisionExecuted) +
+		r.meter.decisions(healthpb.Health_Check_FullMethodName, idempotency.DecisionReplayed); n != 0 {
 		t.Fatalf("%d idempotency decisions for the health service, want 0", n)
 	}
 
@@ -134,7 +134,7 @@ func TestRecoveryOutsideIdempotency(t *testing.T) {
 	if replayed(hdr) || r.ledger.ChargesOf("frank") != 1 {
 		t.Fatalf("retry replayed %t, %d charges; want a fresh run and 1 charge", replayed(hdr), r.ledger.ChargesOf("frank"))
 	}
-	if n := r.meter.decisions(chargeMethod, idempotency.OutcomeReleased); n != 1 {
+	if n := r.meter.decisions(chargeMethod, idempotency.DecisionReleased); n != 1 {
 		t.Fatalf("%d released decisions, want 1", n)
 	}
 	if !strings.Contains(r.logs.String(), "recovered from panic") {
@@ -174,7 +174,7 @@ func TestAuthBeforeIdempotency(t *testing.T) {
 			if tt.want == codes.OK {
 				wantDecisions = 1
 			}
-			if n := r.meter.decisions(chargeMethod, idempotency.OutcomeExecuted); n != wantDecisions {
+			if n := r.meter.decisions(chargeMethod, idempotency.DecisionExecuted); n != wantDecisions {
 				t.Fatalf("%d executed decisions, want %d", n, wantDecisions)
 			}
 		})

@@ -21,7 +21,7 @@ const (
 	attemptsMetric  = "payments_client_attempts_total"
 )
 
-// meter counts idempotency outcomes with github.com/VictoriaMetrics/metrics.
+// meter counts idempotency decisions with github.com/VictoriaMetrics/metrics.
 // Each meter has its own metrics.Set, so runs and tests never share counts.
 type meter struct {
 	set *metrics.Set
@@ -31,12 +31,12 @@ func newMeter() *meter { return &meter{set: metrics.NewSet()} }
 
 // record counts one server decision and the time it spent in the store.
 func (m *meter) record(e idempotency.Event) {
-	m.set.GetOrCreateCounter(decisionName(e.Method, e.Outcome)).Inc()
-	m.set.GetOrCreateHistogram(fmt.Sprintf(`%s{outcome=%q}`, storeTimeMetric, e.Outcome)).Update(e.StoreTime.Seconds())
+	m.set.GetOrCreateCounter(decisionName(e.Method, e.Decision)).Inc()
+	m.set.GetOrCreateHistogram(fmt.Sprintf(`%s{outcome=%q}`, storeTimeMetric, e.Decision)).Update(e.StoreTime.Seconds())
 }
 
-// decisions returns how many decisions of outcome o were made for method.
-func (m *meter) decisions(method string, o idempotency.Outcome) uint64 {
+// decisions returns how many decisions o were made for method.
+func (m *meter) decisions(method string, o idempotency.Decision) uint64 {
 	return m.set.GetOrCreateCounter(decisionName(method, o)).Get()
 }
 
@@ -56,7 +56,7 @@ func (m *meter) attempts(method string) uint64 {
 	return m.set.GetOrCreateCounter(fmt.Sprintf(`%s{method=%q}`, attemptsMetric, method)).Get()
 }
 
-func decisionName(method string, o idempotency.Outcome) string {
+func decisionName(method string, o idempotency.Decision) string {
 	return fmt.Sprintf(`%s{method=%q,outcome=%q}`, decisionsMetric, method, o)
 }
 

@@ -15,7 +15,7 @@ func newObserver(logger *slog.Logger, m *meter) idempotency.Observer {
 		m.record(e)
 		attrs := []slog.Attr{
 			slog.String("method", e.Method),
-			slog.String("outcome", e.Outcome.String()),
+			slog.String("outcome", e.Decision.String()),
 			slog.Duration("store_time", e.StoreTime),
 		}
 		if p, ok := principalFrom(ctx); ok {
@@ -24,19 +24,19 @@ func newObserver(logger *slog.Logger, m *meter) idempotency.Observer {
 		if e.Err != nil {
 			attrs = append(attrs, slog.Any("err", e.Err))
 		}
-		logger.LogAttrs(ctx, levelOf(e.Outcome), "idempotency decision", attrs...)
+		logger.LogAttrs(ctx, levelOf(e.Decision), "idempotency decision", attrs...)
 	})
 }
 
-// levelOf ranks outcomes: lease renewals are routine, the outcomes that
+// levelOf ranks decisions: lease renewals are routine, the decisions that
 // point at a sick store or a lost claim are warnings, the rest is the
 // normal life of keys.
-func levelOf(o idempotency.Outcome) slog.Level {
-	switch o {
-	case idempotency.OutcomeLeaseRenewed:
+func levelOf(d idempotency.Decision) slog.Level {
+	switch d {
+	case idempotency.DecisionLeaseRenewed:
 		return slog.LevelDebug
-	case idempotency.OutcomeStoreError, idempotency.OutcomeFailOpen, idempotency.OutcomeLeaseLost,
-		idempotency.OutcomeRecordCorrupt, idempotency.OutcomeStoreFull:
+	case idempotency.DecisionStoreError, idempotency.DecisionFailOpen, idempotency.DecisionLeaseLost,
+		idempotency.DecisionRecordCorrupt, idempotency.DecisionStoreFull:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo

@@ -61,7 +61,7 @@ func newServer(c serverConfig) (*grpc.Server, *health.Server) {
 		observer = observers(observer, c.telemetry.observer())
 		serverOpts = append(serverOpts, grpc.StatsHandler(c.telemetry.serverHandler()))
 	}
-	opts := []idempotency.Option{
+	opts := []idempotency.ServerOption{
 		idempotency.WithScope(principalScope),
 		idempotency.WithObserver(observer),
 	}

@@ -140,9 +140,9 @@ func (s *story) concurrentDuplicates(ctx context.Context) error {
 	const customer, amount = "bob", 500
 	key := s.key("order-2")
 	s.say("   %d calls at once: Charge %s %s, all with key %s.\n", duplicates, customer, money(amount), key)
-	executed := s.meter.decisions(chargeMethod, idempotency.OutcomeExecuted)
-	replayed := s.meter.decisions(chargeMethod, idempotency.OutcomeReplayed)
-	inFlight := s.meter.decisions(chargeMethod, idempotency.OutcomeInFlight)
+	executed := s.meter.decisions(chargeMethod, idempotency.DecisionExecuted)
+	replayed := s.meter.decisions(chargeMethod, idempotency.DecisionReplayed)
+	inFlight := s.meter.decisions(chargeMethod, idempotency.DecisionInFlight)
 
 	ids := make([]string, duplicates)
 	errs := make([]error, duplicates)
@@ -157,9 +157,9 @@ func (s *story) concurrentDuplicates(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("a duplicate failed: %w", err)
 	}
-	executed = s.meter.decisions(chargeMethod, idempotency.OutcomeExecuted) - executed
-	replayed = s.meter.decisions(chargeMethod, idempotency.OutcomeReplayed) - replayed
-	inFlight = s.meter.decisions(chargeMethod, idempotency.OutcomeInFlight) - inFlight
+	executed = s.meter.decisions(chargeMethod, idempotency.DecisionExecuted) - executed
+	replayed = s.meter.decisions(chargeMethod, idempotency.DecisionReplayed) - replayed
+	inFlight = s.meter.decisions(chargeMethod, idempotency.DecisionInFlight) - inFlight
 	s.say("   server: executed %d, told %d attempt(s) %s and retried, replayed %d\n", executed, inFlight, idempotency.ReasonKeyInUse, replayed)
 	s.say("   every call got %s; the ledger holds %d charge(s) for %s, %s paid\n", ids[0], s.ledger.ChargesOf(customer), customer, money(s.ledger.Paid(customer)))
 	for _, id := range ids {
@@ -234,10 +234,10 @@ func (s *story) read(ctx context.Context) error {
 	return nil
 }
 
-// decisionsFor returns the number of decisions of any outcome for method.
+// decisionsFor returns the number of decisions of any kind for method.
 func (s *story) decisionsFor(method string) uint64 {
 	var n uint64
-	for o := idempotency.OutcomeExecuted; o.String() != "unknown"; o++ {
+	for o := idempotency.DecisionExecuted; o.String() != "unknown"; o++ {
 		n += s.meter.decisions(method, o)
 	}
 	return n

@@ -114,8 +114,8 @@ func (s *story) diesAfterCommit(ctx context.Context) error {
 	}
 	s.moreCharges++
 	replayed := slices.Contains(header.Get(idempotency.ReplayedKey), "true")
-	aRan := a.meter.decisions(chargeMethod, idempotency.OutcomeExecuted)
-	bReplayed := b.meter.decisions(chargeMethod, idempotency.OutcomeReplayed)
+	aRan := a.meter.decisions(chargeMethod, idempotency.DecisionExecuted)
+	bReplayed := b.meter.decisions(chargeMethod, idempotency.DecisionReplayed)
 	s.say("   A executed %d; B replayed %d; the client got %s for %s, replayed from the store: %t\n",
 		aRan, bReplayed, resp.GetPayment().GetId(), money(resp.GetPayment().GetAmountCents()), replayed)
 	s.say("   the ledger holds %d charge(s) for %s, %s paid\n", s.ledger.ChargesOf(customer), customer, money(s.ledger.Paid(customer)))

@@ -97,13 +97,13 @@ func (s *Store) record(op, key string, d time.Duration, err error) {
 }
 
 // Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
 	if s.Down.Load() {
 		s.record("claim", key, lease, ErrDown)
-		return store.Claim{}, ErrDown
+		return store.ClaimResult{}, ErrDown
 	}
 	if err := s.stalled(ctx, "claim", key, lease); err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	c, err := s.Store.Claim(ctx, key, fp, lease)
 	s.record("claim", key, lease, err)

@@ -36,8 +36,8 @@ const (
 // Policies makes the interop service's streaming methods (in proto package
 // grpc.testing, which the interceptor otherwise leaves alone) take part,
 // with mode and the rest of p.
-func Policies(p idempotency.MethodPolicy) []idempotency.Option {
-	return []idempotency.Option{idempotency.WithMethodPolicy(OutputMethod, p), idempotency.WithMethodPolicy(InputMethod, p)}
+func Policies(p idempotency.MethodPolicy) []idempotency.ServerOption {
+	return []idempotency.ServerOption{idempotency.WithMethodPolicy(OutputMethod, p), idempotency.WithMethodPolicy(InputMethod, p)}
 }
 
 // Service implements the interop TestService's StreamingOutputCall and

@@ -30,7 +30,7 @@ type DirectServer struct {
 
 // NewDirectServer returns a DirectServer over a memory store of its own,
 // closed when the test ends.
-func NewDirectServer(t testing.TB, opts ...idempotency.Option) *DirectServer {
+func NewDirectServer(t testing.TB, opts ...idempotency.ServerOption) *DirectServer {
 	t.Helper()
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })

@@ -46,12 +46,12 @@ func (e *Events) All() []idempotency.Event {
 }
 
 // Count returns how many recorded events have outcome o.
-func (e *Events) Count(o idempotency.Outcome) int {
+func (e *Events) Count(o idempotency.Decision) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, ev := range e.ev {
-		if ev.Outcome == o {
+		if ev.Decision == o {
 			n++
 		}
 	}

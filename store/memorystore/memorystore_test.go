@@ -103,7 +103,7 @@ func TestHugeTTLDoesNotOverflow(t *testing.T) {
 func TestTokenSpellingsRefused(t *testing.T) {
 	t.Parallel()
 	s, ctx := newStore(t), t.Context()
-	var c store.Claim
+	var c store.ClaimResult
 	// Claim until the token has a letter, so it has an upper-case spelling.
 	for i := 0; !strings.ContainsAny(c.Token, "abcdefghijklmnopqrstuvwxyz"); i++ {
 		var err error

@@ -13,9 +13,9 @@ import (
 // It returns an error when lease is not positive, and [store.ErrFull] when
 // the store is bounded by [WithMaxEntries], full, and holds nothing that
 // has expired.
-func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	if lease <= 0 {
-		return store.Claim{}, errLease
+		return store.ClaimResult{}, errLease
 	}
 	st := s.st
 	sh, idx := st.shard(key)
@@ -26,7 +26,7 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 		if found && old.expires > now {
 			st.giveBack(held)
 			sh.mu.Unlock()
-			return store.Claim{Existing: store.Entry{State: old.state, Fingerprint: old.fingerprint, Data: old.data}}, nil
+			return store.ClaimResult{Existing: store.Entry{State: old.state, Fingerprint: old.fingerprint, Data: old.data}}, nil
 		}
 		var expired *entry // under key, replaced in place
 		if found {
@@ -35,10 +35,10 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 		token, ok := st.insert(sh, idx, key, expired, fingerprint, deadline(now, lease), held)
 		sh.mu.Unlock()
 		if ok {
-			return store.Claim{Token: formatToken(token)}, nil
+			return store.ClaimResult{Token: formatToken(token)}, nil
 		}
 		if held || !st.makeRoom(idx) {
-			return store.Claim{}, store.ErrFull
+			return store.ClaimResult{}, store.ErrFull
 		}
 		// The key may have been claimed meanwhile: look again.
 	}

@@ -83,7 +83,7 @@ func New(from, to store.Store) *Store {
 
 // Claim claims key in the new store, then in the old one; see the package
 // documentation.
-func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	newClaim, err := s.to.Claim(ctx, key, fingerprint, lease)
 	if err != nil || !newClaim.Won() {
 		return newClaim, err
@@ -96,11 +96,11 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 			err = errors.Join(err, rerr)
 		}
 		if err != nil {
-			return store.Claim{}, err
+			return store.ClaimResult{}, err
 		}
 		return oldClaim, nil
 	}
-	return store.Claim{Token: s.joinTokens(newClaim.Token, oldClaim.Token)}, nil
+	return store.ClaimResult{Token: s.joinTokens(newClaim.Token, oldClaim.Token)}, nil
 }
 
 // Complete stores data in the new store, then in the old one. A Complete

@@ -126,7 +126,7 @@ func TestMoveFailsClosed(t *testing.T) {
 	})
 }
 
-func claim(t *testing.T, s store.Store, fp []byte) store.Claim {
+func claim(t *testing.T, s store.Store, fp []byte) store.ClaimResult {
 	t.Helper()
 	c, err := s.Claim(t.Context(), "k", fp, minute)
 	must(t, err)

@@ -75,13 +75,13 @@ func (s *Store) Close() error {
 // all the same; Claim then releases it, fenced by the claim's fresh token,
 // before it returns the error, so that no claim nobody owns blocks the key
 // for a whole lease (see the package documentation).
-func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	us, err := micros("lease", lease)
 	if err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return store.Claim{}, s.fail("claim", key, err)
+		return store.ClaimResult{}, s.fail("claim", key, err)
 	}
 	token := owner.NewToken()
 	var (
@@ -95,10 +95,10 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		if mayHaveLanded(err) {
 			s.releaseFailedClaim(ctx, key, token)
 		}
-		return store.Claim{}, s.fail("claim", key, err)
+		return store.ClaimResult{}, s.fail("claim", key, err)
 	}
 	if won {
-		return store.Claim{Token: token}, nil
+		return store.ClaimResult{Token: token}, nil
 	}
 	e := store.Entry{Fingerprint: fp}
 	switch state {
@@ -111,9 +111,9 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 			e.Data = []byte{}
 		}
 	default:
-		return store.Claim{}, fmt.Errorf("postgresstore: claim %x in %s: unknown state %d: %w", key, s.table, state, store.ErrCorrupt)
+		return store.ClaimResult{}, fmt.Errorf("postgresstore: claim %x in %s: unknown state %d: %w", key, s.table, state, store.ErrCorrupt)
 	}
-	return store.Claim{Existing: e}, nil
+	return store.ClaimResult{Existing: e}, nil
 }
 
 // mayHaveLanded reports whether a statement that failed with err may have

@@ -60,12 +60,12 @@ func (s *Store) completeTx(ctx context.Context, tx pgx.Tx, resp proto.Message, h
 	if err != nil {
 		return err
 	}
-	tag, err := tx.Exec(ctx, s.sql.completeTx, []byte(o.Key), []byte(o.Token), o.Data, us)
+	tag, err := tx.Exec(ctx, s.sql.completeTx, []byte(o.StoreKey), []byte(o.Token), o.Data, us)
 	if err != nil {
-		return s.fail("complete in transaction", o.Key, err)
+		return s.fail("complete in transaction", o.StoreKey, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgresstore: complete in transaction %x in %s: %w", o.Key, s.table, store.ErrLeaseLost)
+		return fmt.Errorf("postgresstore: complete in transaction %x in %s: %w", o.StoreKey, s.table, store.ErrLeaseLost)
 	}
 	o.Recorded()
 	return nil

@@ -39,21 +39,21 @@ type txFixture struct {
 
 type txHandler func(ctx context.Context, f *txFixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error)
 
-func newTxFixture(t *testing.T, h txHandler, opts ...idempotency.Option) *txFixture {
+func newTxFixture(t *testing.T, h txHandler, opts ...idempotency.ServerOption) *txFixture {
 	t.Helper()
 	s, pool := newStore(t, 4)
 	return newTxFixtureOn(t, s, pool, h, opts...)
 }
 
 // newTxFixtureOn is newTxFixture on the store s and the handler's pool.
-func newTxFixtureOn(t *testing.T, s *postgresstore.Store, pool *pgxpool.Pool, h txHandler, opts ...idempotency.Option) *txFixture {
+func newTxFixtureOn(t *testing.T, s *postgresstore.Store, pool *pgxpool.Pool, h txHandler, opts ...idempotency.ServerOption) *txFixture {
 	t.Helper()
 	ledger := strings.TrimSuffix(tableOf(t, s), ".records") + ".ledger"
 	if _, err := pool.Exec(t.Context(), "CREATE TABLE "+ledger+" (payload text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	f := &txFixture{store: s, pool: pool, ledger: ledger, calls: faultstore.New(s), events: &events{}}
-	opts = append([]idempotency.Option{idempotency.WithObserver(f.events)}, opts...)
+	opts = append([]idempotency.ServerOption{idempotency.WithObserver(f.events)}, opts...)
 	f.srv = testserver.New(t, &testserver.Service{Handler: func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		return h(ctx, f, req)
 	}}, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(f.calls, opts...)))
@@ -124,7 +124,7 @@ func TestCompleteTx(t *testing.T) {
 	if c, r := f.calls.Count("complete"), f.calls.Count("release"); c != 0 || r != 0 {
 		t.Fatalf("the interceptor made %d Complete and %d Release calls, want none", c, r)
 	}
-	if n := f.events.count(idempotency.OutcomeExecuted); n != 1 {
+	if n := f.events.count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d executed events, want 1", n)
 	}
 }
@@ -312,7 +312,7 @@ func TestRenewalBlockedByTheTransaction(t *testing.T) {
 			if len(extends) != 1 || !errors.Is(extends[0].Err, tc.extendErr) || (tc.extendErr == nil && extends[0].Err != nil) {
 				t.Fatalf("extends: %+v, want one that returned %v", extends, tc.extendErr)
 			}
-			if n := f.events.count(idempotency.OutcomeLeaseLost); n != 0 {
+			if n := f.events.count(idempotency.DecisionLeaseLost); n != 0 {
 				t.Fatalf("%d lease-lost events, want 0", n)
 			}
 		})
@@ -331,12 +331,12 @@ func (e *events) Observe(_ context.Context, ev idempotency.Event) {
 	e.mu.Unlock()
 }
 
-func (e *events) count(o idempotency.Outcome) int {
+func (e *events) count(o idempotency.Decision) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
 	for _, ev := range e.ev {
-		if ev.Outcome == o {
+		if ev.Decision == o {
 			n++
 		}
 	}

@@ -28,23 +28,23 @@ import (
 // after all (see Failed claims in the package documentation), so that it
 // never leaves behind a claim nobody owns. A context already done is
 // reported before anything is sent.
-func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	ms, err := millis("lease", lease)
 	if err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	if err := checkClaimArgs(fingerprint); err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	rkey := s.prefix + key
 	if err := ctx.Err(); err != nil {
-		return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
+		return store.ClaimResult{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
 	}
 	cl := claim{s: s, rkey: rkey, token: owner.NewToken(), ms: ms}
 	cl.value = encodeInFlight(cl.token, fingerprint)
 	c, err := cl.run(ctx)
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
+		return store.ClaimResult{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
 	}
 	return c, nil
 }
@@ -63,7 +63,7 @@ type claim struct {
 // layout 1 hash (or a value of another type), which the legacy claim
 // script then reads, and OOM when it is full: SET is refused before it
 // runs, even on a key that holds an entry, so a GET then reads it.
-func (c claim) run(ctx context.Context) (store.Claim, error) {
+func (c claim) run(ctx context.Context) (store.ClaimResult, error) {
 	wait := c.s.minReplicas > 0
 	r := newRequest(ctx, c.rkey, wait, "set", c.rkey, c.value, "nx", "get", "px", c.ms)
 	if wasSent, err := c.s.do(ctx, r); err != nil {
@@ -85,36 +85,36 @@ func (c claim) run(ctx context.Context) (store.Claim, error) {
 
 // won returns the claim r made, once acknowledged by enough replicas when
 // that is asked for; otherwise it releases it and fails.
-func (c claim) won(ctx context.Context, r *request) (store.Claim, error) {
+func (c claim) won(ctx context.Context, r *request) (store.ClaimResult, error) {
 	if r.wait {
 		if err := c.s.acked(r); err != nil {
 			return c.failed(ctx, true, err)
 		}
 	}
-	return store.Claim{Token: c.token}, nil
+	return store.ClaimResult{Token: c.token}, nil
 }
 
 // found reads the entry the claim found. An entry in flight under this
 // very token is this claim, resent by go-redis after losing the first
 // reply: the claim is won.
-func (c claim) found(ctx context.Context, v string) (store.Claim, error) {
+func (c claim) found(ctx context.Context, v string) (store.ClaimResult, error) {
 	e, owner, err := decodeValue(v)
 	if err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	if owner == c.token && e.State == store.StateInFlight {
 		return c.resent(ctx)
 	}
-	return store.Claim{Existing: e}, nil
+	return store.ClaimResult{Existing: e}, nil
 }
 
 // resent returns the claim found under this claim's own token. With
 // [WithMinReplicas], the WAIT that followed the resend does not speak for
 // the first send, which made the write, maybe on another connection; an
 // extension of the lease, a write followed by its own WAIT, does.
-func (c claim) resent(ctx context.Context) (store.Claim, error) {
+func (c claim) resent(ctx context.Context) (store.ClaimResult, error) {
 	if c.s.minReplicas == 0 {
-		return store.Claim{Token: c.token}, nil
+		return store.ClaimResult{Token: c.token}, nil
 	}
 	r := newScriptRequest(ctx, extendScript, c.rkey, true, c.token, c.ms)
 	if wasSent, err := c.s.runFenced(r); err != nil {
@@ -127,7 +127,7 @@ func (c claim) resent(ctx context.Context) (store.Claim, error) {
 // nothing about the key, so a GET reads it: an entry there is answered as
 // usual (a replay, a duplicate in flight, this claim if an earlier send
 // landed before memory ran out); a free key is [store.ErrFull].
-func (c claim) full(ctx context.Context, oom error) (store.Claim, error) {
+func (c claim) full(ctx context.Context, oom error) (store.ClaimResult, error) {
 	r := newRequest(ctx, c.rkey, false, "get", c.rkey)
 	if wasSent, err := c.s.do(ctx, r); err != nil {
 		return c.failed(ctx, wasSent, err)
@@ -138,7 +138,7 @@ func (c claim) full(ctx context.Context, oom error) (store.Claim, error) {
 		return c.found(ctx, v)
 	case errors.Is(err, redis.Nil):
 		// Nothing under the key: no claim of this token is there either.
-		return store.Claim{}, fmt.Errorf("%w: %w", store.ErrFull, oom)
+		return store.ClaimResult{}, fmt.Errorf("%w: %w", store.ErrFull, oom)
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		return c.legacy(ctx)
 	}
@@ -147,7 +147,7 @@ func (c claim) full(ctx context.Context, oom error) (store.Claim, error) {
 
 // legacy claims a key that holds a value of another type than a string,
 // with legacyClaimScript: a layout 1 entry is read as such.
-func (c claim) legacy(ctx context.Context) (store.Claim, error) {
+func (c claim) legacy(ctx context.Context) (store.ClaimResult, error) {
 	r := newScriptRequest(ctx, legacyClaimScript, c.rkey, c.s.minReplicas > 0, c.value, c.ms)
 	if wasSent, err := c.s.do(ctx, r); err != nil {
 		return c.failed(ctx, wasSent, err)
@@ -166,22 +166,22 @@ func (c claim) legacy(ctx context.Context) (store.Claim, error) {
 	res, err := decodeLegacyClaimReply(reply)
 	switch {
 	case err != nil:
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	case res.won:
 		return c.won(ctx, r)
 	case res.found:
 		return c.found(ctx, res.value)
 	}
-	return store.Claim{Existing: res.entry}, nil
+	return store.ClaimResult{Existing: res.entry}, nil
 }
 
 // failed returns err, after releasing the claim when it was sent and may
 // have landed.
-func (c claim) failed(ctx context.Context, wasSent bool, err error) (store.Claim, error) {
+func (c claim) failed(ctx context.Context, wasSent bool, err error) (store.ClaimResult, error) {
 	if wasSent {
 		c.s.releaseFailedClaim(ctx, c.rkey, c.token)
 	}
-	return store.Claim{}, err
+	return store.ClaimResult{}, err
 }
 
 // failedClaimReleaseTimeout bounds the release that follows a failed

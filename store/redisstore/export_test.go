@@ -27,15 +27,15 @@ func (l LegacyClaim) Entry() store.Entry { return l.entry }
 
 // ClaimWithToken is Claim with a token chosen by the test, to resend a
 // claim as go-redis does after losing its reply.
-func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerprint []byte, lease time.Duration) (store.Claim, error) {
+func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	ms, err := millis("lease", lease)
 	if err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	cl := claim{s: s, rkey: s.prefix + key, token: token, ms: ms, value: encodeInFlight(token, fingerprint)}
 	c, err := cl.run(ctx)
 	if err != nil {
-		return store.Claim{}, fmt.Errorf("redisstore: claim: %w", err)
+		return store.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	return c, nil
 }

@@ -29,7 +29,7 @@ func oneWinnerAmongThousand(t *testing.T, e *env) {
 	const n = 1000
 	key := e.key()
 	type result struct {
-		c   store.Claim
+		c   store.ClaimResult
 		err error
 	}
 	results := make([]result, n)

@@ -45,6 +45,6 @@
 //
 // A completed entry stored with nil or empty data may come back as either
 // nil or an empty slice: the suite checks its length. An in-flight entry
-// must come back with nil Data. A winning [store.Claim] must have a zero
+// must come back with nil Data. A winning [store.ClaimResult] must have a zero
 // Existing entry.
 package storetest

@@ -42,9 +42,9 @@ func (s *refStore) live(key string) *refEntry {
 	return nil
 }
 
-func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.Claim, error) {
+func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
 	if err := s.cancelled(ctx); err != nil {
-		return store.Claim{}, err
+		return store.ClaimResult{}, err
 	}
 	s.mu.Lock()
 	e := s.live(key)
@@ -61,7 +61,7 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 		case "truncate-data":
 			x.Data = x.Data[:min(len(x.Data), 1<<20)]
 		}
-		return store.Claim{Existing: x}, nil
+		return store.ClaimResult{Existing: x}, nil
 	}
 	if s.bug == "read-then-write" {
 		s.mu.Unlock()
@@ -79,7 +79,7 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 	}
 	s.m[key] = &refEntry{state: store.StateInFlight, token: tok, fp: stored, expires: time.Now().Add(lease)}
 	s.mu.Unlock()
-	c := store.Claim{Token: tok}
+	c := store.ClaimResult{Token: tok}
 	if s.bug == "winner-existing" {
 		c.Existing = store.Entry{State: store.StateInFlight, Fingerprint: fp}
 	}

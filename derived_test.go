@@ -1,0 +1,166 @@
+package idempotency_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-idempotency/idempotency"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+)
+
+// TestDerivedKey: the key a handler derives differs by tenant, client key,
+// method and label, and stays the same when the handler runs again for the
+// same key (here after a retryable error released its claim); it is always
+// a valid key; outside a claim there is none.
+func TestDerivedKey(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	runs := map[string][]string{} // call/label -> derived keys, one per run
+	failFirst := map[string]bool{"retried": true}
+	handler := func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, label := range []string{"psp", "mail"} {
+			key, ok := idempotency.DerivedKey(ctx, label)
+			if !ok {
+				key = "none"
+			}
+			runs[req.GetPayload()+"/"+label] = append(runs[req.GetPayload()+"/"+label], key)
+		}
+		if failFirst[req.GetPayload()] {
+			failFirst[req.GetPayload()] = false
+			return nil, status.Error(codes.Unavailable, "try again")
+		}
+		return &testingv1.DoResponse{}, nil
+	}
+	f := newFixture(t, handler, idempotency.WithScope(func(ctx context.Context) (string, error) {
+		return metadata.ValueFromIncomingContext(ctx, "tenant")[0], nil
+	}))
+	calls := []struct {
+		payload, tenant, key, method string
+	}{
+		{"reference", "t1", "k", "Do"},
+		{"another tenant", "t2", "k", "Do"},
+		{"another key", "t1", "k2", "Do"},
+		{"another method", "t1", "k", "Required"},
+		{"retried", "t1", "k4", "Do"},
+		{"retried", "t1", "k4", "Do"},
+		{"no claim", "t1", "k5", "Disabled"},
+	}
+	for _, c := range calls {
+		ctx := metadata.AppendToOutgoingContext(withKey(t.Context(), c.key), "tenant", c.tenant)
+		_, err := methodOf(f.client, c.method)(ctx, &testingv1.DoRequest{Payload: c.payload})
+		if err != nil && status.Code(err) != codes.Unavailable {
+			t.Fatalf("%s: %v", c.payload, err)
+		}
+	}
+
+	if len(runs) != 12 {
+		t.Fatalf("the handler derived keys for %d call/label pairs, want 12", len(runs))
+	}
+	seen := map[string]string{}
+	for run, keys := range runs {
+		payload, _, _ := strings.Cut(run, "/")
+		switch {
+		case payload == "no claim":
+			if len(keys) != 1 || keys[0] != "none" {
+				t.Errorf("without a claim: %q, want no derived key", keys)
+			}
+			continue
+		case payload == "retried":
+			if len(keys) != 2 || keys[0] != keys[1] {
+				t.Errorf("runs of one key derived %q, want the same key twice", keys)
+			}
+		case len(keys) != 1:
+			t.Errorf("%s: the handler ran %d times, want once", run, len(keys))
+		}
+		if err := idempotency.ValidateKey(keys[0]); err != nil {
+			t.Errorf("%s: derived key %q: %v", run, keys[0], err)
+		}
+		if other, dup := seen[keys[0]]; dup {
+			t.Errorf("%s and %s derived the same key", run, other)
+		}
+		seen[keys[0]] = run
+	}
+	if _, ok := idempotency.DerivedKey(t.Context(), "psp"); ok {
+		t.Error("DerivedKey outside a handler reported a key")
+	}
+}
+
+// TestDerivedKeysPerCall: with WithDerivedKeys, each call a claimed handler
+// makes to a method gets the key derived from the method and the call's
+// ordinal, so two calls get two keys; a key given with WithKey or in the
+// metadata wins and takes no ordinal; a method that gets no key, and a
+// handler without a claim (its key from the generator), are unaffected.
+func TestDerivedKeysPerCall(t *testing.T) {
+	t.Parallel()
+	down := newClientRig(t, rigConfig{})
+	downstream := down.client(t, idempotency.UnaryClientInterceptor(
+		idempotency.WithDerivedKeys(),
+		idempotency.WithKeyGenerator(func() string { return "generated" }),
+	))
+	var want []string // the keys downstream should see, in order
+	handler := func(ctx context.Context, method string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		if method == testingv1.TestService_Disabled_FullMethodName { // no claim
+			want = append(want, "generated")
+			return downstream.Do(ctx, req)
+		}
+		derived := func(n string) string {
+			k, _ := idempotency.DerivedKey(ctx, testingv1.TestService_Do_FullMethodName+"#"+n)
+			return k
+		}
+		steps := []struct {
+			call func() error
+			key  string
+		}{
+			{func() error { _, err := downstream.Do(ctx, req); return err }, derived("1")},
+			{func() error { _, err := downstream.Do(ctx, req); return err }, derived("2")},
+			{func() error { _, err := downstream.Do(ctx, req, idempotency.WithKey("explicit")); return err }, "explicit"},
+			{func() error {
+				_, err := downstream.Do(metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, "in-metadata"), req)
+				return err
+			}, "in-metadata"},
+			{func() error { _, err := downstream.Do(ctx, req); return err }, derived("3")},
+			{func() error { _, err := downstream.Read(ctx, req); return err }, ""},
+		}
+		for _, s := range steps {
+			want = append(want, s.key)
+			if err := s.call(); err != nil {
+				return nil, err
+			}
+		}
+		return &testingv1.DoResponse{}, nil
+	}
+	up := newFixture(t, handler)
+	if _, err := up.client.Do(withKey(t.Context(), "order-1"), &testingv1.DoRequest{Payload: "charge"}); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if _, err := up.client.Disabled(t.Context(), &testingv1.DoRequest{Payload: "charge"}); err != nil {
+		t.Fatalf("Disabled: %v", err)
+	}
+
+	attempts := down.attempts.all()
+	if len(attempts) != len(want) {
+		t.Fatalf("downstream saw %d calls, want %d", len(attempts), len(want))
+	}
+	for i, a := range attempts {
+		switch {
+		case want[i] == "" && len(a.keys) != 0:
+			t.Errorf("call %d (%s) carried keys %q, want none", i+1, a.method, a.keys)
+		case want[i] != "" && (len(a.keys) != 1 || a.keys[0] != want[i]):
+			t.Errorf("call %d (%s) carried keys %q, want %q", i+1, a.method, a.keys, want[i])
+		}
+	}
+	if want[0] == want[1] || want[0] == want[4] || want[1] == want[4] {
+		t.Errorf("calls 1, 2 and 5 to one method derived keys %q, %q and %q, want three keys", want[0], want[1], want[4])
+	}
+	if got := down.executions(); got != int64(len(want)) {
+		t.Errorf("downstream ran %d times, want %d (one per call)", got, len(want))
+	}
+}
