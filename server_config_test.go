@@ -246,7 +246,7 @@ func wantMisconfigured(t *testing.T, err error, method, file string) {
 }
 
 // memStore returns a memory store that is closed when the test ends.
-func memStore(t *testing.T) *memorystore.Store {
+func memStore(t testing.TB) *memorystore.Store {
 	t.Helper()
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })

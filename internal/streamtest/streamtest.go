@@ -112,11 +112,16 @@ func (s *Service) StreamingInputCall(stream grpc.ClientStreamingServer[testgrpc.
 }
 
 // Start serves svc on a bufconn listener behind s's stream and unary
-// interceptors and returns a client of it; both stop when the test ends.
+// interceptors (none when s is nil) and returns a client of it; both stop
+// when the test ends.
 func Start(tb testing.TB, svc *Service, s *idempotency.Server) testgrpc.TestServiceClient {
 	tb.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
+	var opts []grpc.ServerOption
+	if s != nil {
+		opts = append(opts, grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
+	}
+	gs := grpc.NewServer(opts...)
 	testgrpc.RegisterTestServiceServer(gs, svc)
 	go func() { _ = gs.Serve(lis) }()
 	tb.Cleanup(gs.Stop)
