@@ -60,6 +60,13 @@ type server struct {
 
 func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *server {
 	t.Helper()
+	return newServerWith(t, h, nil, opts...)
+}
+
+// newServerWith is newServer with more options for otelgrpc's server stats
+// handler, which records to the server's tracer provider.
+func newServerWith(t *testing.T, h testserver.HandlerFunc, handler []otelgrpc.Option, opts ...idempotency.ServerOption) *server {
+	t.Helper()
 	tel := newTelemetry(t)
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })
@@ -68,7 +75,7 @@ func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Serve
 		idempotency.WithObserver(otelidempotency.NewObserver(otelidempotency.WithMeterProvider(tel.mp))),
 	}, opts...)
 	srv := testserver.New(t, &testserver.Service{Handler: h},
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tel.tp))),
+		grpc.StatsHandler(otelgrpc.NewServerHandler(append(handler, otelgrpc.WithTracerProvider(tel.tp))...)),
 		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(fs, opts...)))
 	return &server{Server: srv, tel: tel, store: fs}
 }
