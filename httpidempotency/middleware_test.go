@@ -113,8 +113,10 @@ func TestRefusals(t *testing.T) {
 			detail: "idempotency key invalid: key is empty",
 		},
 		{
-			name:   "too long",
-			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", strings.Repeat("k", idempotency.MaxKeyLen+1)) },
+			name: "too long",
+			call: func(t *testing.T, e *env) response {
+				return e.post(t, "/orders", "{}", strings.Repeat("k", idempotency.MaxKeyLen+1))
+			},
 			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
 			detail: "idempotency key invalid: key is longer than 255 bytes",
 		},
@@ -172,9 +174,9 @@ func TestRefusals(t *testing.T) {
 		{
 			// The body is read to fingerprint it: over the bound, nothing
 			// is claimed (checked below: no store call).
-			name:  "request body over the bound",
-			setup: setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}},
-			call:  func(t *testing.T, e *env) response { return e.post(t, "/orders", "123456789", "k") },
+			name:   "request body over the bound",
+			setup:  setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}},
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "123456789", "k") },
 			status: http.StatusRequestEntityTooLarge, reason: httpidempotency.ReasonRequestTooLarge,
 		},
 	}

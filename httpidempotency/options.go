@@ -36,15 +36,15 @@ type FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
 type Option func(*config)
 
 type config struct {
-	header        string
-	operation     string
-	methods       map[string]bool
-	required      bool
-	fingerprint   FingerprintFunc // nil: method, path and query, body
-	maxRequest    int64
-	maxResponse   int
-	keep          func(status int) bool
-	configErrors  []error
+	header       string
+	operation    string
+	methods      map[string]bool
+	required     bool
+	fingerprint  FingerprintFunc // nil: method, path and query, body
+	maxRequest   int64
+	maxResponse  int
+	keep         func(status int) bool
+	configErrors []error
 }
 
 func newConfig(opts []Option) *config {
