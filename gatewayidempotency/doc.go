@@ -56,7 +56,7 @@
 //	IDEMPOTENCY_KEY_MISSING              400 Bad Request
 //	IDEMPOTENCY_KEY_INVALID              400 Bad Request
 //	IDEMPOTENCY_KEY_IN_USE               409 Conflict                the server's RetryInfo
-//	IDEMPOTENCY_KEY_REUSED               422 Unprocessable Content
+//	IDEMPOTENCY_KEY_REUSED               422 Unprocessable Entity
 //	IDEMPOTENCY_STORE_UNAVAILABLE        503 Service Unavailable     the server's RetryInfo
 //	IDEMPOTENCY_STORE_FULL               503 Service Unavailable     the server's RetryInfo
 //	IDEMPOTENCY_RESPONSE_NOT_RETAINED    400 Bad Request

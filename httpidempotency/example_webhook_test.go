@@ -26,7 +26,7 @@ func ExampleMiddleware_webhook() {
 
 	var processed atomic.Int64
 	receive := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Verify webhook-signature here, then act on the event once.
+		// webhook-signature was verified before the middleware (docs/http.md).
 		event, _ := io.ReadAll(r.Body)
 		processed.Add(1)
 		fmt.Fprintf(w, "processed %s", event)

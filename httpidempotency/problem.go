@@ -54,17 +54,17 @@ var statusOfReason = map[string]int{
 // gRPC status error of the interceptor, told apart by its
 // google.rpc.ErrorInfo reason:
 //
-//	reason                               HTTP status
+//	reason                               HTTP status                  Retry-After
 //	IDEMPOTENCY_KEY_MISSING              400 Bad Request
 //	IDEMPOTENCY_KEY_INVALID              400 Bad Request
 //	IDEMPOTENCY_KEY_IN_USE               409 Conflict                 Retry-After
-//	IDEMPOTENCY_KEY_REUSED               422 Unprocessable Content
+//	IDEMPOTENCY_KEY_REUSED               422 Unprocessable Entity
 //	IDEMPOTENCY_STORE_UNAVAILABLE        503 Service Unavailable      Retry-After
 //	IDEMPOTENCY_STORE_FULL               503 Service Unavailable      Retry-After
 //	IDEMPOTENCY_RESPONSE_NOT_RETAINED    400 Bad Request
 //	IDEMPOTENCY_RECORD_CORRUPT           500 Internal Server Error
 //	IDEMPOTENCY_METHOD_MISCONFIGURED     500 Internal Server Error
-//	IDEMPOTENCY_REQUEST_TOO_LARGE        413 Content Too Large
+//	IDEMPOTENCY_REQUEST_TOO_LARGE        413 Request Entity Too Large
 //
 // Any other error is 500. retryAfter is the google.rpc.RetryInfo delay err
 // carries, else [idempotency.DefaultRetryAfter] for a 409 or 503, else 0;
