@@ -45,6 +45,8 @@ var statusOfReason = map[string]int{
 	idempotency.ReasonResponseNotRetained: http.StatusBadRequest, // FAILED_PRECONDITION
 	idempotency.ReasonRecordCorrupt:       http.StatusInternalServerError,
 	idempotency.ReasonMisconfigured:       http.StatusInternalServerError,
+	idempotency.ReasonStreamTooLarge:      http.StatusBadRequest, // INVALID_ARGUMENT
+	idempotency.ReasonResumeInvalid:       http.StatusBadRequest, // INVALID_ARGUMENT
 	ReasonRequestTooLarge:                 http.StatusRequestEntityTooLarge,
 }
 
@@ -64,6 +66,8 @@ var statusOfReason = map[string]int{
 //	IDEMPOTENCY_RESPONSE_NOT_RETAINED    400 Bad Request
 //	IDEMPOTENCY_RECORD_CORRUPT           500 Internal Server Error
 //	IDEMPOTENCY_METHOD_MISCONFIGURED     500 Internal Server Error
+//	IDEMPOTENCY_STREAM_TOO_LARGE         400 Bad Request
+//	IDEMPOTENCY_RESUME_INVALID           400 Bad Request
 //	IDEMPOTENCY_REQUEST_TOO_LARGE        413 Request Entity Too Large
 //
 // Any other error is 500. retryAfter is the google.rpc.RetryInfo delay err
