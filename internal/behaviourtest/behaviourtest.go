@@ -111,6 +111,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 					t.Parallel()
 					p := newPlayer(t, s, ep.kind, newStore(t))
 					p.ep = ep.new(t, p.env)
+					// Cleanups run last first: the gate opens before the
+					// entry point's server stops, so nothing stays blocked
+					// when a step fails.
+					t.Cleanup(p.open)
 					p.key = s.name + "-" + ep.kind.String() + "-" + nonce
 					p.play()
 				})
@@ -144,7 +148,6 @@ func newPlayer(t *testing.T, s situation, k kind, st store.Store) *player {
 	fs.Full.Store(s.full)
 	p := &player{t: t, s: s, kind: k, gone: map[string]chan struct{}{}}
 	p.env = &env{store: fs, opts: s.opts, work: newWork(s.script), left: func(id string) { close(p.left(id)) }}
-	t.Cleanup(p.open) // nothing stays blocked when a step fails
 	return p
 }
 
