@@ -116,6 +116,9 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 					// when a step fails.
 					t.Cleanup(p.open)
 					p.key = s.name + "-" + ep.kind.String() + "-" + nonce
+					if s.key != "" {
+						p.key = s.key
+					}
 					p.play()
 				})
 			}
@@ -146,6 +149,7 @@ func newPlayer(t *testing.T, s situation, k kind, st store.Store) *player {
 	fs := faultstore.New(st)
 	fs.Down.Store(s.down)
 	fs.Full.Store(s.full)
+	fs.CorruptData.Store(s.corrupt)
 	p := &player{t: t, s: s, kind: k, gone: map[string]chan struct{}{}}
 	p.env = &env{store: fs, opts: s.opts, work: newWork(s.script), left: func(id string) { close(p.left(id)) }}
 	return p

@@ -15,14 +15,16 @@ const sizeLimit = 1024
 // the calls with what every entry point answers, and how many times the
 // work runs in all.
 type situation struct {
-	name   string
-	opts   []idempotency.ServerOption
-	down   bool // the store is down
-	full   bool // the store refuses new keys as full
-	script []run
-	steps  []step
-	runs   int
-	lost   int // the execution whose context must end with store.ErrLeaseLost
+	name    string
+	opts    []idempotency.ServerOption
+	key     string // the client's key, when not one of the subtest's own
+	down    bool   // the store is down
+	full    bool   // the store refuses new keys as full
+	corrupt bool   // the store keeps garbage instead of each outcome
+	script  []run
+	steps   []step
+	runs    int
+	lost    int // the execution whose context must end with store.ErrLeaseLost
 	// skip names the entry points a situation cannot arise at, and why.
 	skip map[kind]string
 }
@@ -79,6 +81,8 @@ var (
 	reused      = want{reason: idempotency.ReasonKeyReused, grpc: "FailedPrecondition", fn: "error", http: 422}
 	unavailable = want{reason: idempotency.ReasonStoreUnavailable, grpc: "Unavailable", fn: "error", http: 503, retry: true}
 	full        = want{reason: idempotency.ReasonStoreFull, grpc: "ResourceExhausted", fn: "error", http: 503, retry: true}
+	invalidKey  = want{reason: idempotency.ReasonKeyInvalid, grpc: "InvalidArgument", fn: "error", http: 400}
+	corrupt     = want{reason: idempotency.ReasonRecordCorrupt, grpc: "Internal", fn: "error", http: 500}
 	// notRetained: the replay of an outcome too large to keep.
 	notRetained = want{replayed: true, reason: idempotency.ReasonResponseNotRetained, grpc: "FailedPrecondition", fn: "error", http: 400}
 )
@@ -116,6 +120,10 @@ func situations(cfg config) []situation {
 			finish(1, ran), finish(2, replayOf(ran, 1)),
 		},
 		runs: 1,
+	}, {
+		name:  "KeyInvalid",
+		key:   "a key",
+		steps: []step{call(invalidKey)},
 	}, {
 		name:  "KeyReused",
 		steps: []step{call(ran), callOther(reused)},
@@ -172,6 +180,11 @@ func situations(cfg config) []situation {
 		name:  "StoreFull",
 		full:  true,
 		steps: []step{call(full), call(full)},
+	}, {
+		name:    "RecordCorrupt",
+		corrupt: true,
+		steps:   []step{call(ran), call(corrupt)},
+		runs:    1,
 	}, {
 		name:   "ResponseTooLarge",
 		opts:   []idempotency.ServerOption{idempotency.WithMaxResponseBytes(sizeLimit)},
