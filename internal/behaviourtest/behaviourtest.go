@@ -69,6 +69,7 @@ var entryPoints = []struct {
 	{unary, newUnary},
 	{do, newDo},
 	{once, newOnce},
+	{httpMiddleware, newHTTP},
 }
 
 // DefaultLease is the short lease of the situation where the store loses
