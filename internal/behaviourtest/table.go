@@ -129,6 +129,11 @@ func situations(cfg config) []situation {
 		steps: []step{call(ran), callOther(reused)},
 		runs:  1,
 	}, {
+		name:   "KeyReusedInFlight",
+		script: []run{{hold: gate}},
+		steps:  []step{start(), awaitRun(1), callOther(reused), openGate(), finish(1, ran)},
+		runs:   1,
+	}, {
 		name:   "DeterministicError",
 		script: []run{{act: refuse}},
 		steps:  []step{call(refused), call(replayOf(refused, 1))},
