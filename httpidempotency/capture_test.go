@@ -8,6 +8,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 )
 
 // A response that cannot be replayed whole reaches the live client in
@@ -110,6 +111,9 @@ func TestHijackNotRetained(t *testing.T) {
 	if b != "hi" {
 		t.Fatalf("live answer %q, want hi", b)
 	}
+	// The client has its answer before the handler returns and its key is
+	// completed; a retry until then is in flight (409).
+	testkit.WaitFor(t, func() bool { return e.store.Count("complete") == 1 })
 	wantProblem(t, e.post(t, "/raw", "", "k"), http.StatusBadRequest, idempotency.ReasonResponseNotRetained)
 	e.wantRuns(t, 1)
 }

@@ -112,7 +112,8 @@ func (e *env) send(t *testing.T, req *http.Request) response {
 }
 
 // wantProblem checks that r is a problem of the package's type with the
-// given status and reason, and returns it.
+// given status and reason, marked as a replay only when it is one (not
+// retained), and returns it.
 func wantProblem(t *testing.T, r response, status int, reason string) httpidempotency.Problem {
 	t.Helper()
 	var p httpidempotency.Problem
@@ -126,8 +127,13 @@ func wantProblem(t *testing.T, r response, status int, reason string) httpidempo
 	if ct := r.header.Get("Content-Type"); ct != httpidempotency.ProblemContentType {
 		t.Fatalf("Content-Type %q, want %q", ct, httpidempotency.ProblemContentType)
 	}
-	if got := r.header.Get(httpidempotency.ReplayedHeader); got != "" {
-		t.Fatalf("%s: %q on a problem, want none", httpidempotency.ReplayedHeader, got)
+	// Only the not-retained answer comes from the store: it is a replay.
+	want := ""
+	if reason == idempotency.ReasonResponseNotRetained {
+		want = "true"
+	}
+	if got := r.header.Get(httpidempotency.ReplayedHeader); got != want {
+		t.Fatalf("%s: %q on a %s problem, want %q", httpidempotency.ReplayedHeader, got, reason, want)
 	}
 	return p
 }

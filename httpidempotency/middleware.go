@@ -94,9 +94,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case rec != nil:
 		// The handler ran here and the client has its answer.
 	case err != nil:
-		if r.Context().Err() == nil { // else nobody is listening
-			WriteProblem(w, err)
+		if r.Context().Err() != nil {
+			return // nobody is listening
 		}
+		if replayed { // an outcome too large for the server's bound
+			w.Header().Set(ReplayedHeader, "true")
+		}
+		WriteProblem(w, err)
 	case replayed:
 		replay(w, resp)
 	}
@@ -162,13 +166,15 @@ func writeRequestError(w http.ResponseWriter, err error) {
 // replay writes a stored response: its status, headers and body as the
 // client first got them, with [ReplayedHeader]: true. A response that was
 // not retained is answered with [idempotency.ErrResponseNotRetained]'s
-// problem.
+// problem, also with [ReplayedHeader]: true, as the unary interceptor
+// marks its replay and gatewayidempotency any replayed error.
 func replay(w http.ResponseWriter, resp *httpv1.Response) {
+	h := w.Header()
 	if resp.GetNotRetained() {
+		h.Set(ReplayedHeader, "true")
 		WriteProblem(w, idempotency.ErrResponseNotRetained)
 		return
 	}
-	h := w.Header()
 	for _, f := range resp.GetHeaders() {
 		h[f.GetName()] = f.GetValues()
 	}
