@@ -45,11 +45,11 @@ func rowVersion(t *testing.T, pool *pgxpool.Pool, table, key string) string {
 	return v
 }
 
-// TestReplayWritesNothing: a claim that finds a completed key leaves its
+// TestClaimReplayWritesNothing: a claim that finds a completed key leaves its
 // row as it was (no new row version, no row lock), and, run inside a
 // transaction, is assigned no transaction id, so its commit writes no WAL
 // record and waits for no flush.
-func TestReplayWritesNothing(t *testing.T) {
+func TestClaimReplayWritesNothing(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t, 2, postgresstore.WithSweepInterval(0))
 	table := tableOf(t, s)
@@ -87,10 +87,10 @@ func TestReplayWritesNothing(t *testing.T) {
 	}
 }
 
-// TestReplayNotBlockedByRowLock: a replay answers while another
+// TestClaimReplayNotBlockedByRowLock: a replay answers while another
 // transaction holds the completed row (SELECT … FOR UPDATE), instead of
 // queueing on its lock.
-func TestReplayNotBlockedByRowLock(t *testing.T) {
+func TestClaimReplayNotBlockedByRowLock(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t, 2, postgresstore.WithSweepInterval(0))
 	completed(t, s, "k", []byte("outcome"))

@@ -11,12 +11,12 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
-// TestStatementsPerCall counts, through the interceptor on a gRPC server,
+// TestPostgresStatementsPerCall counts, through the interceptor on a gRPC server,
 // the statements a call sends to the store's table: an executed call two
 // (the claim, then the complete, or CompleteTx inside the handler's
 // transaction with no store call after the handler), a replay one (the
 // claim, which found the completed key).
-func TestStatementsPerCall(t *testing.T) {
+func TestPostgresStatementsPerCall(t *testing.T) {
 	t.Parallel()
 	echo := func(_ context.Context, _ *txFixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		return &testingv1.DoResponse{Payload: req.GetPayload()}, nil
