@@ -25,12 +25,12 @@ type row struct{ name, base string }
 func comparisons() []comparison {
 	do := comparison{
 		title: "`Do` and `Once` against calling the function (`BenchmarkDo`)",
-		about: "bare calls the function directly; the other rows run it through `Do` or `Once` on a memory store, with a new key per call (executed) or one stored key (replay). An operation is one call.",
+		about: "Bare calls the function directly; the other rows run it through `Do` or `Once` on a memory store, with a new key per call (executed) or one stored key (replay). An operation is one call; as the function does almost nothing, the difference in ns/op is what `Do` or `Once` adds.",
 		bench: "BenchmarkDo",
 	}
 	mw := comparison{
 		title: "`httpidempotency.Middleware` against the bare handler (`BenchmarkMiddleware`)",
-		about: "server rows send each request to an httptest server over loopback TCP (net/http's client and server and the network stack included); recorder rows call `ServeHTTP` with an `httptest.ResponseRecorder`, no network, so the middleware's own cost stands out. Each row compares with the bare handler of the same way. Memory store; an operation is one request.",
+		about: "Server rows send each request to an httptest server over loopback TCP (net/http's client and server and the network stack included); recorder rows call `ServeHTTP` with an `httptest.ResponseRecorder`, no network, so the middleware's own cost stands out. Each row compares with the bare handler of the same way. Memory store; an operation is one request.",
 		bench: "BenchmarkMiddleware",
 	}
 	for _, callers := range []string{"1", "64"} {
@@ -41,14 +41,14 @@ func comparisons() []comparison {
 	}
 	stream := comparison{
 		title: "Server streams against a bare stream (`BenchmarkStream`)",
-		about: "a server stream of 100 messages of 64 bytes over bufconn; bare has no interceptor, executed runs under a new key (each message recorded, the outcome stored in a memory store), replayed is sent from the store. An operation is one whole stream; msgs/s counts the messages received.",
+		about: "A server stream of 100 messages of 64 bytes over bufconn; bare has no interceptor, executed runs under a new key (each message recorded, the outcome stored in a memory store), replayed is sent from the store. An operation is one whole stream; msgs/s counts the messages received.",
 		rate:  "msgs/s",
 		bench: "BenchmarkStream",
 		rows:  variants("BenchmarkStream/", "", "bare", "executed", "replayed"),
 	}
 	pg := comparison{
 		title: "PostgreSQL replays: a claim of a completed key against a SELECT (`BenchmarkClaimCompleted`)",
-		about: "one completed key claimed again and again (the store step of a replay); the bare row is a plain `SELECT` of the row, claim-old the claim statement before the replay became a read (semantics decision 50), on a table of its own. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
+		about: "One completed key claimed again and again (the store step of a replay); the bare row is a plain `SELECT` of the row, claim-old the claim statement before the replay became a read (decision 50 of `docs/semantics.md`), on a table of its own. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
 		rate:  "ops/s",
 		bench: "BenchmarkClaimCompleted",
 	}
