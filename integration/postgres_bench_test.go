@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
@@ -45,7 +46,7 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 		b.Run("postgres-"+path, func(b *testing.B) {
 			s, trips, _ := benchPostgres(b)
 			client := serve(b, s)
-			forCallers(b, func(b *testing.B, callers int) {
+			benchtest.ForCallers(b, func(b *testing.B, callers int) {
 				trips.Reset()
 				benchCalls(b, client, callers, replay, nil)
 				b.ReportMetric(float64(trips.Queries()+trips.Prepares())/float64(b.N), "roundtrips/op")
@@ -53,7 +54,7 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 		})
 		b.Run("postgres-ceiling-"+path, func(b *testing.B) {
 			s, _, _ := benchPostgres(b)
-			forCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay, nil) })
+			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay, nil) })
 		})
 	}
 	for _, withStore := range []bool{false, true} {
@@ -71,7 +72,7 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 				opts = append(opts, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(counted)))
 			}
 			client := testserver.New(b, &testserver.Service{Handler: h}, opts...).Client(b)
-			forCallers(b, func(b *testing.B, callers int) {
+			benchtest.ForCallers(b, func(b *testing.B, callers int) {
 				trips.Reset()
 				counted.calls.Store(0)
 				benchCalls(b, client, callers, false, nil)

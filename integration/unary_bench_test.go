@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
@@ -21,8 +21,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
-
-var benchCallers = []int{1, 64}
 
 // BenchmarkUnary compares a bare bufconn unary call (no interceptor) with
 // the same call through the idempotency interceptor, on the executed path
@@ -42,7 +40,7 @@ var benchCallers = []int{1, 64}
 func BenchmarkUnary(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		client := testserver.New(b, &testserver.Service{}).Client(b)
-		forCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, false, nil) })
+		benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, false, nil) })
 	})
 	for _, path := range []string{"executed", "replay"} {
 		replay := path == "replay"
@@ -50,7 +48,7 @@ func BenchmarkUnary(b *testing.B) {
 			s := memorystore.New()
 			b.Cleanup(func() { _ = s.Close() })
 			client := serve(b, s)
-			forCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
+			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
 		for _, variant := range []struct {
 			name     string
@@ -64,7 +62,7 @@ func BenchmarkUnary(b *testing.B) {
 			b.Run(variant.name+path, func(b *testing.B) {
 				rdb, trips := benchRedis(b, variant.replicas)
 				client := serve(b, redisstore.New(rdb, variant.opts...))
-				forCallers(b, func(b *testing.B, callers int) {
+				benchtest.ForCallers(b, func(b *testing.B, callers int) {
 					var cpu time.Duration
 					benchCalls(b, client, callers, replay, func() {
 						resetCommandStats(b, rdb)
@@ -80,7 +78,7 @@ func BenchmarkUnary(b *testing.B) {
 		b.Run("redis-ceiling-"+path, func(b *testing.B) {
 			rdb, trips := benchRedis(b, 0)
 			s := redisstore.New(rdb)
-			forCallers(b, func(b *testing.B, callers int) {
+			benchtest.ForCallers(b, func(b *testing.B, callers int) {
 				var cpu time.Duration
 				benchStore(b, s, callers, replay, func() {
 					cpu = redisCPU(b, rdb)
@@ -90,12 +88,6 @@ func BenchmarkUnary(b *testing.B) {
 				b.ReportMetric(float64(redisCPU(b, rdb)-cpu)/float64(b.N), "redis-cpu-ns/op")
 			})
 		})
-	}
-}
-
-func forCallers(b *testing.B, f func(b *testing.B, callers int)) {
-	for _, callers := range benchCallers {
-		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) { f(b, callers) })
 	}
 }
 
@@ -175,25 +167,6 @@ func commandsExecuted(b *testing.B, rdb *redis.Client) int64 {
 	return n
 }
 
-// parallel runs body b.N times from callers goroutines (one goroutine
-// when callers is 1), handing each call a sequence number.
-func parallel(b *testing.B, callers int, body func(i int64)) {
-	b.ReportAllocs()
-	var seq atomic.Int64
-	if callers == 1 {
-		for b.Loop() {
-			body(seq.Add(1))
-		}
-		return
-	}
-	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			body(seq.Add(1))
-		}
-	})
-}
-
 // benchCalls makes b.N calls. With replay, every call sends one key,
 // stored before the timer starts; otherwise every call has a new key.
 // start, when not nil, runs just before the timer starts.
@@ -216,7 +189,7 @@ func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, r
 	}
 	runtime.GC() // no garbage of the rows before this one
 	b.ResetTimer()
-	parallel(b, callers, func(i int64) {
+	benchtest.Parallel(b, callers, func(i int64) {
 		if _, err := client.Do(ctxFor(i), req); err != nil {
 			b.Error(err)
 		}
@@ -241,7 +214,7 @@ func benchStore(b *testing.B, s store.Store, callers int, replay bool, start fun
 	}
 	runtime.GC()
 	b.ResetTimer()
-	parallel(b, callers, func(i int64) {
+	benchtest.Parallel(b, callers, func(i int64) {
 		key := prefix + "0"
 		if !replay {
 			key = prefix + strconv.FormatInt(i, 10)

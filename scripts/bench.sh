@@ -9,21 +9,27 @@ count=${BENCH_COUNT:-5}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# BenchmarkUnary runs first, in a process of its own: the PostgreSQL rows
-# leave the server busy for a while after them (checkpoints, autovacuum),
-# which would take CPU from the rows measured next.
-# BenchmarkUnary and BenchmarkUnaryPostgres are in the integration module,
-# the client benchmarks in the root package; go test runs the benchmarks of
-# two packages one after the other.
-cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor)\$' -benchmem -benchtime=1s -count=$count . ./integration"
+# The rows of cmd1 run first, in a process of their own: the PostgreSQL
+# rows leave the server busy for a while after them (checkpoints,
+# autovacuum), which would take CPU from the rows measured next.
+# BenchmarkUnary and BenchmarkUnaryPostgres are in the integration module;
+# the client benchmarks, BenchmarkDo (Do and Once) and BenchmarkStream in
+# the root package, BenchmarkMiddleware in httpidempotency; go test runs
+# the benchmarks of several packages one after the other.
+# BenchmarkClaimCompleted (PostgreSQL replays) runs after the memory store's
+# rows and before BenchmarkPostgresScale, which fills its table before it
+# measures anything.
+cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor|BenchmarkDo|BenchmarkStream|BenchmarkMiddleware)\$' -benchmem -benchtime=1s -count=$count . ./httpidempotency ./integration"
 cmd1p="go test -run '^\$' -bench '^BenchmarkUnaryPostgres\$' -benchmem -benchtime=1s -count=$count ./integration"
 cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimFullSteadyExpiry|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
+cmd2p="go test -run '^\$' -bench '^BenchmarkClaimCompleted\$' -benchmem -benchtime=1s -count=$count ./store/postgresstore"
 cmd3="go test -run '^\$' -bench '^BenchmarkPostgresScale\$' -benchtime=3000x -count=$count ./store/postgresstore"
 cmd4="go test -run '^\$' -bench '^BenchmarkMemoryPerRecord\$' -benchtime=100000x -count=$count ./store/redisstore"
 export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"
 eval "$cmd2" | tee -a "$out"
+eval "$cmd2p" | tee -a "$out"
 eval "$cmd3" | tee -a "$out"
 eval "$cmd4" | tee -a "$out"
 
@@ -31,6 +37,7 @@ machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version |
 go run ./internal/benchreport -cmd "$cmd1
 $cmd1p
 $cmd2
+$cmd2p
 $cmd3
 $cmd4" -machine "$machine" "$out" > BENCHMARKS.md
 echo "BENCHMARKS.md rewritten"

@@ -1,6 +1,7 @@
 // Command benchreport turns `go test -bench` output into BENCHMARKS.md: the
-// median of every metric per benchmark, and each performance target as a
-// ratio against the baseline measured in the same run.
+// median of every metric per benchmark, each performance target as a ratio
+// against the baseline measured in the same run, and the tables of the
+// entry points against their bare rows (tables.go).
 //
 //	go run ./internal/benchreport -cmd "<command>" bench.txt > BENCHMARKS.md
 package main
@@ -179,6 +180,7 @@ func main() {
 			fmt.Fprintf(w, "| %s | %.0f%% | >= %.0f%% | %s |\n", t.what, 100*r, 100*t.atLeastThr, yes(r >= t.atLeastThr))
 		}
 	}
+	writeComparisons(w, res)
 	fmt.Fprintf(w, "\n## All results\n\n| benchmark | metrics (median) |\n|---|---|\n")
 	for _, name := range order {
 		var units []string

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestComparisonsCompareWithBareRowsOfTheirTable(t *testing.T) {
+	t.Parallel()
+	for _, c := range comparisons() {
+		if len(c.rows) == 0 {
+			t.Errorf("table %q has no rows", c.title)
+		}
+		for _, r := range c.rows {
+			if !strings.HasPrefix(r.name, c.bench+"/") || !strings.HasPrefix(r.base, c.bench+"/") {
+				t.Errorf("table %q of %s: row %q compares with %q", c.title, c.bench, r.name, r.base)
+			}
+			if !slices.Contains(c.rows, row{r.base, r.base}) {
+				t.Errorf("table %q: row %q compares with %q, which is not a bare row of the table", c.title, r.name, r.base)
+			}
+		}
+	}
+}
+
+func TestComparisonRatiosAgainstTheBareRow(t *testing.T) {
+	t.Parallel()
+	res, _, _ := parse(strings.NewReader(`
+BenchmarkStream/bare-2     	 100	 1000 ns/op	 100000 msgs/s	 10 B/op	 1 allocs/op
+BenchmarkStream/bare-2     	 100	 3000 ns/op	 33333 msgs/s	 10 B/op	 1 allocs/op
+BenchmarkStream/bare-2     	 100	 2000 ns/op	 50000 msgs/s	 10 B/op	 1 allocs/op
+BenchmarkStream/executed-2 	 100	 5000 ns/op	 20000 msgs/s	 4096 B/op	 50 allocs/op
+BenchmarkDo/bare/callers=1-2 	 100	 70 ns/op	 96 B/op	 1 allocs/op
+BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
+`))
+	var out strings.Builder
+	writeComparisons(&out, res)
+	for _, want := range []string{
+		"| row | ns/op | msgs/s | B/op | allocs/op | time vs bare |\n|---|---|---|---|---|---|\n",
+		"| `bare` | 2000 | 50000 | 10 | 1 | 1.00x |\n",            // the medians
+		"| `executed` | 5000 | 20000 | 4096 | 50 | 2.50x |\n",     // over the bare median
+		"| `replayed` | – | – | – | – | not measured |\n",         // a row the run lacks
+		"| row | ns/op | B/op | allocs/op | time vs bare |\n",     // no rate column
+		"| `do-replay/callers=1` | 3500 | 1648 | 17 | 50.00x |\n", // against bare of its callers
+		"| `do-replay/callers=64` | – | – | – | not measured |\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("tables lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Every benchmark of the report is run by make bench, and every benchmark
+// of a comparison table once by the CI smoke, so a benchmark that stops
+// running, or is renamed, fails CI instead of leaving a table empty.
+func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
+	t.Parallel()
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	bench, ci := read("../../scripts/bench.sh"), read("../../.ci/run")
+	runs := func(script, name string) bool {
+		return regexp.MustCompile(`\b` + name + `\b`).MatchString(script)
+	}
+	top := func(name string) string { return strings.Split(name, "/")[0] }
+	for _, tg := range targets() {
+		for _, name := range []string{tg.got, tg.base} {
+			if name != "" && !runs(bench, top(name)) {
+				t.Errorf("target %q reads %s, which scripts/bench.sh does not run", tg.what, top(name))
+			}
+		}
+	}
+	for _, c := range comparisons() {
+		if !runs(bench, c.bench) {
+			t.Errorf("scripts/bench.sh does not run %s", c.bench)
+		}
+		if !runs(ci, c.bench) {
+			t.Errorf(".ci/run's benchmark smoke does not run %s", c.bench)
+		}
+	}
+}

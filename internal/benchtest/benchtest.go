@@ -1,0 +1,44 @@
+// Package benchtest holds what the benchmarks of several packages share:
+// the numbers of concurrent callers a row is measured at, and the loop
+// that makes b.N calls from that many goroutines.
+package benchtest
+
+import (
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+)
+
+// Callers are the numbers of concurrent callers every row that compares
+// concurrency is measured at: one, and 64.
+var Callers = []int{1, 64}
+
+// ForCallers runs f as one sub-benchmark per entry of [Callers], named
+// "callers=N".
+func ForCallers(b *testing.B, f func(b *testing.B, callers int)) {
+	for _, callers := range Callers {
+		b.Run("callers="+strconv.Itoa(callers), func(b *testing.B) { f(b, callers) })
+	}
+}
+
+// Parallel reports allocations and runs body b.N times from callers
+// goroutines (b.Loop in the benchmark's own goroutine when callers is 1,
+// b.RunParallel with callers/GOMAXPROCS goroutines per P otherwise),
+// handing each call a sequence number from 1.
+func Parallel(b *testing.B, callers int, body func(i int64)) {
+	b.ReportAllocs()
+	var seq atomic.Int64
+	if callers == 1 {
+		for b.Loop() {
+			body(seq.Add(1))
+		}
+		return
+	}
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			body(seq.Add(1))
+		}
+	})
+}
