@@ -12,8 +12,8 @@ import (
 // [store.ClaimResult].)
 type Claim struct {
 	// StoreKey is the key the store holds the claim under: a hash of the
-	// method, the scope and the client's idempotency key, never the client's
-	// key itself.
+	// method (or its namespace, or the operation of [Do]), the scope and the
+	// client's idempotency key, never the client's key itself.
 	StoreKey string
 	// Token is the owner token the store issued for this execution. A
 	// handler can pass it to its own systems to fence side effects: a
@@ -25,9 +25,9 @@ type Claim struct {
 
 type claimKey struct{}
 
-// ClaimFromContext returns the claim the handler runs under. It reports
-// false when the call is not deduplicated (no key, method disabled, or
-// failing open).
+// ClaimFromContext returns the claim the handler (or the function [Do] and
+// [Once] run) runs under. It reports false when the call is not
+// deduplicated (no key, method disabled, or failing open).
 func ClaimFromContext(ctx context.Context) (Claim, bool) {
 	c, ok := ctx.Value(claimKey{}).(*call)
 	if !ok {
@@ -44,9 +44,9 @@ func ClaimFromContext(ctx context.Context) (Claim, bool) {
 // would find the outer claim and refuse the call as in use. Interceptors
 // over different stores, or whose scopes give different store keys, each
 // claim their own.
-func (i *interceptor) claimedOutside(ctx context.Context, c *call) bool {
+func (e *engine) claimedOutside(ctx context.Context, c *call) bool {
 	outer, ok := ctx.Value(claimKey{}).(*call)
-	return ok && outer.method == c.method && outer.key == c.key && sameStore(outer.i.store, i.store)
+	return ok && outer.method == c.method && outer.key == c.key && sameStore(outer.e.store, e.store)
 }
 
 // sameStore reports whether a and b are the same store. A store value

@@ -27,15 +27,16 @@
 //	option (idempotency.v1.method) = { mode: MODE_REQUIRED, retention: { seconds: 172800 } };
 //
 // (fields mode, one of MODE_OPTIONAL, the default, MODE_REQUIRED or
-// MODE_DISABLED; retention; lease; key_field); methods marked
+// MODE_DISABLED; retention; lease; key_field; namespace); methods marked
 // idempotency_level = NO_SIDE_EFFECTS are left untouched, and so are gRPC's
 // own services (proto package grpc.*: health, reflection, channelz).
 // [WithMethodPolicy] overrides a method's proto options in code;
 // [WithDefaultMode] sets the mode of methods without the option
 // (ModeDisabled: annotated methods only).
 // [Server.Validate] checks at start-up every method a server serves. Keys are
-// namespaced by method and by the caller's scope ([WithScope]) and hashed
-// before they reach the store. Errors carry google.rpc.ErrorInfo with
+// namespaced by method (or by the method's namespace, which survives
+// renames: [MethodPolicy.Namespace]) and by the caller's scope
+// ([WithScope]) and hashed before they reach the store. Errors carry google.rpc.ErrorInfo with
 // [ErrorDomain] and one of the Reason constants, so clients branch on the
 // reason, never on the message.
 //
@@ -47,6 +48,14 @@
 // [WithDerivedKeys] on the client they call through), the same on every
 // run of the handler for one key, so a re-run after a crash replays the
 // downstream call instead of making it twice.
+//
+// # Any function
+//
+// [Do] and [Once] run work that is not a gRPC handler (a message
+// consumer, a webhook, a job) once per key, on the same protocol and
+// options as the interceptor: Do replays the function's proto response or
+// deterministic error, Once reports whether this call ran the function.
+// [WithOperationPolicy] tunes one operation.
 //
 // # What runs once
 //

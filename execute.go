@@ -5,21 +5,19 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// execute runs the handler under the claim c holds, then settles the claim:
+// execute runs the work under the claim c holds, then settles the claim:
 // it stores the outcome, or releases the claim after a retryable error or a
-// panic. Those are the only ways a claim ends once its handler has started.
-func (i *interceptor) execute(ctx context.Context, c *call, req any, handler grpc.UnaryHandler) (any, error) {
-	if i.cfg.wait > 0 {
-		defer i.flights.start(c.key)()
+// panic. Those are the only ways a claim ends once its work has started.
+func (e *engine) execute(ctx context.Context, c *call) (any, error) {
+	if e.cfg.wait > 0 {
+		defer e.flights.start(c.key)()
 	}
 	now := time.Now()
 	c.createdAt.Seconds, c.createdAt.Nanos = now.Unix(), int32(now.Nanosecond())
-	hctx := i.handlerContext(ctx, c)
+	hctx := e.handlerContext(ctx, c)
 	defer c.endHandlerContext()
 	c.renewal.start(c)
 	// Renewal ends with this call, even when settling panics (an observer
@@ -29,12 +27,12 @@ func (i *interceptor) execute(ctx context.Context, c *call, req any, handler grp
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: release, and let the panic go on
-			i.release(ctx, c, errHandlerPanicked)
+			e.release(ctx, c, errHandlerPanicked)
 		}
 	}()
-	resp, herr := handler(hctx, req)
+	resp, herr := c.t.run(hctx)
 	finished = true
-	i.settle(ctx, c, resp, herr)
+	e.settle(ctx, c, resp, herr)
 	return resp, herr
 }
 
@@ -46,17 +44,14 @@ var ErrHandlerTimeout = errors.New("idempotency: the handler timeout passed")
 // follows a panic.
 var errHandlerPanicked = errors.New("idempotency: the handler panicked")
 
-// handlerContext returns the context the handler runs on: the caller's,
-// carrying the claim and capturing the header and trailer the handler sets
-// ([captureStream]); detached from the caller's cancellation and bounded by
-// the handler timeout unless the method follows its caller; and cancelled
-// with a cause when the lease is lost.
-func (i *interceptor) handlerContext(ctx context.Context, c *call) context.Context {
-	hctx := context.WithValue(ctx, claimKey{}, c)
-	if c.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); c.stream.ServerTransportStream != nil {
-		c.stream.caller = ctx
-		hctx = grpc.NewContextWithServerTransportStream(hctx, &c.stream)
-	}
+// handlerContext returns the context the work runs on: the caller's,
+// carrying the claim and capturing what the transport records (a gRPC
+// handler's header and trailer: [captureStream]); detached from the
+// caller's cancellation and bounded by the handler timeout unless the
+// method follows its caller; and cancelled with a cause when the lease is
+// lost.
+func (e *engine) handlerContext(ctx context.Context, c *call) context.Context {
+	hctx := c.t.capture(context.WithValue(ctx, claimKey{}, c))
 	if !c.cfg.followCaller {
 		deadline := time.Now().Add(c.cfg.handlerTimeout)
 		if d, ok := ctx.Deadline(); ok && d.After(deadline) {
@@ -76,21 +71,21 @@ func (c *call) endHandlerContext() {
 }
 
 // settle ends the claim after the handler returned.
-func (i *interceptor) settle(ctx context.Context, c *call, resp any, herr error) {
-	recorded, keep := c.txRecorded.Load(), i.keeps(herr)
+func (e *engine) settle(ctx context.Context, c *call, resp any, herr error) {
+	recorded, keep := c.txRecorded.Load(), e.keeps(herr)
 	switch {
 	case recorded && keep:
 		// The handler's own transaction stored the outcome and committed.
-		i.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
+		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case recorded || !keep:
 		// A retryable error. When the handler had recorded its outcome in
 		// a transaction, that transaction did not commit, or did so
 		// ambiguously: the fenced release frees the key in the first case
 		// and leaves the committed record alone in the second.
-		i.release(ctx, c, herr)
+		e.release(ctx, c, herr)
 	default:
-		data := i.outcome(ctx, c, resp, herr)
-		i.complete(ctx, c, *data)
+		data := e.outcome(ctx, c, resp, herr)
+		e.complete(ctx, c, *data)
 		putBuffer(data)
 	}
 }
@@ -100,30 +95,30 @@ func (i *interceptor) settle(ctx context.Context, c *call, resp any, herr error)
 // timeout, since giving up leaves the key in flight until its lease ends.
 // Both are detached from the caller's cancellation: the handler ran, so its
 // claim must be settled even if the caller has gone.
-func (i *interceptor) complete(ctx context.Context, c *call, data []byte) {
-	err := i.settleStep(ctx, c, func(sctx context.Context) error {
-		return i.store.Complete(sctx, c.key, c.claim.Token, data, c.cfg.retention)
+func (e *engine) complete(ctx context.Context, c *call, data []byte) {
+	err := e.settleStep(ctx, c, func(sctx context.Context) error {
+		return e.store.Complete(sctx, c.key, c.claim.Token, data, c.cfg.retention)
 	})
 	switch {
 	case err == nil:
-		i.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
+		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		i.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
+		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 
-func (i *interceptor) release(ctx context.Context, c *call, cause error) {
-	err := i.settleStep(ctx, c, func(sctx context.Context) error {
-		return i.store.Release(sctx, c.key, c.claim.Token)
+func (e *engine) release(ctx context.Context, c *call, cause error) {
+	err := e.settleStep(ctx, c, func(sctx context.Context) error {
+		return e.store.Release(sctx, c.key, c.claim.Token)
 	})
 	switch {
 	case err == nil:
-		i.observe(ctx, c.method, DecisionReleased, c.storeTime, cause)
+		e.observe(ctx, c.method, DecisionReleased, c.storeTime, cause)
 	case errors.Is(err, store.ErrLeaseLost) && c.txRecorded.Load():
 		// The handler's transaction committed after all.
-		i.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
+		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		i.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
+		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 
@@ -137,8 +132,8 @@ var errLostEarlier = errors.New("idempotency: the lease was lost before the clai
 // numbered, with that attempt's time. When renewal already
 // learned that the lease is lost, it returns errLostEarlier without a store
 // call: the loss was reported then.
-func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context.Context) error) error {
-	giveUp := time.Now().Add(i.cfg.storeTimeout)
+func (e *engine) settleStep(ctx context.Context, c *call, step func(context.Context) error) error {
+	giveUp := time.Now().Add(e.cfg.storeTimeout)
 	for attempt := 0; ; attempt++ {
 		var err error
 		start := time.Now()
@@ -160,7 +155,7 @@ func (i *interceptor) settleStep(ctx context.Context, c *call, step func(context
 		if err == nil || errors.Is(err, store.ErrLeaseLost) {
 			return err
 		}
-		i.storeError(ctx, c.method, attempt+1, took, err)
+		e.storeError(ctx, c.method, attempt+1, took, err)
 		wait := pollDelay(attempt)
 		if time.Now().Add(wait).After(giveUp) {
 			return err

@@ -2,9 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"strconv"
 
 	"google.golang.org/grpc/metadata"
@@ -48,14 +45,14 @@ func ValidateKey(key string) error {
 // method's key field. It returns "" with no error when there is none, and
 // the method's configuration error, failing the call closed, when its
 // policy cannot work.
-func (i *interceptor) clientKey(ctx context.Context, m *methodConfig, req proto.Message) (string, error) {
+func (e *engine) clientKey(ctx context.Context, m *methodConfig, req proto.Message) (string, error) {
 	if m.err != nil {
 		return "", m.err
 	}
-	vals := metadata.ValueFromIncomingContext(ctx, i.cfg.metadataKey)
+	vals := metadata.ValueFromIncomingContext(ctx, e.cfg.metadataKey)
 	switch {
 	case len(vals) > 1:
-		return "", &KeyError{Reason: ReasonKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(i.cfg.metadataKey)}
+		return "", &KeyError{Reason: ReasonKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(e.cfg.metadataKey)}
 	case len(vals) == 1:
 		return vals[0], ValidateKey(vals[0])
 	case m.keyField != nil:
@@ -66,18 +63,4 @@ func (i *interceptor) clientKey(ctx context.Context, m *methodConfig, req proto.
 		return k, ValidateKey(k)
 	}
 	return "", nil
-}
-
-// storeKey namespaces the client key by method and scope and hashes it, so
-// no client key shapes the store's key space and no caller can reach
-// another scope's records.
-func storeKey(method, scope, key string) string {
-	var buf [512]byte
-	b := buf[:0]
-	for _, s := range [...]string{method, scope, key} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	sum := sha256.Sum256(b)
-	return base64.RawURLEncoding.EncodeToString(sum[:])
 }

@@ -59,7 +59,7 @@ func (r *renewal) renew() {
 	if r.stopped || r.lost || r.expired {
 		return
 	}
-	c, i := r.c, r.c.i
+	c, e := r.c, r.c.e
 	lease := c.cfg.lease
 	start := time.Now()
 	left := r.leaseEnd.Sub(start)
@@ -67,14 +67,14 @@ func (r *renewal) renew() {
 		r.expire()
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.detached, min(i.cfg.storeTimeout, lease/3, left))
-	err := i.store.Extend(ctx, c.key, c.claim.Token, lease)
+	ctx, cancel := context.WithTimeout(c.detached, min(e.cfg.storeTimeout, lease/3, left))
+	err := e.store.Extend(ctx, c.key, c.claim.Token, lease)
 	cancel()
 	took := time.Since(start)
 	switch {
 	case err == nil:
 		r.leaseEnd, r.failures = start.Add(lease), 0
-		i.observe(c.detached, c.method, DecisionLeaseRenewed, took, nil)
+		e.observe(c.detached, c.method, DecisionLeaseRenewed, took, nil)
 		r.timer.Reset(lease / 3)
 	case errors.Is(err, store.ErrLeaseLost) && (r.settling || c.txRecorded.Load()):
 		// A step that ends the claim has been tried (its reply may have
@@ -85,9 +85,9 @@ func (r *renewal) renew() {
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
 		c.cancelCause(errCauseLeaseLost)
-		i.observe(c.detached, c.method, DecisionLeaseLost, took, err)
+		e.observe(c.detached, c.method, DecisionLeaseLost, took, err)
 	default:
-		i.storeError(c.detached, c.method, r.failures+1, took, err)
+		e.storeError(c.detached, c.method, r.failures+1, took, err)
 		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))
 		r.failures++
 		if next <= 0 {

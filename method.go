@@ -55,6 +55,16 @@ type MethodPolicy struct {
 	// has gone ([WithHandlerTimeout]). Default: the server-wide setting;
 	// negative panics.
 	HandlerTimeout time.Duration
+	// Namespace names the method's operation in the store instead of its
+	// full name: its keys and fingerprints are derived from the namespace,
+	// so renaming the proto package, the service or the method keeps every
+	// live key, and a stored response decodes into the renamed response
+	// type. Give a name that never changes and that no other method of the
+	// store's servers uses, such as "payments.charge"; a method and the
+	// function [Do] or [Once] runs under op = Namespace are one operation.
+	// A namespace never shares a key with a method without one. Default:
+	// the proto option's namespace, if any, else the full method name.
+	Namespace string
 }
 
 // Cancellation says whether a claimed handler is cancelled when its caller
@@ -79,6 +89,7 @@ type methodConfig struct {
 	lease          time.Duration
 	handlerTimeout time.Duration
 	followCaller   bool
+	namespace      string                       // names the operation in the store instead of the method; "" for none
 	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
 	responseType   protoreflect.MessageType     // generated, or dynamic over the configured descriptors
 	// err, a *MethodConfigError, is set when the policy cannot work; every
@@ -95,17 +106,17 @@ var modeFromProto = map[idempotencyv1.Mode]Mode{
 // method returns the cached policy of fullMethod, resolving it on the first
 // call from the descriptors and the options set in code. Concurrent first
 // calls may each resolve it; they get the same result and one is kept.
-func (i *interceptor) method(fullMethod string, req any) *methodConfig {
-	if m, ok := i.methods.Load(fullMethod); ok {
+func (e *engine) method(fullMethod string, req any) *methodConfig {
+	if m, ok := e.methods.Load(fullMethod); ok {
 		return m.(*methodConfig)
 	}
-	m := i.resolve(fullMethod, req)
-	actual, _ := i.methods.LoadOrStore(fullMethod, m)
+	m := e.resolve(fullMethod, req)
+	actual, _ := e.methods.LoadOrStore(fullMethod, m)
 	return actual.(*methodConfig)
 }
 
-func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
-	md := policy.FindMethod(i.cfg.files, fullMethod)
+func (e *engine) resolve(fullMethod string, req any) *methodConfig {
+	md := policy.FindMethod(e.cfg.files, fullMethod)
 	var reqDesc protoreflect.MessageDescriptor
 	if msg, ok := req.(proto.Message); ok {
 		// The request's own descriptor, not the registry's: with
@@ -113,7 +124,7 @@ func (i *interceptor) resolve(fullMethod string, req any) *methodConfig {
 		// message with another descriptor's field panics.
 		reqDesc = msg.ProtoReflect().Descriptor()
 	}
-	m, err := i.cfg.policyOf(fullMethod, md, reqDesc)
+	m, err := e.cfg.policyOf(fullMethod, md, reqDesc)
 	if err != nil {
 		m.err = err
 		m.mode = ModeRequired // never DISABLED: the call must reach clientKey and fail
@@ -155,8 +166,7 @@ func findMessageType(files *protoregistry.Files, name protoreflect.FullName) (pr
 // key field that is not a singular string field of the request. The key
 // field of a DISABLED method is never read, so it is not checked.
 func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, req protoreflect.MessageDescriptor) (*methodConfig, error) {
-	m := &methodConfig{retention: c.retention, lease: c.lease,
-		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
+	m := c.defaults()
 	fail := &MethodConfigError{Method: fullMethod}
 	var keyField, source string
 	given := idempotencyv1.Mode_MODE_UNSPECIFIED // the mode the descriptor gives, if any
@@ -173,6 +183,7 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		m.retention = positiveOr(p.Retention, m.retention)
 		m.lease = positiveOr(p.Lease, m.lease)
 		keyField, source = p.KeyField, "key_field"
+		m.namespace = p.Namespace
 	}
 	m.mode = c.baseMode(fullMethod, given)
 	if o, ok := c.methods[fullMethod]; ok {
@@ -183,18 +194,12 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		if o.Mode != ModeUnspecified {
 			m.mode = o.Mode
 		}
-		m.retention = positiveOr(o.Retention, m.retention)
-		m.lease = positiveOr(o.Lease, m.lease)
-		m.handlerTimeout = positiveOr(o.HandlerTimeout, m.handlerTimeout)
-		if o.Cancellation != CancellationUnspecified {
-			m.followCaller = o.Cancellation == CancellationCaller
-		}
+		m.override(o)
 		if o.KeyField != "" {
 			keyField, source = o.KeyField, "MethodPolicy.KeyField"
 		}
 	}
-	m.retention = min(max(m.retention, MinRetention), MaxRetention)
-	m.lease = min(max(m.lease, MinLease), MaxLease)
+	m.clamp()
 	if keyField == "" || m.mode == ModeDisabled {
 		return m, nil
 	}
@@ -209,6 +214,33 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	}
 	m.keyField = f
 	return m, nil
+}
+
+// defaults returns the server-wide policy, before a method's or an
+// operation's own applies.
+func (c *config) defaults() *methodConfig {
+	return &methodConfig{retention: c.retention, lease: c.lease,
+		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
+}
+
+// override applies the fields of a policy set in code that are shared by
+// methods and operations; Mode and KeyField are the caller's.
+func (m *methodConfig) override(o MethodPolicy) {
+	m.retention = positiveOr(o.Retention, m.retention)
+	m.lease = positiveOr(o.Lease, m.lease)
+	m.handlerTimeout = positiveOr(o.HandlerTimeout, m.handlerTimeout)
+	if o.Cancellation != CancellationUnspecified {
+		m.followCaller = o.Cancellation == CancellationCaller
+	}
+	if o.Namespace != "" {
+		m.namespace = o.Namespace
+	}
+}
+
+// clamp brings the retention and the lease within their bounds.
+func (m *methodConfig) clamp() {
+	m.retention = min(max(m.retention, MinRetention), MaxRetention)
+	m.lease = min(max(m.lease, MinLease), MaxLease)
 }
 
 // baseMode returns the mode of fullMethod before its code policy applies:

@@ -30,7 +30,7 @@ func (nopObserver) Observe(context.Context, Event) {}
 
 // Event describes one decision.
 type Event struct {
-	// Method is the full method name.
+	// Method is the full method name, or the operation of [Do] and [Once].
 	Method string
 	// Decision is what the interceptor decided, or what happened.
 	Decision Decision

@@ -54,6 +54,7 @@ type config struct {
 	storedCodes      [17]bool
 	fingerprint      FingerprintFunc
 	methods          map[string]MethodPolicy
+	ops              map[string]MethodPolicy // of Do and Once, by operation
 	observer         Observer
 	files            *protoregistry.Files
 	retryAfter       time.Duration
@@ -224,19 +225,25 @@ func WithFingerprint(f FingerprintFunc) ServerOption {
 // too, naming the method.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 	return serverOptionFunc(func(c *config) {
-		for _, f := range []struct {
-			name string
-			d    time.Duration
-		}{{"Lease", p.Lease}, {"Retention", p.Retention}, {"HandlerTimeout", p.HandlerTimeout}} {
-			if f.d < 0 {
-				c.invalid("WithMethodPolicy", "%s: %s must not be negative, got %v", fullMethod, f.name, f.d)
-			}
-		}
+		c.durations("WithMethodPolicy", fullMethod, p)
 		if c.methods == nil {
 			c.methods = make(map[string]MethodPolicy)
 		}
 		c.methods[fullMethod] = p
 	})
+}
+
+// durations records an error of option when a duration of p, the policy
+// of name, is negative.
+func (c *config) durations(option, name string, p MethodPolicy) {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Lease", p.Lease}, {"Retention", p.Retention}, {"HandlerTimeout", p.HandlerTimeout}} {
+		if f.d < 0 {
+			c.invalid(option, "%s: %s must not be negative, got %v", name, f.name, f.d)
+		}
+	}
 }
 
 // WithObserver sets the observer told of every decision. Default: none.

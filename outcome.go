@@ -22,15 +22,15 @@ var errTooLarge = errors.New("idempotency: the outcome is larger than the retent
 // keeps reports whether the handler's result is kept: a response, or an
 // error whose code is one of the stored codes. Any other error releases
 // the claim, so a retry runs the handler again.
-func (i *interceptor) keeps(herr error) bool {
+func (e *engine) keeps(herr error) bool {
 	if herr == nil {
 		return true
 	}
 	st, ok := status.FromError(herr)
-	return ok && i.cfg.storedCodes[st.Code()]
+	return ok && e.cfg.storedCodes[st.Code()]
 }
 
-// outcome encodes the record of a kept result ([interceptor.keeps]) into a
+// outcome encodes the record of a kept result ([engine.keeps]) into a
 // pooled buffer, which the caller returns with putBuffer.
 //
 // It cannot fail: an outcome the record cannot hold in full (larger than
@@ -38,7 +38,7 @@ func (i *interceptor) keeps(herr error) bool {
 // record, which replays FAILED_PRECONDITION with
 // [ReasonResponseNotRetained]. Once a handler has run under a claim, its
 // key is completed, never released for a second run.
-func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error) *[]byte {
+func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]byte {
 	now := time.Now()
 	c.completed.Seconds, c.completed.Nanos = now.Unix(), int32(now.Nanosecond())
 	rec := &c.record
@@ -47,7 +47,7 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 	rec.State = recordv1.State_STATE_COMPLETED
 	rec.Fingerprint = c.fingerprint
 	rec.CreatedAt, rec.CompletedAt = &c.createdAt, &c.completed
-	rec.Header, rec.Trailer = c.stream.recorded()
+	rec.Header, rec.Trailer = c.t.recorded()
 	size := mdSize(rec.Header) + mdSize(rec.Trailer)
 
 	var respBuf *[]byte
@@ -71,7 +71,7 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 		rec.Response = *respBuf
 		size += len(*respBuf)
 	}
-	if err == nil && size > i.cfg.maxResponseBytes {
+	if err == nil && size > e.cfg.maxResponseBytes {
 		err = errTooLarge
 	}
 	data := getBuffer()
@@ -84,7 +84,7 @@ func (i *interceptor) outcome(ctx context.Context, c *call, resp any, herr error
 	// A not-retained record holds only a version, enums, the fingerprint
 	// and timestamps: it always encodes.
 	*data, _ = record.AppendEncode((*data)[:0], rec)
-	i.observe(ctx, c.method, DecisionNotRetained, 0, err)
+	e.observe(ctx, c.method, DecisionNotRetained, 0, err)
 	return data
 }
 

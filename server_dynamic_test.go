@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -74,6 +75,13 @@ func TestReplayWithoutGeneratedTypes(t *testing.T) {
 // has.
 func dynamicFiles(t *testing.T) *protoregistry.Files {
 	t.Helper()
+	return dynamicFilesOf(t, "dyn.v1", "Payments", nil)
+}
+
+// dynamicFilesOf returns a registry as [dynamicFiles] does, of service in
+// package pkg, whose method Charge has the options opts (none when nil).
+func dynamicFilesOf(t *testing.T, pkg, service string, opts *descriptorpb.MethodOptions) *protoregistry.Files {
+	t.Helper()
 	field := func(name string, n int32, typ descriptorpb.FieldDescriptorProto_Type, label descriptorpb.FieldDescriptorProto_Label) *descriptorpb.FieldDescriptorProto {
 		return &descriptorpb.FieldDescriptorProto{Name: proto.String(name), Number: proto.Int32(n), Type: typ.Enum(), Label: label.Enum(), JsonName: proto.String(name)}
 	}
@@ -82,8 +90,8 @@ func dynamicFiles(t *testing.T) *protoregistry.Files {
 		single, repeated = descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL, descriptorpb.FieldDescriptorProto_LABEL_REPEATED
 	)
 	file := &descriptorpb.FileDescriptorProto{
-		Name:    proto.String("dyn/v1/dyn.proto"),
-		Package: proto.String("dyn.v1"),
+		Name:    proto.String(strings.ReplaceAll(pkg, ".", "/") + "/dyn.proto"),
+		Package: proto.String(pkg),
 		Syntax:  proto.String("proto3"),
 		MessageType: []*descriptorpb.DescriptorProto{
 			{Name: proto.String("ChargeRequest"), Field: []*descriptorpb.FieldDescriptorProto{field("amount", 1, i64, single)}},
@@ -91,28 +99,60 @@ func dynamicFiles(t *testing.T) *protoregistry.Files {
 				field("tags", 3, str, repeated), field("id", 1, str, single), field("amount", 2, i64, single)}},
 		},
 		Service: []*descriptorpb.ServiceDescriptorProto{{
-			Name: proto.String("Payments"),
+			Name: proto.String(service),
 			Method: []*descriptorpb.MethodDescriptorProto{{
-				Name: proto.String("Charge"), InputType: proto.String(".dyn.v1.ChargeRequest"), OutputType: proto.String(".dyn.v1.ChargeResponse"),
+				Name: proto.String("Charge"), InputType: proto.String("." + pkg + ".ChargeRequest"), OutputType: proto.String("." + pkg + ".ChargeResponse"),
+				Options: opts,
 			}},
 		}},
+	}
+	if opts != nil {
+		file.Dependency = []string{"idempotency/v1/options.proto", "google/protobuf/descriptor.proto"}
 	}
 	b, err := proto.Marshal(&descriptorpb.FileDescriptorSet{File: []*descriptorpb.FileDescriptorProto{file}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set := &descriptorpb.FileDescriptorSet{}
-	if err := proto.Unmarshal(b, set); err != nil {
+	if err := (proto.UnmarshalOptions{Resolver: protoregistry.GlobalTypes}).Unmarshal(b, set); err != nil {
 		t.Fatal(err)
 	}
-	files, err := protodesc.NewFiles(set)
+	files, err := protodesc.FileOptions{AllowUnresolvable: false}.NewFiles(withDependencies(set))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := protoregistry.GlobalTypes.FindMessageByName("dyn.v1.ChargeResponse"); err == nil {
-		t.Fatal("dyn.v1.ChargeResponse has a generated type; the test needs one that has none")
+	if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(pkg + ".ChargeResponse")); err == nil {
+		t.Fatalf("%s.ChargeResponse has a generated type; the test needs one that has none", pkg)
 	}
 	return files
+}
+
+// withDependencies adds to set the files its files import, from
+// protoregistry.GlobalFiles, in dependency order.
+func withDependencies(set *descriptorpb.FileDescriptorSet) *descriptorpb.FileDescriptorSet {
+	var deps []*descriptorpb.FileDescriptorProto
+	seen := map[string]bool{}
+	var add func(path string)
+	add = func(path string) {
+		if seen[path] {
+			return
+		}
+		seen[path] = true
+		fd, err := protoregistry.GlobalFiles.FindFileByPath(path)
+		if err != nil {
+			return
+		}
+		for i := range fd.Imports().Len() {
+			add(fd.Imports().Get(i).Path())
+		}
+		deps = append(deps, protodesc.ToFileDescriptorProto(fd))
+	}
+	for _, f := range set.GetFile() {
+		for _, d := range f.GetDependency() {
+			add(d)
+		}
+	}
+	return &descriptorpb.FileDescriptorSet{File: append(deps, set.GetFile()...)}
 }
 
 // mustFind returns the descriptor of name in files, as a D.

@@ -69,14 +69,14 @@ func NewTxOutcome(ctx context.Context, resp proto.Message, herr error) (*TxOutco
 	if !ok {
 		return nil, ErrNoClaim
 	}
-	if herr != nil && !c.i.keeps(herr) {
+	if herr != nil && !c.e.keeps(herr) {
 		return nil, fmt.Errorf("idempotency: %v is not a stored error: return it so the claim is released", herr)
 	}
 	if herr == nil && resp == nil {
 		return nil, errors.New("idempotency: a transactional outcome needs a response or an error")
 	}
 	c.txRecorded.Store(false) // an earlier attempt's transaction rolled back
-	data := c.i.outcome(ctx, c, resp, herr)
+	data := c.e.outcome(ctx, c, resp, herr)
 	defer putBuffer(data)
 	return &TxOutcome{
 		StoreKey:  c.key,

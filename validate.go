@@ -33,7 +33,7 @@ type ServiceInfoProvider interface {
 // go unnoticed) and a KeyField it cannot check because the descriptor
 // registry does not have the method.
 func (s *Server) Validate(srv ServiceInfoProvider) error {
-	cfg := s.i.cfg
+	cfg := s.e.cfg
 	services := srv.GetServiceInfo()
 	served := make(map[string]bool)
 	var errs []error

@@ -26,6 +26,8 @@ type Policy struct {
 	// a field: the caller resolves it with [KeyField] on the descriptor of
 	// the request it will read, which need not be the registry's.
 	KeyField string
+	// Namespace is the namespace the option gives, or "".
+	Namespace string
 	// Annotated reports whether the method has the idempotency.v1.method
 	// option.
 	Annotated bool
@@ -81,6 +83,7 @@ func FromDescriptor(md protoreflect.MethodDescriptor) Policy {
 		p.Retention = mp.GetRetention().AsDuration()
 		p.Lease = mp.GetLease().AsDuration()
 		p.KeyField = mp.GetKeyField()
+		p.Namespace = mp.GetNamespace()
 	}
 	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok &&
 		opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {

@@ -93,7 +93,15 @@ type MethodPolicy struct {
 	Lease *durationpb.Duration `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
 	// key_field names a top-level string field of the request to read the key
 	// from when the metadata key is absent (AIP-155 request_id).
-	KeyField      string `protobuf:"bytes,4,opt,name=key_field,json=keyField,proto3" json:"key_field,omitempty"`
+	KeyField string `protobuf:"bytes,4,opt,name=key_field,json=keyField,proto3" json:"key_field,omitempty"`
+	// namespace names the operation in the store instead of the full method
+	// name: keys and fingerprints are derived from it, so renaming the proto
+	// package, the service or the method keeps every live key (and its stored
+	// response decodes into the renamed response type). Give it a name that
+	// never changes, unique among the server's methods, such as
+	// "payments.charge"; a method and a function run with Do or Once under the
+	// same name are one operation. Empty: the full method name.
+	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +164,13 @@ func (x *MethodPolicy) GetKeyField() string {
 	return ""
 }
 
+func (x *MethodPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
 var file_idempotency_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -179,12 +194,13 @@ var File_idempotency_v1_options_proto protoreflect.FileDescriptor
 
 const file_idempotency_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x1cidempotency/v1/options.proto\x12\x0eidempotency.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xbf\x01\n" +
+	"\x1cidempotency/v1/options.proto\x12\x0eidempotency.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xdd\x01\n" +
 	"\fMethodPolicy\x12(\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x14.idempotency.v1.ModeR\x04mode\x127\n" +
 	"\tretention\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\tretention\x12/\n" +
 	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12\x1b\n" +
-	"\tkey_field\x18\x04 \x01(\tR\bkeyField*U\n" +
+	"\tkey_field\x18\x04 \x01(\tR\bkeyField\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace*U\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rMODE_OPTIONAL\x10\x01\x12\x11\n" +

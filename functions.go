@@ -1,0 +1,147 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
+)
+
+// Do runs fn once per (op, key, scope) across every process that shares
+// s's store, and returns its result to every call with that key, as the
+// unary interceptor does for a gRPC handler: for work that is not one (a
+// message consumer, a job, a webhook, a step of a workflow).
+//
+// The first call claims the key and runs fn; it returns fn's result with
+// replayed false. fn's response is stored, and so is its deterministic
+// error (a gRPC status whose code is one of [WithStoredCodes]); every
+// later call with the key returns them with replayed true: the response
+// decoded into Resp from the same bytes, the error as the same status.
+// Any other error of fn, and a panic (which propagates), releases the
+// claim, so a later call runs fn again.
+//
+// op names the operation: it is the namespace of its keys (see
+// [MethodPolicy.Namespace]: a method with that namespace is the same
+// operation) and the name the fingerprint function ([WithFingerprint]) and
+// the observer get. req is the request the key stands for: a call with
+// the key and another req gets [ErrKeyReused]. A nil req fingerprints op
+// alone.
+//
+// fn runs as a claimed handler does: on a context that carries the claim
+// ([ClaimFromContext], [NewTxOutcome]) and ctx's values, detached from
+// ctx's cancellation and bounded by the handler timeout
+// ([WithHandlerTimeout], [WithOperationPolicy]), renewed under its lease.
+// Do returns when fn does, even when ctx ends first. A call that finds
+// the key in flight returns [ErrKeyInUse], or waits for the outcome under
+// [WithWaitForInFlight]. Scope ([WithScope]), fail-open ([WithFailOpen]),
+// the store timeout and the size limit ([WithMaxResponseBytes]) apply.
+//
+// Do's own errors are the library's sentinels, wrapped (test them with
+// errors.Is or [Reason]): [ErrKeyReused], [ErrKeyInUse],
+// [ErrStoreUnavailable], [ErrStoreFull], [ErrRecordCorrupt],
+// [ErrResponseNotRetained]; a missing or malformed key is a [*KeyError]
+// (ErrKeyMissing, ErrKeyInvalid). An empty op is [ErrMisconfigured]. A
+// context error means ctx ended before fn started.
+func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error)) (resp Resp, replayed bool, err error) {
+	f := &fnCall[Resp]{fn: fn}
+	f.t, f.respType = f, respType[Resp]()
+	out, err := s.e.do(ctx, &f.call, op, key, req)
+	if out != nil {
+		var ok bool
+		if resp, ok = out.(Resp); !ok {
+			err = fmt.Errorf("%w: the record holds a %T, not a %T", ErrRecordCorrupt, out, resp)
+		}
+	}
+	return resp, f.isReplay, err
+}
+
+// Once runs fn once per (op, key, scope) across every process that shares
+// s's store, for work whose only result is that it was done: a consumer
+// that must act on each message once, whatever the redeliveries. ran
+// reports whether this call ran fn. A later call with the key returns
+// ran false and nil, or fn's stored deterministic error.
+//
+// Once is [Do] with no response (an empty message is stored, so Once and
+// Do[*emptypb.Empty] on one op share their outcomes): everything Do says
+// of op, req, fn's context and errors, and the errors it returns, holds
+// for Once.
+func Once(ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) error) (ran bool, err error) {
+	_, _, err = Do(ctx, s, op, key, req, func(ctx context.Context) (*emptypb.Empty, error) {
+		ran = true
+		return &emptypb.Empty{}, fn(ctx)
+	})
+	return ran, err
+}
+
+// do checks op and key, and runs c under op's policy; it reports the
+// engine's own errors to the observer.
+func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Message) (any, error) {
+	if op == "" {
+		return nil, fmt.Errorf("%w: Do and Once need an operation name", ErrMisconfigured)
+	}
+	err := ValidateKey(key)
+	if key == "" {
+		err = &KeyError{Reason: ReasonKeyMissing, Detail: "Do and Once need a key"}
+	}
+	if req == nil {
+		req = &emptypb.Empty{}
+	}
+	m, ok := e.ops[op]
+	if !ok {
+		m = e.otherOp
+	}
+	if err == nil {
+		err = e.prepare(ctx, c, op, op, m, key, req)
+	}
+	if err != nil {
+		e.report(ctx, op, err, 0)
+		return nil, err
+	}
+	if e.claimedOutside(ctx, c) { // a Do inside the same Do
+		return c.t.bypass(ctx)
+	}
+	out, err := e.run(ctx, c)
+	if err != nil {
+		e.report(ctx, op, err, c.storeTime)
+	}
+	return out, err
+}
+
+// respType returns the message type of Resp, or nil when Resp does not
+// have one of its own (an interface, or dynamicpb): a replay then decodes
+// into the type the record names.
+func respType[Resp proto.Message]() protoreflect.MessageType {
+	var zero Resp
+	if _, dynamic := any(zero).(*dynamicpb.Message); dynamic || any(zero) == nil {
+		return nil
+	}
+	return zero.ProtoReflect().Type()
+}
+
+// fnCall is a call of [Do]: the function, with nothing to capture or
+// replay besides its result. It is Do's [transport].
+type fnCall[Resp proto.Message] struct {
+	call
+	fn func(ctx context.Context) (Resp, error)
+}
+
+func (f *fnCall[Resp]) bypass(ctx context.Context) (any, error) { return f.run(ctx) }
+
+func (f *fnCall[Resp]) run(ctx context.Context) (any, error) {
+	resp, err := f.fn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (*fnCall[Resp]) capture(ctx context.Context) context.Context { return ctx }
+
+func (*fnCall[Resp]) recorded() (header, trailer []*recordv1.Metadata) { return nil, nil }
+
+func (*fnCall[Resp]) replayed(context.Context, *recordv1.Record) {}

@@ -1,0 +1,61 @@
+package idempotency
+
+import (
+	"google.golang.org/grpc"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// Server is the idempotency side of a gRPC server, built once with
+// [NewServer] from a store and the options: its interceptor, its start-up
+// check ([Server.Validate]) and the functions [Do] and [Once] read the same
+// options and run the same protocol, so they cannot drift apart.
+type Server struct {
+	e *engine
+}
+
+// NewServer returns the idempotency server over store s, configured by
+// opts.
+//
+// It panics when the options are invalid or the policy of a method named
+// by [WithMethodPolicy] cannot work (see [MethodConfigError]): programming
+// errors, found at start-up. It checks only those methods, since it cannot
+// know which services the gRPC server will register; a method whose proto
+// option cannot work fails its calls closed instead. Check them all at
+// start-up with [Server.Validate].
+func NewServer(s store.Store, opts ...ServerOption) *Server {
+	e, err := newEngine(s, opts)
+	if err != nil {
+		panic(err)
+	}
+	return &Server{e: e}
+}
+
+// UnaryServerInterceptor returns the server interceptor that runs each
+// keyed call once per key and replays its stored outcome to every retry.
+//
+// It reads the key from request metadata ([MetadataKey]), claims it in the
+// store in one atomic step, runs the handler, and stores the response or
+// deterministic error for the retention period. See the package
+// documentation for the behaviour in every situation.
+//
+// Method policies are read from the registered proto descriptors, each
+// method's once, on its first call. A method without an
+// idempotency.v1.method option or a [WithMethodPolicy] takes the mode of
+// [WithDefaultMode] (OPTIONAL by default); methods marked NO_SIDE_EFFECTS,
+// and the methods of gRPC's own services (proto package "grpc" or
+// "grpc.*": health, reflection, channelz, lb) that [WithMethodPolicy] does
+// not name, pass through untouched. Every interceptor s returns shares the
+// method cache and the in-flight waiters ([WithWaitForInFlight]) with the
+// others and with [Do] and [Once].
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return s.e.intercept
+}
+
+// UnaryServerInterceptor is shorthand for
+// NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
+// not run the start-up check [Server.Validate]. It panics as [NewServer]
+// does.
+func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
+	return NewServer(s, opts...).UnaryServerInterceptor()
+}
