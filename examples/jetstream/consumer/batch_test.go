@@ -76,4 +76,3 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 		}
 	}
 }
-
