@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,6 +70,7 @@ func TestSecondInstanceHeldOffByClaim(t *testing.T) {
 	b := startBroker(t)
 	srv, res, book := newServer(), newResults(), &ledger{}
 	heldOff := make(chan struct{})
+	release := sync.OnceFunc(func() { close(heldOff) })
 	var runs int
 	handler := func(_ context.Context, msg jetstream.Msg) error {
 		runs++ // the claim serialises runs: no lock needed, and -race checks it
@@ -80,6 +82,7 @@ func TestSecondInstanceHeldOffByClaim(t *testing.T) {
 	jsA, jsB := b.connect(), b.connect()
 	consume(t, consumer.New(srv, "orders.ship", handler, opts...), b.consumer(jsA, ackWait, -1))
 	consume(t, consumer.New(srv, "orders.ship", handler, opts...), b.consumer(jsB, ackWait, -1))
+	t.Cleanup(release) // runs before the instances are awaited: a failed test must not hang
 	b.publish(b.connect(), "order-1", jetstream.MsgIDHeader, "m1")
 
 	dup, _ := res.wait(t, "held off by the claim", func(r consumer.Result) bool {
@@ -88,7 +91,7 @@ func TestSecondInstanceHeldOffByClaim(t *testing.T) {
 	if dup.Delivery < 2 || dup.Ran || dup.Action != consumer.NakWithDelay {
 		t.Fatalf("duplicate: %+v; want a redelivery, not run, nakked with delay", dup)
 	}
-	close(heldOff)
+	release()
 	first, _ := res.wait(t, "of the first run", func(r consumer.Result) bool { return r.Ran })
 	if first.Delivery != 1 || first.Err != nil || first.Action != consumer.Ack || first.SettleErr != nil {
 		t.Fatalf("first run: %+v; want delivery 1 acked", first)
