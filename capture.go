@@ -37,6 +37,16 @@ type captureStream struct {
 	headerSent bool // a SendHeader was accepted or recorded
 }
 
+// install puts s in front of ctx's transport stream, if any, and returns
+// the context that carries it.
+func (s *captureStream) install(ctx context.Context) context.Context {
+	if s.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); s.ServerTransportStream != nil {
+		s.caller = ctx
+		ctx = grpc.NewContextWithServerTransportStream(ctx, s)
+	}
+	return ctx
+}
+
 // SetHeader refuses after the header was sent, as grpc-go does. grpc-go
 // refuses on an ended stream too, with the same error; it marks a stream
 // ended just before it cancels the caller's context, so the caller's

@@ -1,4 +1,5 @@
-// Package idempotency makes unary gRPC calls safe to retry.
+// Package idempotency makes unary, client-streaming and server-streaming
+// gRPC calls safe to retry.
 //
 // A client sends an idempotency key in request metadata ([MetadataKey]). The
 // server interceptor claims the key atomically in a [store.Store], runs the
@@ -20,6 +21,11 @@
 //	}
 //
 // [UnaryServerInterceptor] is shorthand for a server without the check.
+// [Server.StreamServerInterceptor] does the same for client-streaming and
+// server-streaming methods, over the same options: a server stream is
+// recorded message by message and replayed in order, and a retry may
+// resume after the messages it has ([ResumeAfterKey]); bidirectional
+// streams pass through.
 //
 // Methods are configured in their .proto files with the idempotency.v1.method
 // option, for example

@@ -67,6 +67,7 @@ type call struct {
 	respType protoreflect.MessageType
 	anyName  bool
 	isReplay bool // the answer is a stored outcome
+	streams  bool // the answer is a stream of messages (a server-streaming call)
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent
@@ -87,10 +88,10 @@ type call struct {
 }
 
 // prepare fills in c for a call of name under policy m with the client's
-// key: the store key and the fingerprint, both of the caller's scope and
-// of m's namespace when it has one (ns, else name), so a renamed method
-// keeps its keys.
-func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *methodConfig, key string, req proto.Message) error {
+// key: the store key and the fingerprint of its requests ([fingerprintOf]),
+// both of the caller's scope and of m's namespace when it has one (ns,
+// else name), so a renamed method keeps its keys.
+func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *methodConfig, key string, reqs ...proto.Message) error {
 	var scope string
 	if e.cfg.scope != nil {
 		var err error
@@ -105,7 +106,7 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	if ns != "" {
 		id, kind = ns, kindNamespace
 	}
-	fp, err := e.cfg.fingerprint(id, req)
+	fp, err := fingerprintOf(e.cfg.fingerprint, id, reqs)
 	if err != nil {
 		return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
 	}

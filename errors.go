@@ -48,6 +48,14 @@ const (
 	// its calls fail closed (INTERNAL, not retryable; see
 	// [MethodConfigError]).
 	ReasonMisconfigured = "IDEMPOTENCY_METHOD_MISCONFIGURED"
+	// ReasonStreamTooLarge: the requests of a keyed streaming call are
+	// larger than [WithMaxStreamRequestBytes] (INVALID_ARGUMENT, not
+	// retryable; nothing was claimed and the handler did not run).
+	ReasonStreamTooLarge = "IDEMPOTENCY_STREAM_TOO_LARGE"
+	// ReasonResumeInvalid: the [ResumeAfterKey] metadata of a
+	// server-streaming call is not one non-negative decimal integer
+	// (INVALID_ARGUMENT, not retryable).
+	ReasonResumeInvalid = "IDEMPOTENCY_RESUME_INVALID"
 )
 
 // Sentinel errors behind each reason. The interceptor turns them into gRPC
@@ -62,6 +70,8 @@ var (
 	ErrResponseNotRetained = errors.New("the original response was too large to retain and cannot be replayed")
 	ErrStoreFull           = errors.New("idempotency store is full")
 	ErrMisconfigured       = errors.New("the method's idempotency policy cannot work")
+	ErrStreamTooLarge      = errors.New("the requests of the keyed stream are larger than the server holds")
+	ErrResumeInvalid       = errors.New("the resume position is not a non-negative integer")
 )
 
 // KeyError says why a key was refused.
@@ -139,6 +149,8 @@ var failures = []failure{
 	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
 	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, DecisionStoreFull, true},
 	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, DecisionMisconfigured, false},
+	{ErrStreamTooLarge, codes.InvalidArgument, ReasonStreamTooLarge, 0, false},
+	{ErrResumeInvalid, codes.InvalidArgument, ReasonResumeInvalid, 0, false},
 }
 
 // failureOf returns the failure err is one of, if any.

@@ -17,8 +17,8 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
-// fixture is a bufconn server with the idempotency interceptor over a
-// memory store wrapped in a fault store.
+// fixture is a bufconn server with the idempotency interceptors (unary and
+// stream) over a memory store wrapped in a fault store.
 type fixture struct {
 	srv    *testserver.Server
 	client testingv1.TestServiceClient
@@ -33,8 +33,9 @@ func newFixture(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Serv
 	fs := faultstore.New(mem)
 	ev := &events{}
 	opts = append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, opts...)
+	s := idempotency.NewServer(fs, opts...)
 	srv := testserver.New(t, &testserver.Service{Handler: h},
-		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(fs, opts...)))
+		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.StreamServerInterceptor()))
 	return &fixture{srv: srv, client: srv.Client(t), store: fs, events: ev}
 }
 

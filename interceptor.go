@@ -63,15 +63,7 @@ func (u *unaryCall) bypass(ctx context.Context) (any, error) {
 
 func (u *unaryCall) run(ctx context.Context) (any, error) { return u.handler(ctx, u.req) }
 
-// capture puts the capturing stream in front of the handler's transport
-// stream, if any.
-func (u *unaryCall) capture(ctx context.Context) context.Context {
-	if u.stream.ServerTransportStream = grpc.ServerTransportStreamFromContext(ctx); u.stream.ServerTransportStream != nil {
-		u.stream.caller = ctx
-		ctx = grpc.NewContextWithServerTransportStream(ctx, &u.stream)
-	}
-	return ctx
-}
+func (u *unaryCall) capture(ctx context.Context) context.Context { return u.stream.install(ctx) }
 
 func (u *unaryCall) recorded() (header, trailer []*recordv1.Metadata) { return u.stream.recorded() }
 

@@ -19,6 +19,11 @@ const (
 	// letter case, from the header and trailer of every handler it calls.
 	// Clients read it with [Replayed] or [ReplayedInto].
 	ReplayedKey = "idempotency-replayed"
+	// ResumeAfterKey is the request metadata key with which a retry of a
+	// keyed server-streaming call asks for the messages after the first N
+	// of its answer (a non-negative decimal integer), those the caller
+	// already has. See [Server.StreamServerInterceptor].
+	ResumeAfterKey = "idempotency-resume-after"
 	// MaxKeyLen is the longest key accepted, in bytes.
 	MaxKeyLen = 255
 )
@@ -55,7 +60,7 @@ func (e *engine) clientKey(ctx context.Context, m *methodConfig, req proto.Messa
 		return "", &KeyError{Reason: ReasonKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(e.cfg.metadataKey)}
 	case len(vals) == 1:
 		return vals[0], ValidateKey(vals[0])
-	case m.keyField != nil:
+	case m.keyField != nil && req != nil: // nil: a client stream without messages
 		k := req.ProtoReflect().Get(m.keyField).String()
 		if k == "" {
 			return "", nil

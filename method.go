@@ -92,6 +92,7 @@ type methodConfig struct {
 	namespace      string                       // names the operation in the store instead of the method; "" for none
 	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
 	responseType   protoreflect.MessageType     // generated, or dynamic over the configured descriptors
+	requestType    protoreflect.MessageType     // of a streaming method, which the stream interceptor reads
 	// err, a *MethodConfigError, is set when the policy cannot work; every
 	// call of the method then fails closed with it.
 	err error
@@ -117,12 +118,19 @@ func (e *engine) method(fullMethod string, req any) *methodConfig {
 
 func (e *engine) resolve(fullMethod string, req any) *methodConfig {
 	md := policy.FindMethod(e.cfg.files, fullMethod)
+	var reqType protoreflect.MessageType // of a streaming method's requests
+	if md != nil && policy.Streaming(md) {
+		reqType = messageType(md.Input())
+	}
 	var reqDesc protoreflect.MessageDescriptor
-	if msg, ok := req.(proto.Message); ok {
+	switch msg, ok := req.(proto.Message); {
+	case ok:
 		// The request's own descriptor, not the registry's: with
 		// WithDescriptors the two are different values, and reading a
 		// message with another descriptor's field panics.
 		reqDesc = msg.ProtoReflect().Descriptor()
+	case reqType != nil: // the stream interceptor reads requests into it
+		reqDesc = reqType.Descriptor()
 	}
 	m, err := e.cfg.policyOf(fullMethod, md, reqDesc)
 	if err != nil {
@@ -131,6 +139,7 @@ func (e *engine) resolve(fullMethod string, req any) *methodConfig {
 	}
 	if md != nil {
 		m.responseType = messageType(md.Output())
+		m.requestType = reqType
 	}
 	return m
 }
@@ -162,9 +171,10 @@ func findMessageType(files *protoregistry.Files, name protoreflect.FullName) (pr
 // have the method) with the one set in code, and resolves the key field on
 // req, the descriptor of the method's request (nil when not known). The
 // error, a *MethodConfigError, says why the policy cannot work: an
-// idempotency.v1.method option or a code policy on a streaming method, or a
-// key field that is not a singular string field of the request. The key
-// field of a DISABLED method is never read, so it is not checked.
+// idempotency.v1.method option or a code policy on a bidirectional
+// streaming method, or a key field that is not a singular string field of
+// the request. The key field of a DISABLED method is never read, so it is
+// not checked.
 func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, req protoreflect.MessageDescriptor) (*methodConfig, error) {
 	m := c.defaults()
 	fail := &MethodConfigError{Method: fullMethod}
@@ -173,8 +183,8 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	if md != nil {
 		fail.File = md.ParentFile().Path()
 		p := policy.FromDescriptor(md)
-		if p.Annotated && policy.Streaming(md) {
-			fail.Problem = "idempotency.v1.method option on a streaming method; it applies to unary methods only"
+		if p.Annotated && bidi(md) {
+			fail.Problem = problemBidiOption
 			return m, fail
 		}
 		if p.Explicit {
@@ -187,8 +197,8 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	}
 	m.mode = c.baseMode(fullMethod, given)
 	if o, ok := c.methods[fullMethod]; ok {
-		if md != nil && policy.Streaming(md) {
-			fail.Problem = "WithMethodPolicy names a streaming method; it applies to unary methods only"
+		if md != nil && bidi(md) {
+			fail.Problem = problemBidiPolicy
 			return m, fail
 		}
 		if o.Mode != ModeUnspecified {
@@ -214,6 +224,22 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	}
 	m.keyField = f
 	return m, nil
+}
+
+// Why a policy on a bidirectional streaming method cannot work: its
+// requests and responses interleave, so there is no request to fingerprint
+// before the handler runs and no one outcome to replay.
+const (
+	problemBidiOption = "idempotency.v1.method option on a bidirectional streaming method; it applies to unary, client-streaming and server-streaming methods"
+	problemBidiPolicy = "WithMethodPolicy names a bidirectional streaming method; it applies to unary, client-streaming and server-streaming methods"
+	// A stream's requests are read before its handler runs, into the
+	// request type the descriptor registry gives.
+	problemStreamUnknown = "WithMethodPolicy names a streaming method the descriptor registry does not have (see WithDescriptors): its requests cannot be read"
+)
+
+// bidi reports whether md streams both ways.
+func bidi(md protoreflect.MethodDescriptor) bool {
+	return md.IsStreamingClient() && md.IsStreamingServer()
 }
 
 // defaults returns the server-wide policy, before a method's or an

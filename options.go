@@ -31,7 +31,11 @@ const (
 	// see [WithHandlerTimeout].
 	DefaultHandlerTimeout   = time.Minute
 	DefaultMaxResponseBytes = 4 << 20
-	DefaultRetryAfter       = time.Second
+	// DefaultMaxStreamRequestBytes bounds the requests of a keyed
+	// client-streaming or server-streaming call; see
+	// [WithMaxStreamRequestBytes].
+	DefaultMaxStreamRequestBytes = 4 << 20
+	DefaultRetryAfter            = time.Second
 	// DefaultStoreTimeout bounds every store call; see [WithStoreTimeout].
 	DefaultStoreTimeout = 10 * time.Second
 )
@@ -51,6 +55,7 @@ type config struct {
 	wait             time.Duration
 	failOpen         bool
 	maxResponseBytes int
+	maxStreamRequest int // bytes of a keyed stream's requests
 	storedCodes      [17]bool
 	fingerprint      FingerprintFunc
 	methods          map[string]MethodPolicy
@@ -69,6 +74,7 @@ func newConfig(opts []ServerOption) *config {
 		retention:        DefaultRetention,
 		lease:            DefaultLease,
 		maxResponseBytes: DefaultMaxResponseBytes,
+		maxStreamRequest: DefaultMaxStreamRequestBytes,
 		fingerprint:      Fingerprint,
 		observer:         nopObserver{},
 		files:            protoregistry.GlobalFiles,
@@ -167,6 +173,25 @@ func WithMaxResponseBytes(n int) ServerOption {
 			c.invalid("WithMaxResponseBytes", "size must not be negative, got %d", n)
 		}
 		c.maxResponseBytes = n
+	})
+}
+
+// WithMaxStreamRequestBytes bounds the requests of a keyed streaming call
+// ([Server.StreamServerInterceptor]), which are read and held before the
+// handler runs so they can be fingerprinted: each message counts its
+// encoded size plus 5 bytes (its gRPC frame header, so that a stream of
+// empty messages is bounded too). A stream over n bytes fails with
+// INVALID_ARGUMENT and [ReasonStreamTooLarge] before anything is claimed
+// or the handler runs; a retry with the same requests fails the same way.
+// Calls without a key are not read ahead, and not bounded. Default
+// [DefaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
+// panic.
+func WithMaxStreamRequestBytes(n int) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxStreamRequestBytes", "size must not be negative, got %d", n)
+		}
+		c.maxStreamRequest = n
 	})
 }
 

@@ -52,10 +52,19 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 
 	var respBuf *[]byte
 	var err error
-	if herr != nil {
-		p := status.Convert(herr).Proto()
+	if st, ok := resp.(*streamed); ok {
+		// A server stream: its messages, and its final status when it
+		// ended in an error.
+		rec.Outcome, rec.ResponseType, rec.Messages = recordv1.Outcome_OUTCOME_STREAM, st.typ, st.msgs
+		size += st.size
+		err = st.err
+		if herr != nil {
+			rec.Status = recordStatus(herr)
+			size += proto.Size(rec.Status)
+		}
+	} else if herr != nil {
 		rec.Outcome = recordv1.Outcome_OUTCOME_ERROR
-		rec.Status = &recordv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
+		rec.Status = recordStatus(herr)
 		size += proto.Size(rec.Status)
 	} else if msg, ok := resp.(proto.Message); !ok {
 		err = errNotProto
@@ -88,11 +97,17 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	return data
 }
 
+// recordStatus is the record form of a handler's error.
+func recordStatus(herr error) *recordv1.Status {
+	p := status.Convert(herr).Proto()
+	return &recordv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
+}
+
 // notRetained reduces rec to a not-retained record, dropping everything
 // that may be what could not be kept.
 func notRetained(rec *recordv1.Record) {
 	rec.Outcome = recordv1.Outcome_OUTCOME_NOT_RETAINED
-	rec.ResponseType, rec.Response, rec.Status = "", nil, nil
+	rec.ResponseType, rec.Response, rec.Status, rec.Messages = "", nil, nil, nil
 	rec.Header, rec.Trailer = nil, nil
 }
 

@@ -15,7 +15,8 @@ import (
 )
 
 // replay answers from a stored record without running the work: the same
-// message type and bytes, or the same status with its details; the
+// message type and bytes, or the same status with its details, or a
+// server stream's messages ([replayedStream]) and final status; the
 // transport delivers the rest (a gRPC handler's header and trailer, with
 // the replay marker).
 func (e *engine) replay(ctx context.Context, c *call, data []byte) (any, error) {
@@ -24,6 +25,11 @@ func (e *engine) replay(ctx context.Context, c *call, data []byte) (any, error) 
 		return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 	}
 	c.isReplay = true
+	if stream := rec.GetOutcome() == recordv1.Outcome_OUTCOME_STREAM; stream != c.streams && rec.GetOutcome() != recordv1.Outcome_OUTCOME_NOT_RETAINED {
+		// A namespace shared by a server-streaming method and one that
+		// answers once.
+		return nil, fmt.Errorf("%w: outcome %v does not fit the call (server-streaming: %t)", ErrRecordCorrupt, rec.GetOutcome(), c.streams)
+	}
 	switch rec.GetOutcome() {
 	case recordv1.Outcome_OUTCOME_RESPONSE:
 		resp, err := decodeResponse(e.cfg.files, c.respType, c.anyName, rec)
@@ -33,13 +39,24 @@ func (e *engine) replay(ctx context.Context, c *call, data []byte) (any, error) 
 		c.t.replayed(ctx, rec)
 		return resp, nil
 	case recordv1.Outcome_OUTCOME_ERROR:
-		s := rec.GetStatus()
 		c.t.replayed(ctx, rec)
-		return nil, status.FromProto(&spb.Status{Code: s.GetCode(), Message: string(s.GetMessage()), Details: s.GetDetails()}).Err()
+		return nil, replayedStatus(rec.GetStatus())
+	case recordv1.Outcome_OUTCOME_STREAM:
+		c.t.replayed(ctx, rec)
+		return replayedStream(rec.GetMessages()), replayedStatus(rec.GetStatus())
 	default: // OUTCOME_NOT_RETAINED; Decode admits no other.
 		c.t.replayed(ctx, rec)
 		return nil, ErrResponseNotRetained
 	}
+}
+
+// replayedStatus is the error a stored status replays; nil for none (a
+// stream that ended OK).
+func replayedStatus(s *recordv1.Status) error {
+	if s.GetCode() == 0 {
+		return nil
+	}
+	return status.FromProto(&spb.Status{Code: s.GetCode(), Message: string(s.GetMessage()), Details: s.GetDetails()}).Err()
 }
 
 // decodeResponse decodes the response rec holds into mt, or, when mt is

@@ -52,6 +52,42 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return s.e.intercept
 }
 
+// StreamServerInterceptor returns the server interceptor that runs each
+// keyed client-streaming or server-streaming call once per key, with the
+// same store, options and method policies as [Server.UnaryServerInterceptor]
+// (methods of gRPC's own services and NO_SIDE_EFFECTS methods pass
+// through; a method without a policy takes [WithDefaultMode]).
+//
+// A keyed call's requests are read before the handler runs, up to
+// [WithMaxStreamRequestBytes], fingerprinted as a sequence, and handed to
+// the handler as the stream it receives; the key may come from the first
+// request's key field. A client-streaming call's one response or
+// deterministic error is stored and replayed as a unary call's is. A
+// server-streaming call's messages go to the caller as the handler sends
+// them and are recorded with its header, trailer and final status; a retry
+// gets the same messages in the same order, with the replay marker in the
+// header. A caller that leaves mid-stream does not stop a detached handler:
+// what it sends then is recorded, and a retry gets all of it. A retry may
+// ask for the messages after the first N with [ResumeAfterKey]. An outcome
+// over [WithMaxResponseBytes] completes the key as not retained.
+//
+// Bidirectional streaming methods pass through; a policy on one (a proto
+// option or [WithMethodPolicy]) is a configuration error. A keyed
+// streaming method the descriptor registry does not have passes through,
+// unless [WithMethodPolicy] names it or its mode is REQUIRED: then its
+// calls fail closed, as its requests cannot be read. Every interceptor s
+// returns shares the method cache and the in-flight waiters.
+func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return s.e.interceptStream
+}
+
+// StreamServerInterceptor is shorthand for
+// NewServer(s, opts...).StreamServerInterceptor(). It panics as
+// [NewServer] does.
+func StreamServerInterceptor(s store.Store, opts ...ServerOption) grpc.StreamServerInterceptor {
+	return NewServer(s, opts...).StreamServerInterceptor()
+}
+
 // UnaryServerInterceptor is shorthand for
 // NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
 // not run the start-up check [Server.Validate]. It panics as [NewServer]

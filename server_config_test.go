@@ -30,7 +30,7 @@ const (
 	testFile = "idempotency/testing/v1/testing.proto"
 	badFile  = "bad/v1/bad.proto"
 	badPay   = "/bad.v1.Bad/Pay"   // unary, key_field names no field
-	badWatch = "/bad.v1.Bad/Watch" // client streaming, with the option
+	badWatch = "/bad.v1.Bad/Watch" // bidirectional streaming, with the option
 )
 
 // A KeyField set in code that is not a singular string field of the
@@ -246,7 +246,7 @@ func wantMisconfigured(t *testing.T, err error, method, file string) {
 }
 
 // memStore returns a memory store that is closed when the test ends.
-func memStore(t *testing.T) *memorystore.Store {
+func memStore(t testing.TB) *memorystore.Store {
 	t.Helper()
 	mem := memorystore.New()
 	t.Cleanup(func() { _ = mem.Close() })
@@ -310,7 +310,7 @@ func editedDescriptorFiles(t *testing.T, edit func(*descriptorpb.FileDescriptorP
 }
 
 // malformedFile describes bad.v1.Bad: Pay, whose key_field names no field,
-// and Watch, a streaming method with the option.
+// and Watch, a bidirectional streaming method with the option.
 func malformedFile() *descriptorpb.FileDescriptorProto {
 	option := func(keyField string) *descriptorpb.MethodOptions {
 		opts := &descriptorpb.MethodOptions{}
@@ -336,6 +336,7 @@ func malformedFile() *descriptorpb.FileDescriptorProto {
 				InputType:       proto.String(".idempotency.testing.v1.DoRequest"),
 				OutputType:      proto.String(".idempotency.testing.v1.DoResponse"),
 				ClientStreaming: proto.Bool(true),
+				ServerStreaming: proto.Bool(true),
 				Options:         option(""),
 			}},
 		}},
@@ -364,7 +365,7 @@ func registerBad(ran *atomic.Int64) func(grpc.ServiceRegistrar) {
 			ServiceName: "bad.v1.Bad",
 			HandlerType: (*any)(nil),
 			Methods:     []grpc.MethodDesc{{MethodName: "Pay", Handler: pay}},
-			Streams: []grpc.StreamDesc{{StreamName: "Watch", ClientStreams: true,
+			Streams: []grpc.StreamDesc{{StreamName: "Watch", ClientStreams: true, ServerStreams: true,
 				Handler: func(any, grpc.ServerStream) error { return nil }}},
 			Metadata: badFile,
 		}, struct{}{})

@@ -207,7 +207,7 @@ func TestConfigurationErrors(t *testing.T) {
 		opts []idempotency.ServerOption
 		want string
 	}{
-		{"streaming method with option", named(badFiles(t, true, "")), where + "idempotency.v1.method option on a streaming method"},
+		{"bidirectional streaming method with option", named(badFiles(t, true, "")), where + "idempotency.v1.method option on a bidirectional streaming method"},
 		{"key_field not a string", named(badFiles(t, false, "amount")), where + `key_field "amount" is not a singular string field`},
 		{"key_field missing", named(badFiles(t, false, "nope")), where + `key_field "nope" names no field`},
 	}
@@ -302,8 +302,8 @@ var optionErrors = []struct {
 }
 
 // badFiles builds a registry with one service whose annotated method is
-// streaming, or has the given key_field.
-func badFiles(t *testing.T, streaming bool, keyField string) *protoregistry.Files {
+// bidirectional streaming, or has the given key_field.
+func badFiles(t *testing.T, bidi bool, keyField string) *protoregistry.Files {
 	t.Helper()
 	opts := &descriptorpb.MethodOptions{}
 	proto.SetExtension(opts, idempotencyv1.E_Method, &idempotencyv1.MethodPolicy{
@@ -320,7 +320,8 @@ func badFiles(t *testing.T, streaming bool, keyField string) *protoregistry.File
 				Name:            proto.String("Pay"),
 				InputType:       proto.String(".idempotency.testing.v1.DoRequest"),
 				OutputType:      proto.String(".idempotency.testing.v1.DoResponse"),
-				ClientStreaming: proto.Bool(streaming),
+				ClientStreaming: proto.Bool(bidi),
+				ServerStreaming: proto.Bool(bidi),
 				Options:         opts,
 			}},
 		}},

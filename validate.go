@@ -46,7 +46,7 @@ func (s *Server) Validate(srv ServiceInfoProvider) error {
 		for _, mi := range methods {
 			full := "/" + name + "/" + mi.Name
 			served[full] = true
-			if err := cfg.checkServed(full, mi.IsClientStream || mi.IsServerStream, file); err != nil {
+			if err := cfg.checkServed(full, mi, file); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -60,18 +60,20 @@ func (s *Server) Validate(srv ServiceInfoProvider) error {
 	return errors.Join(errs...)
 }
 
-// checkServed checks the policy of one method a server serves; file is
-// the proto file the server names for it, used when the descriptor
+// checkServed checks the policy of one method a server serves, mi; file
+// is the proto file the server names for it, used when the descriptor
 // registry does not have the method.
-func (c *config) checkServed(fullMethod string, streaming bool, file string) error {
+func (c *config) checkServed(fullMethod string, mi grpc.MethodInfo, file string) error {
 	md := policy.FindMethod(c.files, fullMethod)
 	if md == nil {
 		if _, ok := c.methods[fullMethod]; !ok {
 			return nil // no descriptor, no code policy: OPTIONAL, nothing to check
 		}
-		if streaming {
-			return &MethodConfigError{Method: fullMethod, File: file,
-				Problem: "WithMethodPolicy names a streaming method; it applies to unary methods only"}
+		switch {
+		case mi.IsClientStream && mi.IsServerStream:
+			return &MethodConfigError{Method: fullMethod, File: file, Problem: problemBidiPolicy}
+		case mi.IsClientStream || mi.IsServerStream:
+			return &MethodConfigError{Method: fullMethod, File: file, Problem: problemStreamUnknown}
 		}
 	}
 	var req protoreflect.MessageDescriptor

@@ -1,7 +1,9 @@
 // Package gatewayidempotency gives the calls that grpc-gateway v2 turns
 // from JSON over HTTP into gRPC the same guarantees as gRPC clients get,
 // spoken the way HTTP clients speak them: the IETF Idempotency-Key header
-// (draft-ietf-httpapi-idempotency-key-header).
+// (draft-ietf-httpapi-idempotency-key-header). Plain net/http handlers get
+// the same from [httpidempotency], whose key parsing ([httpidempotency.ParseKey])
+// and error mapping this package uses.
 //
 // It is a package of its own so that the core package imports no gateway
 // library. Its name pairs the ecosystem it adapts to with this library's,
@@ -46,28 +48,33 @@
 // # Errors
 //
 // The interceptor's errors are told apart by their google.rpc.ErrorInfo
-// reason in [idempotency.ErrorDomain] and answered with the draft's
-// statuses:
+// reason in [idempotency.ErrorDomain] and answered with the statuses of
+// [httpidempotency.StatusOf], the one mapping that plain net/http answers
+// share (the IETF draft's statuses for the reasons it names):
 //
 //	reason                               HTTP status                 Retry-After
 //	IDEMPOTENCY_KEY_MISSING              400 Bad Request
 //	IDEMPOTENCY_KEY_INVALID              400 Bad Request
 //	IDEMPOTENCY_KEY_IN_USE               409 Conflict                the server's RetryInfo
 //	IDEMPOTENCY_KEY_REUSED               422 Unprocessable Entity
-//	IDEMPOTENCY_STORE_UNAVAILABLE        503 Service Unavailable     [WithRetryAfter], 1s by default
-//	IDEMPOTENCY_STORE_FULL               503 Service Unavailable     [WithRetryAfter], 1s by default
-//	any other reason of ours             grpc-gateway's status for its gRPC code
+//	IDEMPOTENCY_STORE_UNAVAILABLE        503 Service Unavailable     the server's RetryInfo
+//	IDEMPOTENCY_STORE_FULL               503 Service Unavailable     the server's RetryInfo
+//	IDEMPOTENCY_RESPONSE_NOT_RETAINED    400 Bad Request
+//	IDEMPOTENCY_RECORD_CORRUPT           500 Internal Server Error
+//	IDEMPOTENCY_METHOD_MISCONFIGURED     500 Internal Server Error
 //
-// A full store is answered 503, not 429: 429 tells one client that it sent
-// too much, while a full store is the service's own condition, which every
-// client meets alike and which the service's operators must see among its
-// 5xx answers. Both are retried by clients that honour Retry-After.
+// A 409 or 503 whose status carries no RetryInfo gets [WithRetryAfter]'s
+// Retry-After, 1s by default. A full store is answered 503, not 429: 429
+// tells one client that it sent too much, while a full store is the
+// service's own condition, which every client meets alike and which the
+// service's operators must see among its 5xx answers. Both are retried by
+// clients that honour Retry-After.
 //
-// Their body is an RFC 9457 problem (application/problem+json) that names
-// the reason:
+// Their body is an RFC 9457 problem (application/problem+json,
+// [ProblemType]) that names the reason:
 //
 //	{
-//	  "type": "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/gatewayidempotency#ProblemType",
+//	  "type": "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemType",
 //	  "title": "Conflict",
 //	  "status": 409,
 //	  "detail": "a request with this idempotency key is in progress; retry with the same key",

@@ -9,15 +9,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/httpidempotency"
 )
 
-// HTTP header names.
+// HTTP header names, the ones [httpidempotency] uses.
 const (
 	// KeyHeader carries the client's idempotency key on a request.
-	KeyHeader = "Idempotency-Key"
+	KeyHeader = httpidempotency.KeyHeader
 	// ReplayedHeader is "true" on a response that the server replayed from
 	// its store instead of running the handler.
-	ReplayedHeader = "Idempotent-Replayed"
+	ReplayedHeader = httpidempotency.ReplayedHeader
 )
 
 // ServeMuxOptions returns the options that put the idempotency interceptor's
@@ -66,8 +67,8 @@ func ServeMuxOptions(opts ...Option) []runtime.ServeMuxOption {
 func checkKeys(next runtime.HandlerFunc) runtime.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, pathParams map[string]string) {
 		for _, line := range r.Header.Values(KeyHeader) {
-			if err := idempotency.ValidateKey(keyOf(line)); err != nil {
-				writeProblem(w, http.StatusBadRequest, idempotency.ReasonKeyInvalid, err.Error())
+			if err := idempotency.ValidateKey(httpidempotency.ParseKey(line)); err != nil {
+				httpidempotency.WriteProblem(w, err)
 				return
 			}
 		}
@@ -83,7 +84,7 @@ func (c *config) annotate(_ context.Context, r *http.Request) metadata.MD {
 	}
 	keys := make([]string, len(lines))
 	for i, line := range lines {
-		keys[i] = keyOf(line)
+		keys[i] = httpidempotency.ParseKey(line)
 	}
 	return metadata.MD{c.metadataKey: keys}
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
-// DefaultRetryAfter is the Retry-After of a 503 answer whose status carries
-// no google.rpc.RetryInfo.
+// DefaultRetryAfter is the Retry-After of a 409 or 503 answer whose status
+// carries no google.rpc.RetryInfo.
 const DefaultRetryAfter = time.Second
 
 // Option configures [ServeMuxOptions].
@@ -66,8 +66,9 @@ func WithMetadataKey(name string) Option {
 	}
 }
 
-// WithRetryAfter sets the Retry-After of a 503 answer (store unavailable or
-// full) whose status carries no google.rpc.RetryInfo. It is sent in whole
+// WithRetryAfter sets the Retry-After of a 409 answer (key in use) or 503
+// answer (store unavailable or full) whose status carries no
+// google.rpc.RetryInfo. It is sent in whole
 // seconds, rounded up. Default [DefaultRetryAfter] (1s); negative values
 // mean 0.
 func WithRetryAfter(d time.Duration) Option {

@@ -28,13 +28,18 @@ type Store struct {
 	SkipExtend atomic.Bool
 	// CorruptData makes Complete store Garbage instead of the record.
 	CorruptData atomic.Bool
+	// Full makes every Claim fail with store.ErrFull without reaching the
+	// store, as a store at its bound refuses new keys; the other calls go
+	// through.
+	Full atomic.Bool
 
 	failCompletes atomic.Int64
 	loseCompletes atomic.Int64
 	stalls        map[string]*atomic.Int64 // op -> calls left to stall
 
-	mu    sync.Mutex
-	calls []Call
+	mu     sync.Mutex
+	calls  []Call
+	claims map[string]string // key -> token of each claim granted through s
 }
 
 // Garbage is what CorruptData stores.
@@ -102,12 +107,47 @@ func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Dur
 		s.record("claim", key, lease, ErrDown)
 		return store.ClaimResult{}, ErrDown
 	}
+	if s.Full.Load() {
+		s.record("claim", key, lease, store.ErrFull)
+		return store.ClaimResult{}, store.ErrFull
+	}
 	if err := s.stalled(ctx, "claim", key, lease); err != nil {
 		return store.ClaimResult{}, err
 	}
 	c, err := s.Store.Claim(ctx, key, fp, lease)
+	if err == nil && c.Won() {
+		s.mu.Lock()
+		if s.claims == nil {
+			s.claims = make(map[string]string)
+		}
+		s.claims[key] = c.Token
+		s.mu.Unlock()
+	}
 	s.record("claim", key, lease, err)
 	return c, err
+}
+
+// Evict removes from the real store every claim granted through s that
+// still holds its key, as a store that loses or evicts an entry does: the
+// owner's next renewal or completion is refused with store.ErrLeaseLost,
+// and the key is free for a new claim. A completed key is left alone (a
+// release never removes a completed record). It returns how many claims
+// it removed.
+func (s *Store) Evict(ctx context.Context) (int, error) {
+	s.mu.Lock()
+	claims := s.claims
+	s.claims = nil
+	s.mu.Unlock()
+	n := 0
+	for key, token := range claims {
+		switch err := s.Store.Release(ctx, key, token); {
+		case err == nil:
+			n++
+		case !errors.Is(err, store.ErrLeaseLost):
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // Complete implements store.Store.

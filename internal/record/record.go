@@ -66,6 +66,13 @@ func validate(r *recordv1.Record, fingerprint []byte) error {
 		if c := r.GetStatus().GetCode(); c < 0 || c > 16 {
 			return fmt.Errorf("error record with unknown code %d", c)
 		}
+	case recordv1.Outcome_OUTCOME_STREAM:
+		if r.GetResponseType() == "" {
+			return errors.New("stream record without a message type")
+		}
+		if c := r.GetStatus().GetCode(); c < 0 || c > 16 {
+			return fmt.Errorf("stream record with unknown code %d", c)
+		}
 	case recordv1.Outcome_OUTCOME_NOT_RETAINED:
 	default:
 		return fmt.Errorf("unknown outcome %v", r.GetOutcome())

@@ -35,17 +35,26 @@ func valid() *recordv1.Record {
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	in := valid()
-	data, err := record.Encode(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := record.Decode(data, fp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(in, out, protocmp.Transform()); diff != "" {
-		t.Fatalf("round trip (-in +out):\n%s", diff)
+	stream := valid()
+	stream.Outcome, stream.ResponseType = recordv1.Outcome_OUTCOME_STREAM, "grpc.testing.StreamingOutputCallResponse"
+	stream.Messages = [][]byte{{0x0a, 0x01, 0x00}, nil, {0xff}}
+	streamOK := proto.Clone(stream).(*recordv1.Record)
+	streamOK.Status = nil
+	for name, in := range map[string]*recordv1.Record{"error": valid(), "stream": stream, "stream ok": streamOK} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data, err := record.Encode(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := record.Decode(data, fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(in, out, protocmp.Transform()); diff != "" {
+				t.Fatalf("round trip (-in +out):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -138,6 +147,12 @@ func TestDecodeRejects(t *testing.T) {
 		"error with bad code": mutate(func(r *recordv1.Record) { r.Status.Code = 42 }),
 		"response without type": mutate(func(r *recordv1.Record) {
 			r.Outcome = recordv1.Outcome_OUTCOME_RESPONSE
+		}),
+		"stream without type": mutate(func(r *recordv1.Record) {
+			r.Outcome = recordv1.Outcome_OUTCOME_STREAM
+		}),
+		"stream with bad code": mutate(func(r *recordv1.Record) {
+			r.Outcome, r.ResponseType, r.Status.Code = recordv1.Outcome_OUTCOME_STREAM, "x.Y", 42
 		}),
 	}
 	for name, data := range cases {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -142,7 +143,9 @@ func TestMaxEntriesConcurrent(t *testing.T) {
 }
 
 // A closed store has no sweeper; a full one must still make room on the
-// caller's path once entries expire, for as long as it is used.
+// caller's path once entries expire, for as long as it is used. The test
+// runs on synctest's fake clock, so a loaded machine cannot let a lease run
+// out between two steps that must see it live.
 func TestMaxEntriesMakesRoomAfterClose(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -154,24 +157,26 @@ func TestMaxEntriesMakesRoomAfterClose(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStore(t, memorystore.WithMaxEntries(4), tc.opt)
-			fill(t, s, 4, 20*time.Millisecond)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			wantFull(t, s, "early")
-			time.Sleep(50 * time.Millisecond)
-			for round := range 3 {
-				for i := range 4 {
-					key := fmt.Sprint("round", round, "-", i)
-					c, err := s.Claim(t.Context(), key, nil, 10*time.Millisecond)
-					if err != nil || !c.Won() {
-						t.Fatalf("Claim %q in a closed store whose entries expired: won=%v err=%v", key, c.Won(), err)
-					}
+			synctest.Test(t, func(t *testing.T) {
+				s := newStore(t, memorystore.WithMaxEntries(4), tc.opt)
+				fill(t, s, 4, 20*time.Millisecond)
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
 				}
-				wantFull(t, s, fmt.Sprint("round", round, "-full"))
-				time.Sleep(30 * time.Millisecond)
-			}
+				wantFull(t, s, "early")
+				time.Sleep(50 * time.Millisecond)
+				for round := range 3 {
+					for i := range 4 {
+						key := fmt.Sprint("round", round, "-", i)
+						c, err := s.Claim(t.Context(), key, nil, 10*time.Millisecond)
+						if err != nil || !c.Won() {
+							t.Fatalf("Claim %q in a closed store whose entries expired: won=%v err=%v", key, c.Won(), err)
+						}
+					}
+					wantFull(t, s, fmt.Sprint("round", round, "-full"))
+					time.Sleep(30 * time.Millisecond)
+				}
+			})
 		})
 	}
 }

@@ -19,11 +19,17 @@
 // Claim, Complete, Release and Extend are each one SQL statement, one round
 // trip, run as an autocommit statement under READ COMMITTED (PostgreSQL's
 // default isolation; set no stricter default_transaction_isolation for the
-// store's connections). Claim is one INSERT … ON CONFLICT … DO UPDATE …
-// RETURNING that always returns the key's row: a new in-flight row with
-// the claim's token, an expired row taken over, or the live row as it was,
-// with its state, fingerprint and data. Concurrent claims of one key queue
-// on its row lock, and each sees the row as the one before it left it, so
+// store's connections). Claim is one statement that always returns the
+// key's row. When the key holds a live completed row, its first step
+// returns that row as the statement's snapshot sees it, and nothing else
+// runs: a replay writes nothing, takes no row lock, is given no
+// transaction id and commits without waiting for a WAL flush, so replays
+// of one hot key run side by side like plain SELECTs. Otherwise its INSERT
+// … ON CONFLICT … DO UPDATE … RETURNING gives a new in-flight row with the
+// claim's token, an expired row taken over, or the live row as it was,
+// with its state, fingerprint and data, also a row completed after the
+// statement began. Concurrent claims of one key that go this way queue on
+// its row lock, and each sees the row as the one before it left it, so
 // exactly one wins, also when two take over the same expired lease at
 // once. Complete, Release and Extend are single statements fenced by the
 // token, the state and expires_at: a caller whose lease ran out can never
@@ -32,11 +38,11 @@
 // from the servers' clocks. A row whose lease or retention has run out
 // counts as absent to every step.
 //
-// A claim rewrites the live row it finds unchanged (that is how its
-// RETURNING sees the row, even one committed after the statement began):
-// replays and in-flight duplicates cost a row version each, a HOT update
-// that the table's fillfactor leaves room for, which PostgreSQL prunes
-// without a vacuum.
+// A claim that finds a live in-flight row rewrites it unchanged (that is
+// how its RETURNING sees the row, even one committed after the statement
+// began): an in-flight duplicate costs a row version, a HOT update that
+// the table's fillfactor leaves room for, which PostgreSQL prunes without
+// a vacuum.
 //
 // A Claim that fails after it was sent (a connection lost before the
 // reply) may have landed all the same. Claim then releases it, fenced by

@@ -16,8 +16,9 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
 	data        bytea,
 	expires_at  timestamptz NOT NULL
 ) WITH (
-	-- Room on each page for the new version of a row, so that a
-	-- duplicate's claim (which rewrites the row unchanged) is a HOT update.
+	-- Room on each page for the new version of a row, so that the claim
+	-- of an in-flight duplicate (which rewrites the row unchanged) is a
+	-- HOT update.
 	fillfactor = 80,
 	-- Vacuum after 1% of the rows changed, not the default 20%: rows here
 	-- are short-lived and rewritten often.

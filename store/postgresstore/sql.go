@@ -25,27 +25,49 @@ func newStatements(table pgx.Identifier) statements {
 	t := table.Sanitize()
 	r := strings.NewReplacer("{t}", t)
 	return statements{
-		// claim inserts a new in-flight row, or, when the key has a row,
+		// claim returns the key's live completed row as it reads it, or
+		// else inserts a new in-flight row, or, when the key has a row,
 		// locks it (waiting for a transaction that holds it) and takes it
 		// over when it has expired, else rewrites it unchanged so that
 		// RETURNING gives the existing row. It always returns one row:
 		// won tells whether the row carries this claim's token.
 		//
-		// Expiry is judged by one clock reading, the one the new lease is
-		// computed from (excluded.expires_at minus the lease), so that
+		// A replay is read-only: when the first CTE finds a live
+		// completed row, the INSERT's source is empty, so the statement
+		// writes nothing, takes no row lock, is assigned no transaction
+		// id and commits without a WAL flush. Returning that row from the
+		// statement's snapshot is safe because nothing changes a live
+		// completed row but a resend of its own completion, which leaves
+		// it as it is. Any other row (none, in flight, expired, or
+		// completed after the snapshot was taken) goes to the INSERT …
+		// ON CONFLICT, as it always did.
+		//
+		// Takeover is judged by one clock reading, the one the new lease
+		// is computed from (excluded.expires_at minus the lease), so that
 		// every column agrees. That reading is taken before any wait for
 		// the row lock, so it only errs towards not taking over a lease
-		// that ran out during the wait.
+		// that ran out during the wait. The first CTE reads the clock
+		// once more, earlier, only to decide whether a completed row is
+		// still live.
 		claim: r.Replace(`
-INSERT INTO {t} AS r (key, state, token, fingerprint, expires_at)
-VALUES ($1, 1, $2, $3, clock_timestamp() + $4::bigint * interval '1 microsecond')
-ON CONFLICT (key) DO UPDATE SET
-	state       = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.state ELSE r.state END,
-	token       = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.token ELSE r.token END,
-	fingerprint = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.fingerprint ELSE r.fingerprint END,
-	data        = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN NULL ELSE r.data END,
-	expires_at  = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.expires_at ELSE r.expires_at END
-RETURNING r.token = $2 AS won, r.state, r.fingerprint, r.data`),
+WITH live AS (
+	SELECT state, fingerprint, data FROM {t}
+	WHERE key = $1 AND state = 2 AND expires_at > clock_timestamp()
+), claimed AS (
+	INSERT INTO {t} AS r (key, state, token, fingerprint, expires_at)
+	SELECT $1::bytea, 1, $2::bytea, $3::bytea, clock_timestamp() + $4::bigint * interval '1 microsecond'
+	WHERE NOT EXISTS (SELECT 1 FROM live)
+	ON CONFLICT (key) DO UPDATE SET
+		state       = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.state ELSE r.state END,
+		token       = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.token ELSE r.token END,
+		fingerprint = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.fingerprint ELSE r.fingerprint END,
+		data        = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN NULL ELSE r.data END,
+		expires_at  = CASE WHEN r.expires_at <= excluded.expires_at - $4::bigint * interval '1 microsecond' THEN excluded.expires_at ELSE r.expires_at END
+	RETURNING r.token = $2 AS won, r.state, r.fingerprint, r.data
+)
+SELECT false, state, fingerprint, data FROM live
+UNION ALL
+SELECT won, state, fingerprint, data FROM claimed`),
 
 		// complete stores the outcome while the token owns the live
 		// in-flight row. The token that completed the row may send it

@@ -65,11 +65,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Claim implements [store.Store.Claim] with one INSERT … ON CONFLICT … DO
-// UPDATE … RETURNING on the key's row: it creates the in-flight row, takes
-// over one whose lease or retention has run out, or returns the live row
-// unchanged. Concurrent claims of one key queue on its row lock, so exactly
-// one wins.
+// Claim implements [store.Store.Claim] with one statement on the key's
+// row. It returns a live completed row as it reads it, writing nothing and
+// taking no lock, so replays cost a read and never wait for one another.
+// Otherwise its INSERT … ON CONFLICT … DO UPDATE … RETURNING creates the
+// in-flight row, takes over one whose lease or retention has run out, or
+// returns the live row unchanged. Concurrent claims of one key that are
+// not replays queue on its row lock, so exactly one wins.
 //
 // When the statement fails after it was sent, its claim may have landed
 // all the same; Claim then releases it, fenced by the claim's fresh token,

@@ -19,6 +19,9 @@ func completeCases() []testCase {
 		data("Data", []byte("the stored outcome")),
 		data("BinaryData", append([]byte{0, 0xff, '\r', '\n', 0}, randomData(1024)...)),
 		data("LargeData4MiB", randomData(4<<20)),
+		// A server stream's record at the default size limit holds 4 MiB
+		// of messages and its header, trailer and framing besides.
+		data("LargeData4MiBAndMore", randomData(4<<20+64<<10)),
 		data("NilData", nil),
 		data("EmptyData", []byte{}),
 		{"CompleteCopiesData", func(t *testing.T, e *env) {

@@ -87,6 +87,9 @@ const (
 	// OUTCOME_NOT_RETAINED replays FAILED_PRECONDITION: the outcome was too
 	// large to keep, or could not be encoded. The call did run.
 	Outcome_OUTCOME_NOT_RETAINED Outcome = 3
+	// OUTCOME_STREAM replays a server stream: the header, the messages in
+	// order, the trailer and the final status (OK when status is absent).
+	Outcome_OUTCOME_STREAM Outcome = 4
 )
 
 // Enum value maps for Outcome.
@@ -96,12 +99,14 @@ var (
 		1: "OUTCOME_RESPONSE",
 		2: "OUTCOME_ERROR",
 		3: "OUTCOME_NOT_RETAINED",
+		4: "OUTCOME_STREAM",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":  0,
 		"OUTCOME_RESPONSE":     1,
 		"OUTCOME_ERROR":        2,
 		"OUTCOME_NOT_RETAINED": 3,
+		"OUTCOME_STREAM":       4,
 	}
 )
 
@@ -147,11 +152,14 @@ type Record struct {
 	Fingerprint []byte `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	// outcome says which of the fields below carry the answer.
 	Outcome Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=idempotency.record.v1.Outcome" json:"outcome,omitempty"`
-	// response_type is the full name of the response message.
+	// response_type is the full name of the response message (of every
+	// message of an OUTCOME_STREAM record).
 	ResponseType string `protobuf:"bytes,5,opt,name=response_type,json=responseType,proto3" json:"response_type,omitempty"`
 	// response is the response message in deterministic proto encoding.
 	Response []byte `protobuf:"bytes,6,opt,name=response,proto3" json:"response,omitempty"`
-	// status is the gRPC status of an OUTCOME_ERROR record.
+	// status is the gRPC status of an OUTCOME_ERROR record, and the final
+	// status of an OUTCOME_STREAM record that ended in an error (absent when
+	// the stream ended OK).
 	Status *Status `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
 	// header is the response metadata the handler set.
 	Header []*Metadata `protobuf:"bytes,8,rep,name=header,proto3" json:"header,omitempty"`
@@ -160,7 +168,12 @@ type Record struct {
 	// created_at is when the call was claimed.
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// completed_at is when the outcome was stored.
-	CompletedAt   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// messages are the messages a server-streaming handler sent, in order,
+	// each in deterministic proto encoding, for an OUTCOME_STREAM record.
+	// Readers of version 2 before OUTCOME_STREAM existed refuse such a record
+	// (an unknown outcome) rather than misread it, so the version stays 2.
+	Messages      [][]byte `protobuf:"bytes,12,rep,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +281,13 @@ func (x *Record) GetCreatedAt() *timestamppb.Timestamp {
 func (x *Record) GetCompletedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *Record) GetMessages() [][]byte {
+	if x != nil {
+		return x.Messages
 	}
 	return nil
 }
@@ -393,7 +413,7 @@ var File_idempotency_record_v1_record_proto protoreflect.FileDescriptor
 
 const file_idempotency_record_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\"idempotency/record/v1/record.proto\x12\x15idempotency.record.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x04\n" +
+	"\"idempotency/record/v1/record.proto\x12\x15idempotency.record.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb4\x04\n" +
 	"\x06Record\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x122\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1c.idempotency.record.v1.StateR\x05state\x12 \n" +
@@ -407,7 +427,8 @@ const file_idempotency_record_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12=\n" +
-	"\fcompleted_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\"f\n" +
+	"\fcompleted_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12\x1a\n" +
+	"\bmessages\x18\f \x03(\fR\bmessages\"f\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\x12.\n" +
@@ -418,12 +439,13 @@ const file_idempotency_record_v1_record_proto_rawDesc = "" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fSTATE_IN_FLIGHT\x10\x01\x12\x13\n" +
-	"\x0fSTATE_COMPLETED\x10\x02*e\n" +
+	"\x0fSTATE_COMPLETED\x10\x02*y\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OUTCOME_RESPONSE\x10\x01\x12\x11\n" +
 	"\rOUTCOME_ERROR\x10\x02\x12\x18\n" +
-	"\x14OUTCOME_NOT_RETAINED\x10\x03BUZSgithub.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1;recordv1b\x06proto3"
+	"\x14OUTCOME_NOT_RETAINED\x10\x03\x12\x12\n" +
+	"\x0eOUTCOME_STREAM\x10\x04BUZSgithub.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1;recordv1b\x06proto3"
 
 var (
 	file_idempotency_record_v1_record_proto_rawDescOnce sync.Once

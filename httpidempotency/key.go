@@ -1,11 +1,14 @@
-package gatewayidempotency
+package httpidempotency
 
-// keyOf returns the key an Idempotency-Key header line carries. A line that
-// is a Structured Field string (RFC 8941 section 3.3.3), as the IETF draft
-// sends it, "abc" in double quotes with \" and \\ escapes, carries what is
-// between the quotes; any other line, such as the bare token abc, is the key
-// as it stands. Either way the server validates the key.
-func keyOf(line string) string {
+// ParseKey returns the key that one Idempotency-Key header line carries. A
+// line that is a Structured Field string (RFC 8941 section 3.3.3), as the
+// IETF draft sends it, "abc" in double quotes with \" and \\ escapes,
+// carries what is between the quotes; any other line, such as the bare
+// token abc that clients such as Stripe's send, is the key as it stands.
+// ParseKey does not validate the key: pass what it returns to
+// [idempotency.ValidateKey], which refuses an empty key, a key longer than
+// [idempotency.MaxKeyLen] bytes and bytes outside printable ASCII.
+func ParseKey(line string) string {
 	if s, ok := unquote(line); ok {
 		return s
 	}

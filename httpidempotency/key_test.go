@@ -1,11 +1,13 @@
-package gatewayidempotency
+package httpidempotency_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/grpc-idempotency/idempotency/httpidempotency"
 )
 
-func TestKeyOf(t *testing.T) {
+func TestParseKey(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, line, want string
@@ -27,26 +29,26 @@ func TestKeyOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := keyOf(tt.line); got != tt.want {
-				t.Fatalf("keyOf(%q) = %q, want %q", tt.line, got, tt.want)
+			if got := httpidempotency.ParseKey(tt.line); got != tt.want {
+				t.Fatalf("ParseKey(%q) = %q, want %q", tt.line, got, tt.want)
 			}
 		})
 	}
 }
 
-// FuzzKeyOf: header lines are untrusted. keyOf never panics; a line it
+// FuzzParseKey: header lines are untrusted. ParseKey never panics; a line it
 // unquotes is exactly the quoting of what it returns.
-func FuzzKeyOf(f *testing.F) {
+func FuzzParseKey(f *testing.F) {
 	for _, seed := range []string{"order-1", `"order-1"`, `"a\"b\\c"`, `""`, `"`, `"a\`, `"x";y`, "\"\xff\""} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		got := keyOf(line)
+		got := httpidempotency.ParseKey(line)
 		if got == line {
 			return
 		}
 		if q := quote(got); q != line {
-			t.Fatalf("keyOf(%q) = %q, which quotes back to %q", line, got, q)
+			t.Fatalf("ParseKey(%q) = %q, which quotes back to %q", line, got, q)
 		}
 	})
 }

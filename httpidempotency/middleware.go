@@ -1,0 +1,187 @@
+package httpidempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/grpc-idempotency/idempotency"
+	httpv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/http/v1"
+)
+
+// Middleware returns the middleware that runs each keyed request's handler
+// once per key, operation and scope across every process that shares s's
+// store, and replays its stored response to every retry.
+//
+// A request of the middleware's methods ([WithMethods]: POST and PATCH by
+// default) that carries a key in the [KeyHeader] header ([WithKeyHeader])
+// is claimed under that key with [idempotency.Do]: its handler runs once,
+// detached from the client's cancellation; the response goes to the client
+// as the handler writes it, and a copy is stored unless its status says a
+// retry may get another answer ([WithKeptStatuses]), in which case the
+// claim is released. A retry gets the stored status, headers and body
+// byte for byte with [ReplayedHeader]: true. Requests of other methods,
+// and keyless requests unless [WithKeyRequired], pass through.
+//
+// Refusals are RFC 9457 problems ([WriteProblem]): 400 for a missing or
+// invalid key, 409 with Retry-After while the key is in flight, 422 for a
+// key reused with another request, 503 with Retry-After when the store is
+// unavailable or full, 413 for a body longer than [WithMaxRequestBytes].
+// The server's options apply: its scope ([idempotency.WithScope]) reads
+// the request's context, its retention, lease, handler timeout and stored
+// outcome bound hold for these keys as for gRPC calls.
+//
+// It has the shape of every net/http middleware, so routers and chains
+// (http.ServeMux, chi, alice) take it as it is. It panics when s is nil or
+// an option cannot work, naming the option.
+func Middleware(s *idempotency.Server, opts ...Option) func(http.Handler) http.Handler {
+	if s == nil {
+		panic("httpidempotency: Middleware: the server must not be nil")
+	}
+	c := newConfig(opts)
+	if err := errors.Join(c.configErrors...); err != nil {
+		panic(err)
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{s: s, c: c, next: next}
+	}
+}
+
+type handler struct {
+	s    *idempotency.Server
+	c    *config
+	next http.Handler
+}
+
+// errNotKept is what a claimed handler's work returns when its response
+// is not kept: Do releases the claim.
+var errNotKept = errors.New("httpidempotency: the response is not kept")
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.c.methods[r.Method] {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	key, err := h.c.keyOf(r)
+	switch {
+	case err != nil:
+		WriteProblem(w, err)
+		return
+	case key == "":
+		h.next.ServeHTTP(&recorder{w: w}, r) // no copy kept (max 0), replay header stripped
+		return
+	}
+	req, err := h.c.request(r)
+	if err != nil {
+		writeRequestError(w, err)
+		return
+	}
+	var rec *recorder
+	resp, replayed, err := idempotency.Do(r.Context(), h.s, h.c.operation, key, req,
+		func(ctx context.Context) (*httpv1.Response, error) {
+			rec = &recorder{w: w, max: h.c.maxResponse}
+			h.next.ServeHTTP(rec, r.WithContext(ctx))
+			out := rec.outcome()
+			if !h.c.keep(rec.status) {
+				return nil, errNotKept
+			}
+			return out, nil
+		})
+	switch {
+	case rec != nil:
+		// The handler ran here and the client has its answer.
+	case err != nil:
+		if r.Context().Err() != nil {
+			return // nobody is listening
+		}
+		if replayed { // an outcome too large for the server's bound
+			w.Header().Set(ReplayedHeader, "true")
+		}
+		WriteProblem(w, err)
+	case replayed:
+		replay(w, resp)
+	}
+}
+
+// keyOf returns the key of r, "" when it has none and none is required.
+func (c *config) keyOf(r *http.Request) (string, error) {
+	lines := r.Header.Values(c.header)
+	switch {
+	case len(lines) == 0 && c.required:
+		return "", &idempotency.KeyError{Reason: idempotency.ReasonKeyMissing, Detail: "send it in the " + c.header + " header"}
+	case len(lines) == 0:
+		return "", nil
+	case len(lines) > 1:
+		return "", &idempotency.KeyError{Reason: idempotency.ReasonKeyInvalid, Detail: "more than one " + c.header + " header"}
+	}
+	key := ParseKey(lines[0])
+	if err := idempotency.ValidateKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// errFingerprint is a WithFingerprint function's failure.
+var errFingerprint = errors.New("httpidempotency: computing the request fingerprint failed")
+
+// request reads r's body, up to the bound, and returns what its
+// fingerprint covers; r.Body then reads the same bytes again.
+func (c *config) request(r *http.Request) (*httpv1.Request, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxRequest+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > c.maxRequest {
+		return nil, ErrRequestTooLarge
+	}
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if c.fingerprint == nil {
+		return &httpv1.Request{Method: r.Method, Target: r.URL.RequestURI(), Body: body}, nil
+	}
+	custom, err := c.fingerprint(r, body)
+	if err != nil {
+		return nil, errFingerprint
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body)) // fn may have read it
+	return &httpv1.Request{Custom: custom}, nil
+}
+
+// writeRequestError answers a request the middleware could not read or
+// fingerprint; nothing was claimed.
+func writeRequestError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrRequestTooLarge):
+		WriteProblem(w, err)
+	case errors.Is(err, errFingerprint):
+		Problem{Type: ProblemType, Title: http.StatusText(500), Status: 500, Detail: err.Error()}.Write(w)
+	default: // reading the body failed: the client went away or sent garbage
+		Problem{Type: ProblemType, Title: http.StatusText(400), Status: 400, Detail: "reading the request body failed"}.Write(w)
+	}
+}
+
+// replay writes a stored response: its status, headers and body as the
+// client first got them, with [ReplayedHeader]: true. A response that was
+// not retained is answered with [idempotency.ErrResponseNotRetained]'s
+// problem, also with [ReplayedHeader]: true, as the unary interceptor
+// marks its replay and gatewayidempotency any replayed error.
+func replay(w http.ResponseWriter, resp *httpv1.Response) {
+	h := w.Header()
+	if resp.GetNotRetained() {
+		h.Set(ReplayedHeader, "true")
+		WriteProblem(w, idempotency.ErrResponseNotRetained)
+		return
+	}
+	for _, f := range resp.GetHeaders() {
+		h[f.GetName()] = f.GetValues()
+	}
+	if _, set := h["Content-Length"]; !set && len(resp.GetBody()) > 0 {
+		h.Set("Content-Length", strconv.Itoa(len(resp.GetBody())))
+	}
+	h.Set(ReplayedHeader, "true")
+	w.WriteHeader(int(resp.GetStatus()))
+	_, _ = w.Write(resp.GetBody())
+}

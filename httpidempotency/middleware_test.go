@@ -1,0 +1,348 @@
+package httpidempotency_test
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/httpidempotency"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+// A retry gets the stored status, headers and body byte for byte, with
+// Idempotent-Replayed: true; the live answer never carries that header,
+// even when the handler sets it; the handler runs once.
+func TestReplayByteForByte(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{handler: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(httpidempotency.ReplayedHeader, "true") // a live answer must not say so
+		created(w, r)
+	}})
+	first := e.post(t, "/orders", `{"amount":1999}`, "k1")
+	retry := e.post(t, "/orders", `{"amount":1999}`, `"k1"`) // the same key as a Structured Field string
+	if first.status != http.StatusCreated || retry.status != first.status || retry.body != first.body {
+		t.Fatalf("first %d %q, retry %d %q", first.status, first.body, retry.status, retry.body)
+	}
+	if got := first.header.Get(httpidempotency.ReplayedHeader); got != "" {
+		t.Errorf("live answer has %s: %q", httpidempotency.ReplayedHeader, got)
+	}
+	if got := retry.header.Get(httpidempotency.ReplayedHeader); got != "true" {
+		t.Errorf("replay has %s: %q, want true", httpidempotency.ReplayedHeader, got)
+	}
+	strip := func(h http.Header) http.Header {
+		h = maps.Clone(h)
+		delete(h, "Date") // each answer's own
+		delete(h, httpidempotency.ReplayedHeader)
+		return h
+	}
+	if a, b := strip(first.header), strip(retry.header); !equalHeaders(a, b) {
+		t.Errorf("headers differ:\nlive   %v\nreplay %v", a, b)
+	}
+	if got := retry.header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
+		t.Errorf("Set-Cookie %q, want [a=1 b=2] in order", got)
+	}
+	e.wantRuns(t, 1)
+}
+
+func equalHeaders(a, b http.Header) bool {
+	return maps.EqualFunc(a, b, func(x, y []string) bool { return strings.Join(x, "\n") == strings.Join(y, "\n") })
+}
+
+// A handler that sets no Content-Type gets the one net/http sniffs, on
+// the live answer and on the replay alike.
+func TestReplaySniffedContentType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{handler: func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("<html><body>ok</body></html>"))
+	}})
+	first := e.post(t, "/page", "", "k")
+	retry := e.post(t, "/page", "", "k")
+	if ct := first.header.Get("Content-Type"); ct == "" || retry.header.Get("Content-Type") != ct || retry.body != first.body {
+		t.Fatalf("live %q %q, replay %q %q", ct, first.body, retry.header.Get("Content-Type"), retry.body)
+	}
+	e.wantRuns(t, 1)
+}
+
+// Each refusal is a problem with the draft's status, naming its reason,
+// with Retry-After where a retry may succeed; the handler does not run.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		setup      setup
+		call       func(t *testing.T, e *env) response
+		status     int
+		reason     string
+		detail     string
+		retryAfter string
+		runs       int64
+	}{
+		{
+			name:   "missing key when required",
+			setup:  setup{mw: []httpidempotency.Option{httpidempotency.WithKeyRequired()}},
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}") },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyMissing,
+			detail: "idempotency key required: send it in the Idempotency-Key header",
+		},
+		{
+			name:   "invalid key",
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", "not a key") },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 3",
+		},
+		{
+			name:   "non-ASCII in a structured field string",
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", `"héllo"`) },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 2",
+		},
+		{
+			name:   "not UTF-8",
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", "k\xff") },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 1",
+		},
+		{
+			name:   "empty structured field string",
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", `""`) },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			detail: "idempotency key invalid: key is empty",
+		},
+		{
+			name: "too long",
+			call: func(t *testing.T, e *env) response {
+				return e.post(t, "/orders", "{}", strings.Repeat("k", idempotency.MaxKeyLen+1))
+			},
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			detail: "idempotency key invalid: key is longer than 255 bytes",
+		},
+		{
+			name:   "two keys",
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", "k1", "k2") },
+			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			detail: "idempotency key invalid: more than one Idempotency-Key header",
+		},
+		{
+			name: "reused with another body",
+			call: func(t *testing.T, e *env) response {
+				e.post(t, "/orders", `{"amount":1}`, "k")
+				return e.post(t, "/orders", `{"amount":2}`, "k")
+			},
+			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused, runs: 1,
+		},
+		{
+			// One operation per middleware: one key on two endpoints is
+			// a reused key, as with Stripe.
+			name: "reused on another endpoint",
+			call: func(t *testing.T, e *env) response {
+				e.post(t, "/orders", "{}", "k")
+				return e.post(t, "/refunds", "{}", "k")
+			},
+			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused, runs: 1,
+		},
+		{
+			name: "reused with another query",
+			call: func(t *testing.T, e *env) response {
+				e.post(t, "/orders", "{}", "k")
+				return e.post(t, "/orders?dry_run=1", "{}", "k")
+			},
+			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused, runs: 1,
+		},
+		{
+			name: "store unavailable",
+			call: func(t *testing.T, e *env) response {
+				e.store.Down.Store(true)
+				return e.post(t, "/orders", "{}", "k")
+			},
+			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreUnavailable, retryAfter: "1",
+		},
+		{
+			name:  "store full",
+			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)}},
+			call: func(t *testing.T, e *env) response {
+				if r := e.post(t, "/orders", "{}", "k1"); r.status != http.StatusCreated {
+					t.Fatalf("first call: %d %s", r.status, r.body)
+				}
+				return e.post(t, "/orders", "{}", "k2")
+			},
+			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreFull, retryAfter: "1", runs: 1,
+		},
+		{
+			// The body is read to fingerprint it: over the bound, nothing
+			// is claimed (checked below: no store call).
+			name:   "request body over the bound",
+			setup:  setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}},
+			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "123456789", "k") },
+			status: http.StatusRequestEntityTooLarge, reason: httpidempotency.ReasonRequestTooLarge,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, tt.setup)
+			r := tt.call(t, e)
+			p := wantProblem(t, r, tt.status, tt.reason)
+			if tt.detail != "" && p.Detail != tt.detail {
+				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
+			}
+			if got := r.header.Get("Retry-After"); got != tt.retryAfter {
+				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
+			}
+			e.wantRuns(t, tt.runs)
+			if tt.runs == 0 && !e.store.Down.Load() {
+				if n := len(e.store.Calls()); n != 0 {
+					t.Errorf("%d store calls (%v), want none", n, e.store.Calls())
+				}
+			}
+		})
+	}
+}
+
+// A request over the body bound claims nothing: the same key with a body
+// within it runs.
+func TestRequestTooLargeClaimsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}})
+	wantProblem(t, e.post(t, "/orders", "123456789", "k"), http.StatusRequestEntityTooLarge, httpidempotency.ReasonRequestTooLarge)
+	if r := e.post(t, "/orders", "12345678", "k"); r.status != http.StatusCreated {
+		t.Fatalf("within the bound: %d %s", r.status, r.body)
+	}
+	e.wantRuns(t, 1)
+}
+
+// Responses the draft's retry may change (5xx, 408, 425, 429) release the
+// claim: a retry runs the handler again. Every other status is kept and
+// replayed.
+func TestKeptStatuses(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		kept   bool
+	}{
+		{http.StatusOK, true}, {http.StatusCreated, true}, {http.StatusNoContent, true},
+		{http.StatusBadRequest, true}, {http.StatusNotFound, true}, {http.StatusConflict, true},
+		{http.StatusUnprocessableEntity, true},
+		{http.StatusRequestTimeout, false}, {http.StatusTooEarly, false}, {http.StatusTooManyRequests, false},
+		{http.StatusInternalServerError, false}, {http.StatusBadGateway, false}, {http.StatusServiceUnavailable, false},
+	} {
+		t.Run(strconv.Itoa(tt.status), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, setup{handler: func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tt.status)
+			}})
+			first := e.post(t, "/orders", "{}", "k")
+			retry := e.post(t, "/orders", "{}", "k")
+			if first.status != tt.status || retry.status != tt.status {
+				t.Fatalf("statuses %d, %d; want %d", first.status, retry.status, tt.status)
+			}
+			replayed := retry.header.Get(httpidempotency.ReplayedHeader) == "true"
+			if replayed != tt.kept {
+				t.Errorf("retry replayed: %v, want %v", replayed, tt.kept)
+			}
+			want := int64(2)
+			if tt.kept {
+				want = 1
+			}
+			e.wantRuns(t, want)
+		})
+	}
+}
+
+// WithKeptStatuses replaces the default: here 503 is kept too.
+func TestWithKeptStatuses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{
+		handler: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+		mw:      []httpidempotency.Option{httpidempotency.WithKeptStatuses(func(int) bool { return true })},
+	})
+	e.post(t, "/orders", "{}", "k")
+	if r := e.post(t, "/orders", "{}", "k"); r.status != http.StatusServiceUnavailable || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry: %d, replayed %q", r.status, r.header.Get(httpidempotency.ReplayedHeader))
+	}
+	e.wantRuns(t, 1)
+}
+
+// Requests of methods outside the set pass through untouched, key or not;
+// keyless requests of the set run every time.
+func TestPassThrough(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mw     []httpidempotency.Option
+		method string
+		keys   []string
+		runs   int64
+	}{
+		{"GET with a key", nil, http.MethodGet, []string{"k"}, 2},
+		{"PUT with a key", nil, http.MethodPut, []string{"k"}, 2},
+		{"DELETE with an invalid key", nil, http.MethodDelete, []string{"not a key"}, 2},
+		{"POST without a key", nil, http.MethodPost, nil, 2},
+		{"PATCH with a key", nil, http.MethodPatch, []string{"k"}, 1},
+		{"PUT with a key, PUT in the set", []httpidempotency.Option{httpidempotency.WithMethods(http.MethodPut)}, http.MethodPut, []string{"k"}, 1},
+		{"POST with a key, POST not in the set", []httpidempotency.Option{httpidempotency.WithMethods(http.MethodPut)}, http.MethodPost, []string{"k"}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, setup{mw: tt.mw})
+			for range 2 {
+				if r := e.send(t, e.request(t, tt.method, "/orders", "{}", tt.keys...)); r.status != http.StatusCreated {
+					t.Fatalf("%d %s", r.status, r.body)
+				}
+			}
+			e.wantRuns(t, tt.runs)
+		})
+	}
+}
+
+type tenantKey struct{}
+
+// Keys are separated by the server's scope, read from the request's
+// context: one key sent by two tenants runs once for each, and each gets
+// its own answer back.
+func TestScopeSeparation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{
+		server: []idempotency.ServerOption{idempotency.WithScope(func(ctx context.Context) (string, error) {
+			tenant, _ := ctx.Value(tenantKey{}).(string)
+			return tenant, nil
+		})},
+		outer: func(next http.Handler) http.Handler { // an authentication layer
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, r.Header.Get("X-Tenant"))))
+			})
+		},
+	})
+	post := func(tenant, body string) response {
+		req := e.request(t, http.MethodPost, "/orders", body, "k")
+		req.Header.Set("X-Tenant", tenant)
+		return e.send(t, req)
+	}
+	a, b := post("a", `"a"`), post("b", `"b"`)
+	if a.status != http.StatusCreated || b.status != http.StatusCreated || a.body == b.body {
+		t.Fatalf("a: %d %s, b: %d %s", a.status, a.body, b.status, b.body)
+	}
+	if again := post("a", `"a"`); again.body != a.body || again.header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("a again: %s, want a replay of %s", again.body, a.body)
+	}
+	e.wantRuns(t, 2)
+}
+
+// WithFingerprint decides what a reused key is: here the body alone, so
+// the same key and body on another path is a replay.
+func TestWithFingerprint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithFingerprint(
+		func(_ *http.Request, body []byte) ([]byte, error) { return body, nil })}})
+	first := e.post(t, "/orders", `"x"`, "k")
+	retry := e.post(t, "/orders/v2", `"x"`, "k")
+	if retry.body != first.body || retry.header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry %s, want a replay of %s", retry.body, first.body)
+	}
+	wantProblem(t, e.post(t, "/orders", `"y"`, "k"), http.StatusUnprocessableEntity, idempotency.ReasonKeyReused)
+	e.wantRuns(t, 1)
+}

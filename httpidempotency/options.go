@@ -1,0 +1,201 @@
+package httpidempotency
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"github.com/grpc-idempotency/idempotency"
+)
+
+// Defaults of the middleware's options.
+const (
+	// KeyHeader is the request header that carries the key by default.
+	KeyHeader = "Idempotency-Key"
+	// ReplayedHeader is "true" on a response that the middleware replayed
+	// from its store instead of running the handler, and absent from every
+	// live answer.
+	ReplayedHeader = "Idempotent-Replayed"
+	// DefaultOperation is the operation keys live in when
+	// [WithOperation] does not say.
+	DefaultOperation = "http"
+	// DefaultMaxRequestBytes bounds the request body the middleware reads
+	// to fingerprint a keyed request; see [WithMaxRequestBytes].
+	DefaultMaxRequestBytes = 1 << 20
+	// DefaultMaxResponseBytes bounds the response body the middleware
+	// keeps; see [WithMaxResponseBytes].
+	DefaultMaxResponseBytes = idempotency.DefaultMaxResponseBytes
+)
+
+// FingerprintFunc returns the bytes of a request that its fingerprint
+// covers. body is the request body, read in full; r.Body reads it again.
+type FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
+
+// Option configures [Middleware].
+type Option func(*config)
+
+type config struct {
+	header       string
+	operation    string
+	methods      map[string]bool
+	required     bool
+	fingerprint  FingerprintFunc // nil: method, path and query, body
+	maxRequest   int64
+	maxResponse  int
+	keep         func(status int) bool
+	configErrors []error
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		header:      KeyHeader,
+		operation:   DefaultOperation,
+		methods:     map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		maxRequest:  DefaultMaxRequestBytes,
+		maxResponse: DefaultMaxResponseBytes,
+		keep:        DefaultKeep,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func (c *config) invalid(option, format string, args ...any) {
+	c.configErrors = append(c.configErrors, fmt.Errorf("httpidempotency: "+option+": "+format, args...))
+}
+
+// WithKeyHeader reads the key from the request header name instead of
+// [KeyHeader] ("Idempotency-Key"), for example "webhook-id" for Standard
+// Webhooks deliveries. The header line is a bare token or a Structured
+// Field string ([ParseKey]). A name that is not an HTTP token makes
+// [Middleware] panic.
+func WithKeyHeader(name string) Option {
+	return func(c *config) {
+		if !isToken(name) {
+			c.invalid("WithKeyHeader", "%q is not a header name", name)
+		}
+		c.header = textproto.CanonicalMIMEHeaderKey(name)
+	}
+}
+
+// WithOperation sets the operation the keys live in, [DefaultOperation]
+// ("http") by default: a key is claimed once per operation and scope, so
+// one key sent to two endpoints under the same middleware is a reused key
+// (422), as with Stripe. Give each middleware its own operation to keep
+// their keys apart; an empty name makes [Middleware] panic.
+func WithOperation(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.invalid("WithOperation", "the operation must not be empty")
+		}
+		c.operation = name
+	}
+}
+
+// WithMethods sets the request methods the middleware applies to; requests
+// with other methods pass through untouched. Default POST and PATCH. No
+// method, or one that is not an HTTP token, makes [Middleware] panic.
+func WithMethods(methods ...string) Option {
+	return func(c *config) {
+		if len(methods) == 0 {
+			c.invalid("WithMethods", "no method given")
+		}
+		c.methods = make(map[string]bool, len(methods))
+		for _, m := range methods {
+			if !isToken(m) {
+				c.invalid("WithMethods", "%q is not a method", m)
+			}
+			c.methods[m] = true
+		}
+	}
+}
+
+// WithKeyRequired answers a request of the middleware's methods that has
+// no key with 400 and [idempotency.ReasonKeyMissing]. By default a key is
+// optional: such a request runs its handler without a claim.
+func WithKeyRequired() Option {
+	return func(c *config) { c.required = true }
+}
+
+// WithFingerprint sets what of a request its fingerprint covers: the key
+// sent with a request whose fn bytes differ is refused as reused (422).
+// Default: the method, the path and query, and the body. An error from fn
+// is answered 500 and claims nothing; a nil fn makes [Middleware] panic.
+func WithFingerprint(fn FingerprintFunc) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("WithFingerprint", "the function must not be nil")
+		}
+		c.fingerprint = fn
+	}
+}
+
+// WithMaxRequestBytes bounds the body of a keyed request, which the
+// middleware reads in full to fingerprint it: a longer body is answered
+// 413 with [ReasonRequestTooLarge], and nothing is claimed. Default
+// [DefaultMaxRequestBytes] (1 MiB); n below 0 makes [Middleware] panic.
+func WithMaxRequestBytes(n int64) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxRequestBytes", "the bound must not be negative, got %d", n)
+		}
+		c.maxRequest = n
+	}
+}
+
+// WithMaxResponseBytes bounds the response body the middleware keeps. The
+// live client gets a longer body in full, and its key completes as not
+// retained: a retry gets [idempotency.ErrResponseNotRetained]'s problem,
+// never a truncated replay. The server's own
+// [idempotency.WithMaxResponseBytes] bounds the whole stored outcome as
+// well. Default [DefaultMaxResponseBytes] (4 MiB); n below 0 makes
+// [Middleware] panic.
+func WithMaxResponseBytes(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxResponseBytes", "the bound must not be negative, got %d", n)
+		}
+		c.maxResponse = n
+	}
+}
+
+// WithKeptStatuses sets which responses are kept and replayed: keep
+// reports it for a status code. A response it refuses releases the claim,
+// so a retry with the same key runs the handler again. Default
+// [DefaultKeep]; a nil keep makes [Middleware] panic.
+func WithKeptStatuses(keep func(status int) bool) Option {
+	return func(c *config) {
+		if keep == nil {
+			c.invalid("WithKeptStatuses", "the function must not be nil")
+		}
+		c.keep = keep
+	}
+}
+
+// DefaultKeep keeps every response below 500 except 408 Request Timeout,
+// 425 Too Early and 429 Too Many Requests: those and the 5xx say that a
+// retry may get another answer, so their claim is released.
+func DefaultKeep(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status < 500
+}
+
+// isToken reports whether s is an RFC 9110 token, as header names and
+// methods are.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,197 @@
+package httpidempotency
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-idempotency/idempotency"
+)
+
+// ProblemType is the RFC 9457 problem type of every error the library
+// answers over HTTP, here and in gatewayidempotency. Its "reason" member is
+// the google.rpc.ErrorInfo reason ([idempotency.ReasonKeyInUse] and the
+// others, or [ReasonRequestTooLarge]); "detail" says what happened; "title"
+// and "status" are those of the HTTP status.
+const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemType"
+
+// ProblemContentType is the media type of a [ProblemType] body.
+const ProblemContentType = "application/problem+json"
+
+// ReasonRequestTooLarge is the reason of the 413 answer to a keyed request
+// whose body is longer than [WithMaxRequestBytes]: the middleware cannot
+// fingerprint it, so it claims nothing and the handler does not run.
+const ReasonRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
+
+// ErrRequestTooLarge is the error behind [ReasonRequestTooLarge].
+var ErrRequestTooLarge = errors.New("the request body is longer than the idempotency middleware reads")
+
+// statusOfReason is the one mapping of the library's errors to HTTP
+// statuses: the IETF draft's for the reasons it names, and for the others
+// the status that google.rpc's code mapping gives their gRPC code.
+var statusOfReason = map[string]int{
+	idempotency.ReasonKeyMissing:          http.StatusBadRequest,
+	idempotency.ReasonKeyInvalid:          http.StatusBadRequest,
+	idempotency.ReasonKeyInUse:            http.StatusConflict,
+	idempotency.ReasonKeyReused:           http.StatusUnprocessableEntity,
+	idempotency.ReasonStoreUnavailable:    http.StatusServiceUnavailable,
+	idempotency.ReasonStoreFull:           http.StatusServiceUnavailable,
+	idempotency.ReasonResponseNotRetained: http.StatusBadRequest, // FAILED_PRECONDITION
+	idempotency.ReasonRecordCorrupt:       http.StatusInternalServerError,
+	idempotency.ReasonMisconfigured:       http.StatusInternalServerError,
+	idempotency.ReasonStreamTooLarge:      http.StatusBadRequest, // INVALID_ARGUMENT
+	idempotency.ReasonResumeInvalid:       http.StatusBadRequest, // INVALID_ARGUMENT
+	ReasonRequestTooLarge:                 http.StatusRequestEntityTooLarge,
+}
+
+// StatusOf returns the HTTP status of err and the Retry-After it calls for.
+// err is one of the library's errors: a sentinel such as
+// [idempotency.ErrKeyInUse] (wrapped or not), [ErrRequestTooLarge], or a
+// gRPC status error of the interceptor, told apart by its
+// google.rpc.ErrorInfo reason:
+//
+//	reason                               HTTP status                  Retry-After
+//	IDEMPOTENCY_KEY_MISSING              400 Bad Request
+//	IDEMPOTENCY_KEY_INVALID              400 Bad Request
+//	IDEMPOTENCY_KEY_IN_USE               409 Conflict                 Retry-After
+//	IDEMPOTENCY_KEY_REUSED               422 Unprocessable Entity
+//	IDEMPOTENCY_STORE_UNAVAILABLE        503 Service Unavailable      Retry-After
+//	IDEMPOTENCY_STORE_FULL               503 Service Unavailable      Retry-After
+//	IDEMPOTENCY_RESPONSE_NOT_RETAINED    400 Bad Request
+//	IDEMPOTENCY_RECORD_CORRUPT           500 Internal Server Error
+//	IDEMPOTENCY_METHOD_MISCONFIGURED     500 Internal Server Error
+//	IDEMPOTENCY_STREAM_TOO_LARGE         400 Bad Request
+//	IDEMPOTENCY_RESUME_INVALID           400 Bad Request
+//	IDEMPOTENCY_REQUEST_TOO_LARGE        413 Request Entity Too Large
+//
+// Any other error is 500. retryAfter is the google.rpc.RetryInfo delay err
+// carries, else [idempotency.DefaultRetryAfter] for a 409 or 503, else 0;
+// a Retry-After header is due on a 409, 429 or 503 answer.
+func StatusOf(err error) (status int, retryAfter time.Duration) {
+	code, ok := statusOfReason[idempotency.Reason(err)]
+	if !ok && errors.Is(err, ErrRequestTooLarge) {
+		code, ok = http.StatusRequestEntityTooLarge, true
+	}
+	if !ok {
+		code = http.StatusInternalServerError
+	}
+	if d, ok := retryInfo(err); ok {
+		return code, d
+	}
+	if wantsRetryAfter(code) {
+		return code, idempotency.DefaultRetryAfter
+	}
+	return code, 0
+}
+
+// retryInfo returns the google.rpc.RetryInfo delay of a gRPC status error.
+func retryInfo(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().IsValid() {
+			return max(ri.GetRetryDelay().AsDuration(), 0), true
+		}
+	}
+	return 0, false
+}
+
+// wantsRetryAfter reports whether an answer with status code asks the
+// client to come back later.
+func wantsRetryAfter(code int) bool {
+	return code == http.StatusConflict || code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
+}
+
+// Problem is the RFC 9457 problem details object of one of the library's
+// errors, a [ProblemType] body.
+type Problem struct {
+	// Type is [ProblemType].
+	Type string `json:"type"`
+	// Title is the text of Status, "Conflict".
+	Title string `json:"title"`
+	// Status is the HTTP status, as [StatusOf] gives it.
+	Status int `json:"status"`
+	// Detail says what happened, without backend error text.
+	Detail string `json:"detail,omitempty"`
+	// Reason is the error's google.rpc.ErrorInfo reason, "" for an error
+	// that is not the library's.
+	Reason string `json:"reason"`
+	// RetryAfter is sent as the Retry-After header (in whole seconds,
+	// rounded up) on a 409, 429 or 503 answer; it is not part of the body.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// ProblemOf returns the problem of err, with [StatusOf]'s status and
+// Retry-After. Its detail is the message of err's sentinel (the
+// [idempotency.KeyError]'s text for a refused key, the status message for
+// a gRPC status): backend error text wrapped inside never reaches the
+// client.
+func ProblemOf(err error) Problem {
+	code, after := StatusOf(err)
+	return Problem{
+		Type: ProblemType, Title: http.StatusText(code), Status: code,
+		Detail: detailOf(err), Reason: reasonOf(err), RetryAfter: after,
+	}
+}
+
+func reasonOf(err error) string {
+	if errors.Is(err, ErrRequestTooLarge) {
+		return ReasonRequestTooLarge
+	}
+	return idempotency.Reason(err)
+}
+
+// sentinels are the errors whose text a problem's detail may carry.
+var sentinels = []error{
+	idempotency.ErrKeyMissing, idempotency.ErrKeyInvalid, idempotency.ErrKeyReused,
+	idempotency.ErrKeyInUse, idempotency.ErrStoreUnavailable, idempotency.ErrRecordCorrupt,
+	idempotency.ErrResponseNotRetained, idempotency.ErrStoreFull, idempotency.ErrMisconfigured,
+	ErrRequestTooLarge,
+}
+
+func detailOf(err error) string {
+	var ke *idempotency.KeyError
+	if errors.As(err, &ke) {
+		return ke.Error()
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	if st, ok := status.FromError(err); ok && err != nil {
+		return st.Message()
+	}
+	return http.StatusText(http.StatusInternalServerError)
+}
+
+// SetHeaders sets the headers of p's answer on h: Content-Type
+// [ProblemContentType] and, on a 409, 429 or 503, Retry-After.
+func (p Problem) SetHeaders(h http.Header) {
+	h.Set("Content-Type", ProblemContentType)
+	if wantsRetryAfter(p.Status) {
+		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(p.RetryAfter.Seconds())), 10))
+	}
+}
+
+// Write answers with p: its headers, its status and its JSON body.
+func (p Problem) Write(w http.ResponseWriter) {
+	body, _ := json.Marshal(p) // strings and an int: no error
+	p.SetHeaders(w.Header())
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}
+
+// WriteProblem answers err with its problem: ProblemOf(err).Write(w).
+func WriteProblem(w http.ResponseWriter, err error) {
+	ProblemOf(err).Write(w)
+}

@@ -1,0 +1,31 @@
+package idempotency_test
+
+import (
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency/internal/behaviourtest"
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+)
+
+// TestBehaviour runs docs/semantics.md's table against every entry point
+// on Redis and on PostgreSQL, as the root package's TestBehaviour does on
+// the memory store. Each backend is one server shared by the suite's
+// subtests, which use keys of their own.
+func TestBehaviour(t *testing.T) {
+	t.Parallel()
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		s := redisstore.New(redistest.StartServer(t).Client())
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		l := newPGLedger(t)
+		s := postgresstore.New(l.admin, postgresstore.WithTable(l.records()), postgresstore.WithSweepInterval(0))
+		t.Cleanup(func() { _ = s.Close() })
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s })
+	})
+}

@@ -1,0 +1,32 @@
+package idempotency_test
+
+import (
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/internal/streamtest"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+)
+
+// TestStreamCoreOverStores runs the core stream cases (once across two
+// Server values, replay byte for byte, resume after N, a caller leaving
+// mid-stream) over Redis and PostgreSQL.
+func TestStreamCoreOverStores(t *testing.T) {
+	t.Parallel()
+	for name, newStore := range map[string]func(t *testing.T) store.Store{
+		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
+		"postgres": func(t *testing.T) store.Store {
+			l := newPGLedger(t)
+			s := postgresstore.New(l.admin, postgresstore.WithTable(l.records()), postgresstore.WithSweepInterval(0))
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			streamtest.RunCore(t, newStore)
+		})
+	}
+}

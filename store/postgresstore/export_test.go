@@ -1,0 +1,5 @@
+package postgresstore
+
+// ClaimSQL returns the claim statement of s, for tests that run it inside
+// a transaction of their own.
+func ClaimSQL(s *Store) string { return s.sql.claim }

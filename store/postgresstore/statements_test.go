@@ -1,0 +1,62 @@
+package postgresstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+)
+
+// TestPostgresStatementsPerCall counts, through the interceptor on a gRPC server,
+// the statements a call sends to the store's table: an executed call two
+// (the claim, then the complete, or CompleteTx inside the handler's
+// transaction with no store call after the handler), a replay one (the
+// claim, which found the completed key).
+func TestPostgresStatementsPerCall(t *testing.T) {
+	t.Parallel()
+	echo := func(_ context.Context, _ *txFixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		return &testingv1.DoResponse{Payload: req.GetPayload()}, nil
+	}
+	for _, tc := range []struct {
+		name      string
+		handler   txHandler
+		completes int // the interceptor's Complete calls after the handler
+	}{
+		{"complete", echo, 1},
+		{"complete in transaction", charge, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			trips := &pgtest.RoundTrips{}
+			cfg := pgtest.Config(t, 4)
+			cfg.ConnConfig.Tracer = trips
+			pool := pgtest.PoolFrom(t, cfg)
+			schema := newSchema(t, pool)
+			trips.Match = pgx.Identifier{schema, "records"}.Sanitize()
+			s := postgresstore.New(pool, postgresstore.WithTable(schema+".records"), postgresstore.WithSweepInterval(0))
+			t.Cleanup(func() { _ = s.Close() })
+			if err := s.Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			tables.Store(s, schema+".records")
+			f := newTxFixtureOn(t, s, pool, tc.handler)
+			for i, want := range []int64{2, 1, 1} {
+				trips.Reset()
+				resp, err := f.client.Do(keyed(t.Context(), "k"), &testingv1.DoRequest{Payload: "p"})
+				if err != nil || resp.GetPayload() != "p" {
+					t.Fatalf("call %d: %v, %v", i, resp, err)
+				}
+				if got := trips.Queries(); got != want {
+					t.Fatalf("call %d sent %d statements to %s, want %d", i, got, trips.Match, want)
+				}
+			}
+			if c, r := f.calls.Count("complete"), f.calls.Count("release"); c != tc.completes || r != 0 {
+				t.Fatalf("the interceptor made %d Complete and %d Release calls after the handler, want %d and 0", c, r, tc.completes)
+			}
+		})
+	}
+}

@@ -1,0 +1,251 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
+)
+
+// streamCall is a keyed client-streaming or server-streaming gRPC call
+// through the engine: the handler, the requests read ahead, and what the
+// handler sends. It is the stream interceptor's [transport].
+//
+// A client-streaming handler's one response is held, stored and sent
+// after the engine returns, as a unary response is. A server-streaming
+// handler's messages go to the caller as they are sent, and each is
+// recorded ([streamed]); the outcome is the whole stream.
+type streamCall struct {
+	call
+	srv     any
+	ss      grpc.ServerStream // the caller's
+	handler grpc.StreamHandler
+	reqs    []proto.Message
+	resume  int           // messages the caller already has ([ResumeAfterKey])
+	md      captureStream // the header and trailer the handler sets
+	resp    any           // a client-streaming handler's response
+	sent    streamed      // a server-streaming handler's messages
+}
+
+func (s *streamCall) bypass(ctx context.Context) (any, error) {
+	return nil, passThroughStream(s.srv, s.ss, s.handler, s.reqs)
+}
+
+// run runs the handler on a stream that yields the requests read ahead
+// and records what it sends. It returns the client-streaming response, or
+// the server stream's record.
+func (s *streamCall) run(ctx context.Context) (any, error) {
+	err := s.handler(s.srv, &handlerStream{ServerStream: s.ss, ctx: ctx, reqs: s.reqs, buffered: true, call: s})
+	if s.streams {
+		return &s.sent, err
+	}
+	return s.resp, err
+}
+
+func (s *streamCall) capture(ctx context.Context) context.Context {
+	return s.md.install(ctx)
+}
+
+func (s *streamCall) recorded() (header, trailer []*recordv1.Metadata) { return s.md.recorded() }
+
+// replayed sets the replayed header and trailer: the replay marker goes
+// in the header of a response or a stream, and in the trailer of an
+// error, a stream's included.
+func (s *streamCall) replayed(_ context.Context, rec *recordv1.Record) {
+	ok := rec.GetOutcome() == recordv1.Outcome_OUTCOME_RESPONSE
+	stream := rec.GetOutcome() == recordv1.Outcome_OUTCOME_STREAM
+	failed := !ok && rec.GetStatus().GetCode() != 0 || rec.GetOutcome() == recordv1.Outcome_OUTCOME_NOT_RETAINED
+	if h := fromRecordMD(rec.GetHeader(), ok || stream); len(h) > 0 {
+		_ = s.ss.SetHeader(h)
+	}
+	if t := fromRecordMD(rec.GetTrailer(), failed); len(t) > 0 {
+		s.ss.SetTrailer(t)
+	}
+}
+
+// answer sends what the engine's answer holds that the handler has not
+// sent already: a client-streaming response (executed or replayed), or a
+// replayed server stream's messages after those the caller has. Then it
+// returns the call's status.
+func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
+	switch r := resp.(type) {
+	case replayedStream:
+		msgs, derr := r.decode(s.respType, s.resume)
+		if derr != nil {
+			return s.e.fail(ctx, s.method, derr, s.storeTime)
+		}
+		for _, m := range msgs {
+			if serr := s.ss.SendMsg(m); serr != nil {
+				return serr
+			}
+		}
+	case proto.Message:
+		if err == nil && !s.streams {
+			if serr := s.ss.SendMsg(r); serr != nil {
+				return serr
+			}
+		}
+	}
+	if err != nil {
+		return s.e.fail(ctx, s.method, err, s.storeTime)
+	}
+	return nil
+}
+
+// replayedStream is the engine's answer for a replayed server stream: the
+// stored messages, which [streamCall.answer] sends.
+type replayedStream [][]byte
+
+// decode decodes the messages after the first skip into mt, all of them
+// before any is sent, so a corrupt record sends none.
+func (r replayedStream) decode(mt protoreflect.MessageType, skip int) ([]proto.Message, error) {
+	if skip >= len(r) {
+		return nil, nil
+	}
+	out := make([]proto.Message, 0, len(r)-skip)
+	for i, b := range r[skip:] {
+		m := mt.New().Interface()
+		if err := proto.Unmarshal(b, m); err != nil {
+			return nil, fmt.Errorf("%w: stream message %d: %w", ErrRecordCorrupt, skip+i+1, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// handlerStream is the stream a handler gets: RecvMsg yields the requests
+// read ahead (when buffered) and then io.EOF; with a call, the header and
+// trailer are captured and what the handler sends is recorded; without
+// one, they go to the caller without the replay marker.
+type handlerStream struct {
+	grpc.ServerStream // the caller's
+	ctx               context.Context
+	reqs              []proto.Message
+	buffered          bool
+	call              *streamCall // nil: not claimed
+}
+
+func (h *handlerStream) Context() context.Context { return h.ctx }
+
+// RecvMsg copies the next request read ahead into m.
+func (h *handlerStream) RecvMsg(m any) error {
+	if !h.buffered {
+		return h.ServerStream.RecvMsg(m)
+	}
+	if len(h.reqs) == 0 {
+		return io.EOF
+	}
+	req := h.reqs[0]
+	h.reqs = h.reqs[1:]
+	dst, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("idempotency: RecvMsg into a %T, not a proto message", m)
+	}
+	if dst.ProtoReflect().Descriptor() == req.ProtoReflect().Descriptor() {
+		proto.Reset(dst)
+		proto.Merge(dst, req)
+		return nil
+	}
+	b, err := proto.Marshal(req) // another type of the same message (WithDescriptors)
+	if err != nil {
+		return err
+	}
+	return proto.Unmarshal(b, dst)
+}
+
+// SendMsg sends m to the caller, and records it when claimed. A
+// client-streaming handler's response is held until its outcome is
+// stored. A server stream's message is recorded once the caller has it, or
+// once the caller has gone: a detached handler runs on after its caller
+// left, and what it sends then belongs to the outcome that retries
+// replay, so such a send returns nil, as it would with the caller still
+// there. The messages a resuming caller already has are recorded, not sent.
+func (h *handlerStream) SendMsg(m any) error {
+	s := h.call
+	switch {
+	case s == nil:
+		return h.ServerStream.SendMsg(m)
+	case !s.streams:
+		s.resp = m
+		return nil
+	}
+	if s.sent.count >= s.resume && !s.sent.gone {
+		if err := h.ServerStream.SendMsg(m); err != nil {
+			if h.ServerStream.Context().Err() == nil {
+				return err // refused on a live stream: not sent, not recorded
+			}
+			s.sent.gone = true
+		}
+	}
+	s.sent.add(m, s.e.cfg.maxResponseBytes)
+	return nil
+}
+
+func (h *handlerStream) SetHeader(md metadata.MD) error {
+	if h.call == nil {
+		return h.ServerStream.SetHeader(withoutMarker(md))
+	}
+	return h.call.md.SetHeader(md)
+}
+
+func (h *handlerStream) SendHeader(md metadata.MD) error {
+	if h.call == nil {
+		return h.ServerStream.SendHeader(withoutMarker(md))
+	}
+	return h.call.md.SendHeader(md)
+}
+
+func (h *handlerStream) SetTrailer(md metadata.MD) {
+	if h.call == nil {
+		h.ServerStream.SetTrailer(withoutMarker(md))
+		return
+	}
+	_ = h.call.md.SetTrailer(md)
+}
+
+// streamed records the messages a server-streaming handler sends, up to
+// the size limit, each counting its encoded size plus 5 bytes (as
+// [WithMaxStreamRequestBytes] counts requests, so a stream of empty
+// messages is bounded too): past it, or on a message that is not a proto message
+// or does not encode, it drops them and keeps why (err), and the outcome
+// is not retained.
+type streamed struct {
+	typ   string // the method's response type
+	msgs  [][]byte
+	size  int
+	count int   // messages sent, recorded or not
+	err   error // why the stream cannot be retained
+	gone  bool  // the caller has gone: nothing more is sent
+}
+
+func (s *streamed) add(m any, limit int) {
+	s.count++
+	if s.err != nil {
+		return
+	}
+	msg, ok := m.(proto.Message)
+	if !ok {
+		s.drop(errNotProto)
+		return
+	}
+	b, err := deterministic.Marshal(msg)
+	switch {
+	case err != nil:
+		s.drop(err)
+	case s.size+len(b)+frameHeader > limit:
+		s.drop(errTooLarge)
+	default:
+		s.size += len(b) + frameHeader
+		s.msgs = append(s.msgs, b)
+	}
+}
+
+func (s *streamed) drop(err error) {
+	s.err, s.msgs = err, nil
+}
