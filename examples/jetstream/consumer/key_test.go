@@ -1,0 +1,46 @@
+package consumer_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
+)
+
+// TestMsgKey: the default key is the publisher's Nats-Msg-Id, or the
+// stream and stream sequence of a message published without one; an id
+// that is not a valid idempotency key is replaced by its SHA-256.
+func TestMsgKey(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	long := strings.Repeat("x", 300)
+	sum := sha256.Sum256([]byte("msg-id:" + long))
+	tests := []struct {
+		name    string
+		headers []string
+		want    string
+	}{
+		{"msg id", []string{jetstream.MsgIDHeader, "m1"}, "msg-id:m1"},
+		{"no msg id", nil, "stream-seq:ORDERS:2"},
+		{"msg id too long", []string{jetstream.MsgIDHeader, long}, "sha256:" + hex.EncodeToString(sum[:])},
+	}
+	js := b.connect()
+	for _, tt := range tests {
+		b.publish(js, tt.name, tt.headers...)
+	}
+	p := consumer.New(newServer(), "orders.ship", func(context.Context, jetstream.Msg) error { return nil })
+	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(waitLimit))
+	if err != nil || len(got) != len(tests) {
+		t.Fatalf("fetch: %d results, %v; want %d", len(got), err, len(tests))
+	}
+	for i, tt := range tests {
+		if got[i].Key != tt.want || got[i].Action != consumer.Ack {
+			t.Errorf("%s: key %q, %v; want %q, ack", tt.name, got[i].Key, got[i].Action, tt.want)
+		}
+	}
+}
