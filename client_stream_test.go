@@ -181,3 +181,53 @@ func TestStreamClientRetriesUpload(t *testing.T) {
 	}
 }
 
+// TestStreamClientKeys: a keyed streaming call carries one key: its first
+// request's key_field, else a fresh one per call; a key that disagrees
+// with the field fails the call before any attempt; a bidirectional call
+// gets no key. The server has no idempotency interceptor: the handler
+// sees what the client sent.
+func TestStreamClientKeys(t *testing.T) {
+	t.Parallel()
+	svc := &streamtest.Streams{}
+	cc, _ := streamtest.Proxied(t, svc, nil, grpc.WithChainStreamInterceptor(idempotency.StreamClientInterceptor()))
+	c := testingv1.NewStreamServiceClient(cc)
+	ctx := t.Context()
+	for _, req := range []*testingv1.DoRequest{{Amount: 1, RequestId: "down"}, {Amount: 1}, {Amount: 1}} {
+		if _, _, err := download(ctx, c, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up, err := c.Upload(ctx)
+	if err == nil {
+		_ = up.Send(&testingv1.DoRequest{RequestId: "up"})
+		_ = up.Send(&testingv1.DoRequest{RequestId: "ignored"})
+		_, err = up.CloseAndRecv()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := c.Chat(ctx)
+	if err == nil {
+		_ = chat.Send(&testingv1.DoRequest{Payload: "hi"})
+		_, err = chat.Recv()
+		_ = chat.CloseSend()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = download(ctx, c, &testingv1.DoRequest{Amount: 1, RequestId: "a"}, idempotency.WithKey("b"))
+	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
+	keys := svc.Keys()
+	if len(keys) != 5 {
+		t.Fatalf("%d executions, want 5: %q", len(keys), keys)
+	}
+	one := func(i int) string {
+		if len(keys[i]) != 1 {
+			t.Fatalf("execution %d saw keys %q, want one", i+1, keys[i])
+		}
+		return keys[i][0]
+	}
+	if one(0) != "down" || one(1) == one(2) || one(3) != "up" || len(keys[4]) != 0 {
+		t.Fatalf("keys seen %q; want down, two fresh ones, up, none for the bidirectional call", keys)
+	}
+}

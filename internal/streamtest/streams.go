@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -47,14 +49,31 @@ type Streams struct {
 	BeforeAnswer func(ctx context.Context)
 
 	executions atomic.Int64
+	mu         sync.Mutex
+	keys       [][]string
 }
 
 // Executions is how many times a handler ran.
 func (s *Streams) Executions() int64 { return s.executions.Load() }
 
+// Keys returns the idempotency-key metadata of each execution, in order.
+func (s *Streams) Keys() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.keys)
+}
+
+// start counts an execution and records its keys.
+func (s *Streams) start(ctx context.Context) int64 {
+	s.mu.Lock()
+	s.keys = append(s.keys, metadata.ValueFromIncomingContext(ctx, idempotency.MetadataKey))
+	s.mu.Unlock()
+	return s.executions.Add(1)
+}
+
 // Download implements the server-streaming method.
 func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreamingServer[testingv1.DoResponse]) error {
-	n := s.executions.Add(1)
+	n := s.start(stream.Context())
 	if err := stream.SetHeader(metadata.Pairs("x-execution", strconv.FormatInt(n, 10))); err != nil {
 		return err
 	}
@@ -72,7 +91,7 @@ func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreaming
 
 // Upload implements the client-streaming method.
 func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
-	n := s.executions.Add(1)
+	n := s.start(stream.Context())
 	var sum int64
 	var payloads []string
 	for {
@@ -94,7 +113,7 @@ func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, 
 
 // Chat implements the bidirectional method: it echoes.
 func (s *Streams) Chat(stream grpc.BidiStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
-	s.executions.Add(1)
+	s.start(stream.Context())
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
