@@ -57,12 +57,19 @@ import (
 // It panics when an option cannot work (a [WithMetadataKey] gRPC
 // cannot carry the key under): a programming error, found at start-up.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
+	return newClientInterceptor(opts).intercept
+}
+
+// newClientInterceptor returns the client interceptor configured by opts,
+// which both [UnaryClientInterceptor] and [StreamClientInterceptor] are
+// methods of. It panics on a configuration error.
+func newClientInterceptor(opts []ClientOption) *clientInterceptor {
 	c := &clientInterceptor{cfg: newClientConfig(opts)}
 	if err := c.cfg.validate(); err != nil {
 		panic(err)
 	}
 	c.methods.Store(&map[string]*clientMethod{})
-	return c.intercept
+	return c
 }
 
 // WithKey makes a call use key as its idempotency key instead of a fresh

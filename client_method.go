@@ -3,6 +3,7 @@ package idempotency
 import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	"github.com/grpc-idempotency/idempotency/internal/policy"
@@ -20,7 +21,8 @@ type clientMethod struct {
 }
 
 // method returns what the interceptor knows of method, resolving it on the
-// first call, with req, the first request, for the key field. Concurrent
+// first call, with req, the first request, for the key field (nil for a
+// stream: the request type the descriptor registry gives). Concurrent
 // first calls may each resolve it; they get the same result.
 func (c *clientInterceptor) method(method string, req any) *clientMethod {
 	if m, ok := (*c.methods.Load())[method]; ok {
@@ -55,8 +57,17 @@ func (c *clientInterceptor) resolve(method string, req any) *clientMethod {
 	if !p.Explicit {
 		m.keyed = c.cfg.defaultMode != ModeDisabled
 	}
-	if msg, ok := req.(proto.Message); ok && m.keyed && p.KeyField != "" {
-		m.keyField, _ = policy.KeyField(msg.ProtoReflect().Descriptor(), p.KeyField)
+	if !m.keyed || p.KeyField == "" {
+		return m
+	}
+	var desc protoreflect.MessageDescriptor
+	if msg, ok := req.(proto.Message); ok {
+		desc = msg.ProtoReflect().Descriptor()
+	} else if md := policy.FindMethod(protoregistry.GlobalFiles, method); md != nil {
+		desc = md.Input() // a stream, resolved before its first request
+	}
+	if desc != nil {
+		m.keyField, _ = policy.KeyField(desc, p.KeyField)
 	}
 	return m
 }

@@ -26,6 +26,10 @@ const (
 	// [DefaultRetryAfter], 1s) and the longest a key can stay blocked by a
 	// server that died holding it ([DefaultLease], 60s).
 	DefaultMaxPushback = time.Minute
+	// DefaultMaxStreamRetryBuffer is how many bytes of a client-streaming
+	// call's requests [StreamClientInterceptor] holds for its retries; see
+	// [WithMaxStreamRetryBuffer].
+	DefaultMaxStreamRetryBuffer = 1 << 20
 )
 
 type clientConfig struct {
@@ -37,16 +41,18 @@ type clientConfig struct {
 	newKey            func() string
 	maxPushback       time.Duration
 	derivedKeys       bool // [WithDerivedKeys]
+	maxStreamBuffer   int  // [WithMaxStreamRetryBuffer]
 }
 
 func newClientConfig(opts []ClientOption) clientConfig {
 	c := clientConfig{
 		maxAttempts: DefaultMaxAttempts,
 		// Jitter fraction 1 draws from [0, 2·base·2^(n-1)): full jitter.
-		backoff:      retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
-		newKey:       uuid.NewString,
-		maxPushback:  DefaultMaxPushback,
-		sharedConfig: sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
+		backoff:         retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
+		newKey:          uuid.NewString,
+		maxPushback:     DefaultMaxPushback,
+		maxStreamBuffer: DefaultMaxStreamRetryBuffer,
+		sharedConfig:    sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
 	}
 	for _, o := range opts {
 		o.applyToClient(&c)
@@ -126,4 +132,24 @@ func WithKeyGenerator(generate func() string) ClientOption {
 // backoff set with [WithBackoff]. Default [DefaultMaxPushback] (1 minute).
 func WithMaxPushback(d time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxPushback = d })
+}
+
+// WithMaxStreamRetryBuffer bounds the copies of a client-streaming call's
+// requests that [StreamClientInterceptor] holds so that it can send them
+// again on a retry, at n bytes (each message counting its encoded size
+// plus 5 bytes for its gRPC frame header, as the server's
+// [WithMaxStreamRequestBytes] counts them). A call whose requests go past
+// the bound drops its copies and is no longer retried: its first failure
+// is returned, as without the interceptor. 0 holds nothing, so no
+// client-streaming call is retried; a negative n makes
+// [StreamClientInterceptor] panic. A server-streaming call's one request
+// is always held. Default [DefaultMaxStreamRetryBuffer] (1 MiB).
+func WithMaxStreamRetryBuffer(n int) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) {
+		if n < 0 {
+			c.invalid("WithMaxStreamRetryBuffer", "the bound must not be negative, got %d", n)
+			return
+		}
+		c.maxStreamBuffer = n
+	})
 }

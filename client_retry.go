@@ -31,27 +31,43 @@ func (c *clientInterceptor) invokeWithRetry(ctx context.Context, method string, 
 	for attempt := 1; ; attempt++ {
 		trailer = nil
 		err := c.attempt(ctx, method, req, reply, cc, invoker, attemptOpts)
-		if err == nil || attempt >= c.cfg.maxAttempts {
+		if err == nil {
+			return nil
+		}
+		if err := c.beforeRetry(ctx, attempt, err, trailer, c.cfg.perAttemptTimeout > 0); err != nil {
 			return err
-		}
-		st, retryable := c.retryable(err)
-		if !retryable {
-			return err
-		}
-		delay, ok := c.delay(ctx, attempt, st, trailer)
-		if !ok {
-			return err
-		}
-		if deadline, has := ctx.Deadline(); has && time.Until(deadline) <= delay {
-			return err // the next attempt could not start in time
-		}
-		if werr := wait(ctx, delay); werr != nil {
-			return werr // cancelled: CANCELED, as grpc-go's own retries do
-		}
-		if c.cfg.onRetry != nil {
-			c.cfg.onRetry(ctx, attempt+1, err)
 		}
 	}
+}
+
+// beforeRetry decides whether a call whose attempt number attempt failed
+// with err, and whose trailer was trailer, is retried. When it is, it
+// waits for the delay, calls the [WithOnRetry] hook and returns nil;
+// otherwise it returns the error the call ends with: err, or CANCELED
+// when the context ends during the wait. timedOut says whether the
+// attempt had a per-attempt timeout, whose DEADLINE_EXCEEDED is retried.
+func (c *clientInterceptor) beforeRetry(ctx context.Context, attempt int, err error, trailer metadata.MD, timedOut bool) error {
+	if attempt >= c.cfg.maxAttempts {
+		return err
+	}
+	st, retryable := retryable(err, timedOut)
+	if !retryable {
+		return err
+	}
+	delay, ok := c.delay(ctx, attempt, st, trailer)
+	if !ok {
+		return err
+	}
+	if deadline, has := ctx.Deadline(); has && time.Until(deadline) <= delay {
+		return err // the next attempt could not start in time
+	}
+	if werr := wait(ctx, delay); werr != nil {
+		return werr // cancelled: CANCELED, as grpc-go's own retries do
+	}
+	if c.cfg.onRetry != nil {
+		c.cfg.onRetry(ctx, attempt+1, err)
+	}
+	return nil
 }
 
 // attempt makes one attempt, within the per-attempt timeout if one is set.
@@ -69,9 +85,10 @@ func (c *clientInterceptor) attempt(ctx context.Context, method string, req, rep
 // RESOURCE_EXHAUSTED with ReasonStoreFull in ErrorDomain (the claim was
 // refused, so the handler did not run; any other RESOURCE_EXHAUSTED, such as
 // a rate limit or a message too large, is not retried); and
-// DEADLINE_EXCEEDED when a per-attempt timeout is set (if the caller's own
-// deadline has passed, the deadline check returns the error instead).
-func (c *clientInterceptor) retryable(err error) (*status.Status, bool) {
+// DEADLINE_EXCEEDED when the attempt had a per-attempt timeout (timedOut;
+// if the caller's own deadline has passed, the deadline check returns the
+// error instead).
+func retryable(err error, timedOut bool) (*status.Status, bool) {
 	st, ok := status.FromError(err)
 	if !ok {
 		return nil, false
@@ -84,7 +101,7 @@ func (c *clientInterceptor) retryable(err error) (*status.Status, bool) {
 	case codes.ResourceExhausted:
 		return st, hasReason(st, ReasonStoreFull)
 	case codes.DeadlineExceeded:
-		return st, c.cfg.perAttemptTimeout > 0
+		return st, timedOut
 	}
 	return st, false
 }

@@ -149,8 +149,8 @@ var failures = []failure{
 	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
 	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, DecisionStoreFull, true},
 	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, DecisionMisconfigured, false},
-	{ErrStreamTooLarge, codes.InvalidArgument, ReasonStreamTooLarge, 0, false},
-	{ErrResumeInvalid, codes.InvalidArgument, ReasonResumeInvalid, 0, false},
+	{ErrStreamTooLarge, codes.InvalidArgument, ReasonStreamTooLarge, DecisionStreamTooLarge, false},
+	{ErrResumeInvalid, codes.InvalidArgument, ReasonResumeInvalid, DecisionResumeInvalid, false},
 }
 
 // failureOf returns the failure err is one of, if any.

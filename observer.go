@@ -97,6 +97,14 @@ const (
 	// [*MethodConfigError]); the call failed closed with INTERNAL and the
 	// handler did not run.
 	DecisionMisconfigured
+	// DecisionStreamTooLarge: a keyed client-streaming call's requests were
+	// larger than [WithMaxStreamRequestBytes]; the call failed with
+	// INVALID_ARGUMENT, nothing was claimed and the handler did not run.
+	DecisionStreamTooLarge
+	// DecisionResumeInvalid: a server-streaming call's [ResumeAfterKey] was
+	// not one non-negative decimal integer; the call failed with
+	// INVALID_ARGUMENT and the handler did not run.
+	DecisionResumeInvalid
 )
 
 var decisionNames = [...]string{
@@ -105,7 +113,8 @@ var decisionNames = [...]string{
 	DecisionStoreError: "store_error", DecisionFailOpen: "fail_open", DecisionReleased: "released",
 	DecisionLeaseRenewed: "lease_renewed", DecisionLeaseLost: "lease_lost",
 	DecisionRecordCorrupt: "record_corrupt", DecisionNotRetained: "not_retained", DecisionStoreFull: "store_full",
-	DecisionMisconfigured: "misconfigured",
+	DecisionMisconfigured: "misconfigured", DecisionStreamTooLarge: "stream_too_large",
+	DecisionResumeInvalid: "resume_invalid",
 }
 
 // String returns the decision's snake_case name, for logs and metric

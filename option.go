@@ -13,8 +13,8 @@ type ServerOption interface {
 	applyToServer(*config)
 }
 
-// ClientOption configures the client side: [UnaryClientInterceptor] takes
-// it. Every client option (WithMaxAttempts, WithBackoff, ...) returns one,
+// ClientOption configures the client side: [UnaryClientInterceptor] and
+// [StreamClientInterceptor] take it. Every client option (WithMaxAttempts, WithBackoff, ...) returns one,
 // and so does every [Option].
 type ClientOption interface {
 	applyToClient(*clientConfig)

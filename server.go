@@ -1,6 +1,8 @@
 package idempotency
 
 import (
+	"sync/atomic"
+
 	"google.golang.org/grpc"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -12,6 +14,9 @@ import (
 // options and run the same protocol, so they cannot drift apart.
 type Server struct {
 	e *engine
+	// streams is set once StreamServerInterceptor is called: Validate then
+	// knows the server's streaming methods are intercepted.
+	streams atomic.Bool
 }
 
 // NewServer returns the idempotency server over store s, configured by
@@ -77,7 +82,11 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // unless [WithMethodPolicy] names it or its mode is REQUIRED: then its
 // calls fail closed, as its requests cannot be read. Every interceptor s
 // returns shares the method cache and the in-flight waiters.
+//
+// Calling it tells [Server.Validate] that the server intercepts streams:
+// build the interceptors before calling Validate.
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	s.streams.Store(true)
 	return s.e.interceptStream
 }
 

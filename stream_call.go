@@ -6,7 +6,9 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -162,7 +164,7 @@ func (h *handlerStream) RecvMsg(m any) error {
 // SendMsg sends m to the caller, and records it when claimed. A
 // client-streaming handler's response is held until its outcome is
 // stored. A server stream's message is recorded once the caller has it, or
-// once the caller has gone: a detached handler runs on after its caller
+// once the caller has gone ([streamEnded]): a detached handler runs on after its caller
 // left, and what it sends then belongs to the outcome that retries
 // replay, so such a send returns nil, as it would with the caller still
 // there. The messages a resuming caller already has are recorded, not sent.
@@ -177,7 +179,7 @@ func (h *handlerStream) SendMsg(m any) error {
 	}
 	if s.sent.count >= s.resume && !s.sent.gone {
 		if err := h.ServerStream.SendMsg(m); err != nil {
-			if h.ServerStream.Context().Err() == nil {
+			if !streamEnded(h.ServerStream.Context(), err) {
 				return err // refused on a live stream: not sent, not recorded
 			}
 			s.sent.gone = true
@@ -185,6 +187,23 @@ func (h *handlerStream) SendMsg(m any) error {
 	}
 	s.sent.add(m, s.e.cfg.maxResponseBytes)
 	return nil
+}
+
+// streamEnded reports whether a send failed with err because the caller's
+// stream has ended: its context is done, or grpc-go said so before
+// cancelling it (a cut connection is UNAVAILABLE, "transport is closing";
+// a stream it has marked done is CANCELED or DEADLINE_EXCEEDED). A refusal
+// on a live stream (a message too large, one that does not encode) has
+// another code.
+func streamEnded(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 func (h *handlerStream) SetHeader(md metadata.MD) error {

@@ -186,7 +186,7 @@ func TestBidiPolicyIsConfigError(t *testing.T) {
 func TestValidateStreams(t *testing.T) {
 	t.Parallel()
 	s := idempotency.NewServer(memStore(t), streamtest.Policies(idempotency.MethodPolicy{Mode: idempotency.ModeRequired})...)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.StreamInterceptor(s.StreamServerInterceptor()))
 	testgrpc.RegisterTestServiceServer(gs, &streamtest.Service{})
 	if err := s.Validate(gs); err != nil {
 		t.Fatal(err)

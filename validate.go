@@ -30,8 +30,12 @@ type ServiceInfoProvider interface {
 //
 // Besides what [NewServer] checks, Validate reports a [WithMethodPolicy]
 // that names a method srv does not serve (a mistyped name would otherwise
-// go unnoticed) and a KeyField it cannot check because the descriptor
-// registry does not have the method.
+// go unnoticed), a KeyField it cannot check because the descriptor
+// registry does not have the method, and, when [Server.StreamServerInterceptor]
+// has not been called, every client- or server-streaming method that an
+// idempotency.v1.method option or [WithMethodPolicy] makes take part, whose
+// policy would otherwise be silently ignored: build the interceptors
+// before calling Validate.
 func (s *Server) Validate(srv ServiceInfoProvider) error {
 	cfg := s.e.cfg
 	services := srv.GetServiceInfo()
@@ -46,7 +50,7 @@ func (s *Server) Validate(srv ServiceInfoProvider) error {
 		for _, mi := range methods {
 			full := "/" + name + "/" + mi.Name
 			served[full] = true
-			if err := cfg.checkServed(full, mi, file); err != nil {
+			if err := cfg.checkServed(full, mi, file, s.streams.Load()); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -62,8 +66,9 @@ func (s *Server) Validate(srv ServiceInfoProvider) error {
 
 // checkServed checks the policy of one method a server serves, mi; file
 // is the proto file the server names for it, used when the descriptor
-// registry does not have the method.
-func (c *config) checkServed(fullMethod string, mi grpc.MethodInfo, file string) error {
+// registry does not have the method; streams says whether the server has
+// the stream interceptor.
+func (c *config) checkServed(fullMethod string, mi grpc.MethodInfo, file string, streams bool) error {
 	md := policy.FindMethod(c.files, fullMethod)
 	if md == nil {
 		if _, ok := c.methods[fullMethod]; !ok {
@@ -80,12 +85,29 @@ func (c *config) checkServed(fullMethod string, mi grpc.MethodInfo, file string)
 	if md != nil {
 		req = md.Input()
 	}
-	_, err := c.policyOf(fullMethod, md, req)
+	m, err := c.policyOf(fullMethod, md, req)
+	if err == nil && !streams && mi.IsClientStream != mi.IsServerStream && m.mode != ModeDisabled && c.annotated(fullMethod, md) {
+		err = &MethodConfigError{Method: fullMethod, File: file, Problem: problemNoStreamInterceptor}
+	}
 	var ce *MethodConfigError
 	if errors.As(err, &ce) && ce.File == "" {
 		ce.File = file
 	}
 	return err
+}
+
+// problemNoStreamInterceptor: a policy on a streaming method of a server
+// that does not intercept streams would be silently ignored.
+const problemNoStreamInterceptor = "annotated streaming method, but the server has no stream interceptor (Server.StreamServerInterceptor)"
+
+// annotated reports whether an idempotency.v1.method option (md, nil when
+// the registry does not have the method) or [WithMethodPolicy] gives
+// fullMethod a policy.
+func (c *config) annotated(fullMethod string, md protoreflect.MethodDescriptor) bool {
+	if _, named := c.methods[fullMethod]; named {
+		return true
+	}
+	return md != nil && policy.FromDescriptor(md).Annotated
 }
 
 // validateMethods checks, at construction, the policy of every method

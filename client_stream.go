@@ -1,0 +1,355 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// StreamClientInterceptor returns the client interceptor of streaming
+// calls: it gives each client-streaming or server-streaming call one
+// idempotency key, as [UnaryClientInterceptor] gives a unary call, and
+// retries the call with that key when a retry is safe, so that the caller
+// sees one stream. It takes the same options, reads the key from the same
+// places ([WithKey], the outgoing metadata, the first request's key_field,
+// the key generator) and retries on the same answers, with the same
+// backoff, pushback and [WithMaxAttempts]; [WithPerAttemptTimeout] does
+// not apply to streams, whose attempts last as long as the stream.
+//
+// A server-streaming call whose attempt fails with a retryable answer,
+// before or after some messages, is retried with the same request and
+// [ResumeAfterKey] set to the number of messages the caller already
+// received (added to the caller's own, when the outgoing metadata carries
+// one): the server's stream interceptor then sends only the messages after
+// those, from its stored outcome or from a run of its own, so the caller
+// receives each message once and in order. Header returns the header of
+// the first attempt that received one (a later attempt's header is not
+// seen: the replay marker of a resumed stream is in its trailer only when
+// the stream ended in an error); Trailer returns the last attempt's.
+//
+// A client-streaming call is retried from copies of the messages it sent,
+// which the interceptor holds until the call ends, up to
+// [WithMaxStreamRetryBuffer] (1 MiB by default): a retry sends them all
+// again, in order, then closes the stream if the caller had closed it. A
+// call whose messages go past the bound, or that sends a message that is
+// not a proto message, drops its copies and is not retried from then on;
+// the caller is never asked to send again. While the copies are held, a
+// send that finds the attempt broken returns nil: the failure is known,
+// and retried, when the caller receives the response.
+//
+// The stream is started when the caller sends its first message (or
+// closes, or asks for the header, before sending one) when the method's
+// key may come from that message's key_field; otherwise at once.
+// Bidirectional streams, and methods that get no key (see
+// [UnaryClientInterceptor]), pass through untouched.
+//
+// The retries rely on the server's stream interceptor
+// ([Server.StreamServerInterceptor]), which runs a keyed call once and
+// resumes it; against a server without it, a retried server stream would
+// start again from its first message.
+//
+// It panics on a configuration error, as [UnaryClientInterceptor] does, and
+// when [WithMaxStreamRetryBuffer] is negative.
+func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor {
+	return newClientInterceptor(opts).interceptStream
+}
+
+func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if desc.ClientStreams && desc.ServerStreams {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	m := c.method(method, nil)
+	if !m.keyed {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	s := &retryStream{c: c, m: m, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
+		holding:    c.cfg.maxAttempts > 1 && (!desc.ClientStreams || c.cfg.maxStreamBuffer > 0),
+		resumeBase: resumeOf(ctx)}
+	if m.keyField != nil {
+		return s, nil // started by the first request, which may carry the key
+	}
+	if err := s.start(nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// resumeOf returns the [ResumeAfterKey] the caller put in the outgoing
+// metadata of ctx, or 0.
+func resumeOf(ctx context.Context) int {
+	vals := metadata.ValueFromOutgoingContext(ctx, ResumeAfterKey)
+	if len(vals) != 1 {
+		return 0
+	}
+	n, err := strconv.Atoi(vals[0])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// retryStream is a keyed client- or server-streaming call: the caller's
+// one stream over as many attempts as its retries take. One mutex guards
+// the attempt and what is held; a receive waits on the attempt without
+// it, so that a send may run meanwhile, as gRPC allows.
+type retryStream struct {
+	c        *clientInterceptor
+	m        *clientMethod
+	ctx      context.Context // the caller's; with the key once started
+	desc     *grpc.StreamDesc
+	cc       *grpc.ClientConn
+	method   string
+	streamer grpc.Streamer
+	opts     []grpc.CallOption
+
+	mu         sync.Mutex
+	cur        grpc.ClientStream // the attempt; nil until started
+	attempt    int               // its number, from 1
+	broken     bool              // cur refused a message: its status comes from RecvMsg
+	held       []proto.Message   // copies of the messages sent, while holding
+	heldBytes  int
+	holding    bool // held has every message sent: the call may be retried
+	closed     bool // the caller closed its side
+	received   int  // messages the caller received (server streams)
+	resumeBase int  // the caller's own ResumeAfterKey
+	header     metadata.MD
+	headerSet  bool  // header is the first header an attempt received
+	failed     error // the error the call ended with before or between attempts
+}
+
+// start puts the key in the call's context, with first, the first request
+// or nil, for the key field, and starts the first attempt. mu is held.
+func (s *retryStream) start(first any) error {
+	ctx, err := s.c.attachKey(s.ctx, s.method, s.m.fieldKey(first), s.opts)
+	if err != nil {
+		s.failed = err
+		return err
+	}
+	s.ctx = ctx
+	if err := s.next(); err != nil {
+		s.failed = err
+		return err
+	}
+	return nil
+}
+
+// next starts the next attempt: the stream, the messages held, and the
+// end of the caller's side if it closed it. A stream that fails to start
+// is an attempt that failed, retried as one. mu is held.
+func (s *retryStream) next() error {
+	for {
+		s.attempt++
+		cs, err := s.streamer(s.attemptContext(), s.desc, s.cc, s.method, s.opts...)
+		if err == nil {
+			s.cur, s.broken = cs, false
+			s.resend()
+			return nil
+		}
+		if !s.holding {
+			return err
+		}
+		if err := s.c.beforeRetry(s.ctx, s.attempt, err, nil, false); err != nil {
+			return err
+		}
+	}
+}
+
+// attemptContext returns the context of the next attempt: a retry of a
+// server stream carries the number of messages the caller has.
+func (s *retryStream) attemptContext() context.Context {
+	if s.attempt == 1 || s.desc.ClientStreams {
+		return s.ctx
+	}
+	md, _ := metadata.FromOutgoingContext(s.ctx)
+	md.Set(ResumeAfterKey, strconv.Itoa(s.resumeBase+s.received))
+	return metadata.NewOutgoingContext(s.ctx, md)
+}
+
+// resend sends the messages held on a new attempt, and closes its side
+// if the caller has closed.
+func (s *retryStream) resend() {
+	for _, m := range s.held {
+		if err := s.cur.SendMsg(m); err != nil {
+			s.broken = true // the attempt's status comes from RecvMsg
+			break
+		}
+	}
+	if s.closed {
+		_ = s.cur.CloseSend() // always nil: the status comes from RecvMsg
+	}
+}
+
+// retry retries the call after its attempt failed with err, or returns
+// the error the call ends with. mu is held.
+func (s *retryStream) retry(err error) error {
+	if !s.holding {
+		return err
+	}
+	s.keepHeader()
+	if err := s.c.beforeRetry(s.ctx, s.attempt, err, s.cur.Trailer(), false); err != nil {
+		return err
+	}
+	return s.next()
+}
+
+// keepHeader keeps the header of the attempt that is ending, when it got
+// one and no earlier attempt did. mu is held.
+func (s *retryStream) keepHeader() {
+	if s.headerSet {
+		return
+	}
+	if h, _ := s.cur.Header(); h != nil { // the attempt has ended: it does not block
+		s.header, s.headerSet = h, true
+	}
+}
+
+// hold keeps a copy of m for the retries, while the bound allows. mu is
+// held.
+func (s *retryStream) hold(m any) {
+	if !s.holding {
+		return
+	}
+	msg, ok := m.(proto.Message)
+	if !ok {
+		s.drop()
+		return
+	}
+	size := proto.Size(msg) + frameHeader
+	if s.desc.ClientStreams && s.heldBytes+size > s.c.cfg.maxStreamBuffer {
+		s.drop()
+		return
+	}
+	s.held = append(s.held, proto.Clone(msg))
+	s.heldBytes += size
+}
+
+// drop stops holding: the call is no longer retried.
+func (s *retryStream) drop() {
+	s.holding, s.held, s.heldBytes = false, nil, 0
+}
+
+// SendMsg sends m on the attempt, keeping a copy for the retries.
+func (s *retryStream) SendMsg(m any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.failed != nil && s.cur == nil:
+		return s.failed
+	case s.failed != nil:
+		return io.EOF // as gRPC's after the stream ended
+	case s.cur == nil:
+		if err := s.start(m); err != nil {
+			return err
+		}
+	}
+	s.hold(m)
+	if !s.broken {
+		err := s.cur.SendMsg(m)
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+		s.broken = true
+	}
+	if s.holding {
+		return nil // held: sent again by the retry RecvMsg makes
+	}
+	return io.EOF // as gRPC's: the status comes from RecvMsg
+}
+
+// CloseSend closes the caller's side of the stream.
+func (s *retryStream) CloseSend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	if s.cur == nil {
+		if err := s.start(nil); err != nil {
+			return err
+		}
+	}
+	s.closed = true
+	if s.broken {
+		return nil
+	}
+	return s.cur.CloseSend()
+}
+
+// RecvMsg receives the next message, retrying the call, with the same
+// key, when its attempt fails with a retryable answer.
+func (s *retryStream) RecvMsg(m any) error {
+	for {
+		s.mu.Lock()
+		if s.failed == nil && s.cur == nil {
+			_ = s.start(nil) // sets failed
+		}
+		if s.failed != nil {
+			s.mu.Unlock()
+			return s.failed
+		}
+		cur := s.cur
+		s.mu.Unlock()
+
+		err := cur.RecvMsg(m)
+		s.mu.Lock()
+		switch {
+		case err == nil:
+			if s.desc.ServerStreams {
+				s.received++
+			}
+		case errors.Is(err, io.EOF):
+		default: // only a receive changes the attempt, and gRPC allows one at a time
+			if rerr := s.retry(err); rerr != nil {
+				s.failed, err = rerr, rerr
+			} else {
+				s.mu.Unlock()
+				continue
+			}
+		}
+		s.mu.Unlock()
+		return err
+	}
+}
+
+// Header returns the header of the first attempt that received one: the
+// header the caller saw, if it saw one, stays the header of the call.
+func (s *retryStream) Header() (metadata.MD, error) {
+	s.mu.Lock()
+	if s.failed == nil && s.cur == nil {
+		_ = s.start(nil) // a failure is RecvMsg's to return, as gRPC's
+	}
+	if s.headerSet || s.cur == nil {
+		h := s.header
+		s.mu.Unlock()
+		return h, nil
+	}
+	cur := s.cur
+	s.mu.Unlock()
+	return cur.Header()
+}
+
+// Trailer returns the trailer of the last attempt.
+func (s *retryStream) Trailer() metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return nil
+	}
+	return s.cur.Trailer()
+}
+
+// Context returns the context of the current attempt.
+func (s *retryStream) Context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return s.ctx
+	}
+	return s.cur.Context()
+}

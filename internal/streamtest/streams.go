@@ -1,0 +1,162 @@
+package streamtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+)
+
+// Full names of the StreamService methods, whose idempotency options make
+// them take part on both sides: Upload and Download are REQUIRED with
+// key_field request_id, Chat is a bidirectional method with an option (a
+// configuration error).
+const (
+	UploadMethod   = testingv1.StreamService_Upload_FullMethodName
+	DownloadMethod = testingv1.StreamService_Download_FullMethodName
+	ChatMethod     = testingv1.StreamService_Chat_FullMethodName
+)
+
+// Streams implements the StreamService, counting executions.
+//
+// Download sets the header x-execution to the execution's number and sends
+// Amount messages, message i with Amount i, Execution the execution's
+// number and Payload "<payload> e<execution> m<i>". Upload answers with the
+// sum of the amounts and the payloads joined by "+", and Execution. Chat
+// echoes.
+type Streams struct {
+	testingv1.UnimplementedStreamServiceServer
+
+	// BeforeSend, when set, runs before Download sends message i (from 0);
+	// it may block.
+	BeforeSend func(ctx context.Context, i int)
+	// BeforeAnswer, when set, runs before Upload answers; it may block.
+	BeforeAnswer func(ctx context.Context)
+
+	executions atomic.Int64
+	mu         sync.Mutex
+	keys       [][]string
+}
+
+// Executions is how many times a handler ran.
+func (s *Streams) Executions() int64 { return s.executions.Load() }
+
+// Keys returns the idempotency-key metadata of each execution, in order.
+func (s *Streams) Keys() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.keys)
+}
+
+// start counts an execution and records its keys.
+func (s *Streams) start(ctx context.Context) int64 {
+	s.mu.Lock()
+	s.keys = append(s.keys, metadata.ValueFromIncomingContext(ctx, idempotency.MetadataKey))
+	s.mu.Unlock()
+	return s.executions.Add(1)
+}
+
+// Download implements the server-streaming method.
+func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreamingServer[testingv1.DoResponse]) error {
+	n := s.start(stream.Context())
+	if err := stream.SetHeader(metadata.Pairs("x-execution", strconv.FormatInt(n, 10))); err != nil {
+		return err
+	}
+	for i := range req.GetAmount() {
+		if s.BeforeSend != nil {
+			s.BeforeSend(stream.Context(), int(i))
+		}
+		msg := &testingv1.DoResponse{Payload: fmt.Sprintf("%s e%d m%d", req.GetPayload(), n, i), Amount: i, Execution: n}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Upload implements the client-streaming method.
+func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
+	n := s.start(stream.Context())
+	var sum int64
+	var payloads []string
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		sum += req.GetAmount()
+		payloads = append(payloads, req.GetPayload())
+	}
+	if s.BeforeAnswer != nil {
+		s.BeforeAnswer(stream.Context())
+	}
+	return stream.SendAndClose(&testingv1.DoResponse{Payload: strings.Join(payloads, "+"), Amount: sum, Execution: n})
+}
+
+// Chat implements the bidirectional method: it echoes.
+func (s *Streams) Chat(stream grpc.BidiStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
+	s.start(stream.Context())
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&testingv1.DoResponse{Payload: req.GetPayload()}); err != nil {
+			return err
+		}
+	}
+}
+
+// Proxied serves svc over TCP on loopback, behind s's stream and unary
+// interceptors (none when s is nil) and a fault proxy, and returns a
+// client connection through the proxy, dialled with opts, and the proxy:
+// cutting its connections is a real network cut. Everything stops when the
+// test ends.
+func Proxied(tb testing.TB, svc *Streams, s *idempotency.Server, opts ...grpc.DialOption) (*grpc.ClientConn, *faultproxy.Proxy) {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("streamtest: listen: %v", err)
+	}
+	var sopts []grpc.ServerOption
+	if s != nil {
+		sopts = append(sopts, grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
+	}
+	gs := grpc.NewServer(sopts...)
+	testingv1.RegisterStreamServiceServer(gs, svc)
+	go func() { _ = gs.Serve(lis) }()
+	tb.Cleanup(gs.Stop)
+	proxy, err := faultproxy.New(lis.Addr().String())
+	if err != nil {
+		tb.Fatalf("streamtest: proxy: %v", err)
+	}
+	tb.Cleanup(func() { _ = proxy.Close() })
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	cc, err := grpc.NewClient("passthrough:///"+proxy.Addr(), opts...)
+	if err != nil {
+		tb.Fatalf("streamtest: dial: %v", err)
+	}
+	tb.Cleanup(func() { _ = cc.Close() })
+	return cc, proxy
+}
