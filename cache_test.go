@@ -172,6 +172,34 @@ func TestReplayCacheSkipsReleased(t *testing.T) {
 	}
 }
 
+// TestReplayCacheSkipsLostLease: an outcome the store refused to keep (the
+// claim was gone when it completed) is not cached.
+func TestReplayCacheSkipsLostLease(t *testing.T) {
+	t.Parallel()
+	var f *fixture
+	f = newFixture(t, func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		if c, _ := idempotency.ClaimFromContext(ctx); f.srv.Service.Executions() == 1 {
+			// Evicted under the handler, as a full Redis would.
+			if err := f.store.Store.Release(context.Background(), c.StoreKey, c.Token); err != nil {
+				return nil, err
+			}
+		}
+		return testserver.Echo(ctx, m, req)
+	}, cacheOpt)
+	ctx := withKey(t.Context(), "k-lost")
+	req := &testingv1.DoRequest{Payload: "x"}
+	if _, err := f.client.Do(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if f.events.count(idempotency.DecisionLeaseLost) != 1 {
+		t.Fatal("the completion was not refused: the test proves nothing")
+	}
+	resp, err := f.client.Do(ctx, req)
+	if err != nil || resp.GetExecution() != 2 {
+		t.Fatalf("retry after a lost lease: %v, %v; want the handler run again", resp, err)
+	}
+}
+
 // TestReplayCacheSharedByEntryPoints: an outcome the interceptor stored
 // replays through Do from the cache (the method's namespace is Do's
 // operation).
