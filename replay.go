@@ -29,6 +29,8 @@ func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Re
 	return rec, resp, err
 }
 
+// replayRecord answers c from rec, a record that decoded for c's
+// fingerprint.
 func (e *engine) replayRecord(ctx context.Context, c *call, rec *recordv1.Record) (any, error) {
 	c.isReplay = true
 	if stream := rec.GetOutcome() == recordv1.Outcome_OUTCOME_STREAM; stream != c.streams && rec.GetOutcome() != recordv1.Outcome_OUTCOME_NOT_RETAINED {
