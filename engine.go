@@ -32,6 +32,7 @@ type engine struct {
 	ops     map[string]*methodConfig // of the operations WithOperationPolicy names
 	otherOp *methodConfig            // of every other operation
 	flights flights
+	cache   *replayCache // nil without WithReplayCache
 }
 
 func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
@@ -45,7 +46,7 @@ func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
 	if err := cfg.validateMethods(); err != nil {
 		return nil, err
 	}
-	e := &engine{store: s, cfg: cfg}
+	e := &engine{store: s, cfg: cfg, cache: newReplayCache(cfg.cache)}
 	e.ops, e.otherOp = cfg.operations()
 	return e, nil
 }
@@ -119,6 +120,11 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 func (e *engine) run(ctx context.Context, c *call) (any, error) {
 	var until time.Time
 	for attempt := 0; ; attempt++ {
+		if e.cache != nil {
+			if fp, data, ok := e.cache.get(c.key); ok {
+				return e.replayCached(ctx, c, fp, data)
+			}
+		}
 		start := time.Now()
 		cl, err := e.claim(ctx, c)
 		c.storeTime += time.Since(start)
@@ -140,8 +146,11 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			return nil, ErrKeyReused
 		}
 		if cl.Existing.State == store.StateCompleted {
-			resp, err := e.replay(ctx, c, cl.Existing.Data)
+			rec, resp, err := e.replay(ctx, c, cl.Existing.Data)
 			if !errors.Is(err, ErrRecordCorrupt) {
+				if e.cache != nil {
+					e.cache.put(c.key, c.fingerprint, cl.Existing.Data, rec.GetCompletedAt(), c.cfg.retention)
+				}
 				e.observe(ctx, c.method, DecisionReplayed, c.storeTime, nil)
 			}
 			return resp, err

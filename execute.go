@@ -101,6 +101,9 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 	})
 	switch {
 	case err == nil:
+		if e.cache != nil {
+			e.cache.put(c.key, c.fingerprint, data, &c.completed, c.cfg.retention)
+		}
 		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
 		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)

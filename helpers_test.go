@@ -24,19 +24,32 @@ type fixture struct {
 	client testingv1.TestServiceClient
 	store  *faultstore.Store
 	events *events
+	server *idempotency.Server
 }
 
 func newFixture(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *fixture {
 	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	fs := faultstore.New(mem)
+	return newFixtureOn(t, faultstore.New(newMemStore(t)), h, opts...)
+}
+
+// newFixtureOn is newFixture over fs, which several fixtures may share as
+// the replicas of one service share a store.
+func newFixtureOn(t *testing.T, fs *faultstore.Store, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *fixture {
+	t.Helper()
 	ev := &events{}
 	opts = append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, opts...)
 	s := idempotency.NewServer(fs, opts...)
 	srv := testserver.New(t, &testserver.Service{Handler: h},
 		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.StreamServerInterceptor()))
-	return &fixture{srv: srv, client: srv.Client(t), store: fs, events: ev}
+	return &fixture{srv: srv, client: srv.Client(t), store: fs, events: ev, server: s}
+}
+
+// newMemStore returns a memory store closed when the test ends.
+func newMemStore(t testing.TB) *memorystore.Store {
+	t.Helper()
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	return mem
 }
 
 // The helpers the integration module's tests share live in internal/testkit.

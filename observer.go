@@ -45,6 +45,10 @@ type Event struct {
 	// a lookup is tried once; storing an outcome, releasing a claim and
 	// renewing a lease are retried). It is 0 for every other decision.
 	Attempt int
+	// Cached is set on a [DecisionReplayed] answered from this server's
+	// replay cache ([WithReplayCache]), without a store call; its
+	// StoreTime is 0.
+	Cached bool
 }
 
 // Decision is the kind of an [Event]: what the interceptor decided for a

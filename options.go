@@ -66,6 +66,7 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
+	cache            *replayCacheConfig // nil: no replay cache
 }
 
 func newConfig(opts []ServerOption) *config {

@@ -18,12 +18,20 @@ import (
 // message type and bytes, or the same status with its details, or a
 // server stream's messages ([replayedStream]) and final status; the
 // transport delivers the rest (a gRPC handler's header and trailer, with
-// the replay marker).
-func (e *engine) replay(ctx context.Context, c *call, data []byte) (any, error) {
+// the replay marker). It returns the record too, nil when data does not
+// decode.
+func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
 	rec, err := record.Decode(data, c.fingerprint)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 	}
+	resp, err := e.replayRecord(ctx, c, rec)
+	return rec, resp, err
+}
+
+// replayRecord answers c from rec, a record that decoded for c's
+// fingerprint.
+func (e *engine) replayRecord(ctx context.Context, c *call, rec *recordv1.Record) (any, error) {
 	c.isReplay = true
 	if stream := rec.GetOutcome() == recordv1.Outcome_OUTCOME_STREAM; stream != c.streams && rec.GetOutcome() != recordv1.Outcome_OUTCOME_NOT_RETAINED {
 		// A namespace shared by a server-streaming method and one that

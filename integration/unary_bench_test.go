@@ -50,6 +50,9 @@ func BenchmarkUnary(b *testing.B) {
 			client := serve(b, s)
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
+		if replay {
+			benchCachedReplays(b)
+		}
 		for _, variant := range []struct {
 			name     string
 			replicas int
@@ -91,9 +94,37 @@ func BenchmarkUnary(b *testing.B) {
 	}
 }
 
-func serve(b *testing.B, s store.Store) testingv1.TestServiceClient {
+func serve(b *testing.B, s store.Store, opts ...idempotency.ServerOption) testingv1.TestServiceClient {
 	return testserver.New(b, &testserver.Service{},
-		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(s))).Client(b)
+		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(s, opts...))).Client(b)
+}
+
+// benchCachedReplays runs the replay rows of BenchmarkUnary with the
+// replay cache in front of Redis and of PostgreSQL, counting the store's
+// round trips per call.
+func benchCachedReplays(b *testing.B) {
+	for _, backend := range []struct {
+		name string
+		open func(b *testing.B) (store.Store, func() int64, func())
+	}{
+		{"redis", func(b *testing.B) (store.Store, func() int64, func()) {
+			rdb, trips := benchRedis(b, 0)
+			return redisstore.New(rdb), func() int64 { return int64(trips.Count()) }, trips.Reset
+		}},
+		{"postgres", func(b *testing.B) (store.Store, func() int64, func()) {
+			s, trips, _ := benchPostgres(b)
+			return s, func() int64 { return trips.Queries() + trips.Prepares() }, trips.Reset
+		}},
+	} {
+		b.Run(backend.name+"-replay-cached", func(b *testing.B) {
+			s, count, reset := backend.open(b)
+			client := serve(b, s, idempotency.WithReplayCache(1024, 1<<20, time.Hour))
+			benchtest.ForCallers(b, func(b *testing.B, callers int) {
+				benchCalls(b, client, callers, true, reset)
+				b.ReportMetric(float64(count())/float64(b.N), "roundtrips/op")
+			})
+		})
+	}
 }
 
 // benchRedis starts a redis-server, with replicas when asked, and returns

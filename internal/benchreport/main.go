@@ -98,6 +98,8 @@ func targets() []target {
 		t = append(t,
 			target{"memory executed vs bare, callers=" + c, u + "memory-executed/callers=" + c, u + "bare/callers=" + c, "ns/op", 1.10, 0, false, 0},
 			target{"memory replay vs bare, callers=" + c, u + "memory-replay/callers=" + c, u + "bare/callers=" + c, "ns/op", 1.00, 0, false, 0},
+			target{"redis replay from the replay cache vs memory replay, callers=" + c, u + "redis-replay-cached/callers=" + c, u + "memory-replay/callers=" + c, "ns/op", 1.10, 0, false, 0},
+			target{"postgres replay from the replay cache vs memory replay, callers=" + c, u + "postgres-replay-cached/callers=" + c, u + "memory-replay/callers=" + c, "ns/op", 1.10, 0, false, 0},
 		)
 	}
 	u := "BenchmarkUnary/"

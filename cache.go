@@ -1,0 +1,164 @@
+package idempotency
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// WithReplayCache keeps up to maxEntries completed outcomes, taking up to
+// maxBytes in all, in this process, in front of the store: a replay of a
+// cached key makes no store call. Default: no cache; every replay asks the
+// store.
+//
+// The cache holds completed outcomes only. It is filled from a completed
+// entry a claim found in the store, after its record decoded, and from
+// this server's own stored outcome once the store has accepted it; never
+// from an in-flight or a released key, nor from an outcome a handler
+// recorded in its own transaction ([TxOutcome]: its key is cached when it
+// is next replayed from the store). A cached key is checked against the
+// request's fingerprint as a store hit is: another request gets
+// [ErrKeyReused]. Every entry point of one [Server] (its interceptors,
+// [Do], [Once]) shares its cache; each Server has its own.
+//
+// An entry expires at the record's completion time plus the method's
+// retention as this server resolves it when the entry is filled, or ttl
+// after it is filled, whichever comes first, so the cache never replays a
+// record its retention has ended. A record that leaves the store before
+// then (deleted, swept, migrated away, evicted by a bounded store) still
+// replays from each server's cache that holds it until that entry
+// expires: ttl bounds how long, on each server. Entries are evicted least
+// recently used first when either bound is reached; an entry counts its
+// store key, fingerprint and record bytes plus [ReplayCacheEntryOverhead],
+// and a record larger than maxBytes is not cached. A replay from the cache
+// is a [DecisionReplayed] event with [Event.Cached] set and no store time.
+//
+// A maxEntries, maxBytes or ttl that is zero or negative makes [NewServer]
+// panic.
+func WithReplayCache(maxEntries int, maxBytes int64, ttl time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		switch {
+		case maxEntries <= 0:
+			c.invalid("WithReplayCache", "maxEntries must be positive, got %d", maxEntries)
+		case maxBytes <= 0:
+			c.invalid("WithReplayCache", "maxBytes must be positive, got %d", maxBytes)
+		default:
+			c.positive("WithReplayCache", "ttl", ttl)
+		}
+		c.cache = &replayCacheConfig{maxEntries: maxEntries, maxBytes: maxBytes, ttl: ttl}
+	})
+}
+
+// ReplayCacheEntryOverhead is what each entry of the replay cache
+// ([WithReplayCache]) counts against maxBytes besides its store key,
+// fingerprint and record: an estimate of its bookkeeping.
+const ReplayCacheEntryOverhead = 192
+
+type replayCacheConfig struct {
+	maxEntries int
+	maxBytes   int64
+	ttl        time.Duration
+}
+
+// replayCache is the bounded LRU of completed outcomes, by store key. Its
+// entries are never changed once added (a refill replaces one), so the
+// fingerprint and record get returns are read without the lock.
+type replayCache struct {
+	cfg   replayCacheConfig
+	mu    sync.Mutex
+	items map[string]*list.Element // of *cacheEntry
+	lru   list.List                // most recently used at the front
+	bytes int64
+}
+
+type cacheEntry struct {
+	key               string
+	fingerprint, data []byte
+	expires           time.Time
+	size              int64
+}
+
+func newReplayCache(cfg *replayCacheConfig) *replayCache {
+	if cfg == nil {
+		return nil
+	}
+	return &replayCache{cfg: *cfg, items: make(map[string]*list.Element)}
+}
+
+// get returns the fingerprint and record cached under key, if any and not
+// expired.
+func (rc *replayCache) get(key string) (fingerprint, data []byte, ok bool) {
+	now := time.Now()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	el, ok := rc.items[key]
+	if !ok {
+		return nil, nil, false
+	}
+	ce := el.Value.(*cacheEntry)
+	if !now.Before(ce.expires) {
+		rc.remove(el)
+		return nil, nil, false
+	}
+	rc.lru.MoveToFront(el)
+	return ce.fingerprint, ce.data, true
+}
+
+// put caches a copy of data, the completed record of key with fingerprint,
+// until completed+retention or the cache's ttl from now, whichever comes
+// first. A record without a completion time is not cached, since when its
+// retention ends cannot be told.
+func (rc *replayCache) put(key string, fingerprint, data []byte, completed *timestamppb.Timestamp, retention time.Duration) {
+	if completed == nil {
+		return
+	}
+	now := time.Now()
+	expires := completed.AsTime().Add(retention)
+	if ttl := now.Add(rc.cfg.ttl); ttl.Before(expires) {
+		expires = ttl
+	}
+	size := int64(len(key)+len(fingerprint)+len(data)) + ReplayCacheEntryOverhead
+	if !expires.After(now) || size > rc.cfg.maxBytes {
+		return
+	}
+	buf := make([]byte, len(fingerprint)+len(data))
+	copy(buf, fingerprint)
+	copy(buf[len(fingerprint):], data)
+	ce := &cacheEntry{key: key, fingerprint: buf[:len(fingerprint):len(fingerprint)], data: buf[len(fingerprint):], expires: expires, size: size}
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if el, ok := rc.items[key]; ok {
+		rc.remove(el)
+	}
+	rc.items[key] = rc.lru.PushFront(ce)
+	rc.bytes += size
+	for len(rc.items) > rc.cfg.maxEntries || rc.bytes > rc.cfg.maxBytes {
+		rc.remove(rc.lru.Back())
+	}
+}
+
+func (rc *replayCache) remove(el *list.Element) {
+	ce := rc.lru.Remove(el).(*cacheEntry)
+	delete(rc.items, ce.key)
+	rc.bytes -= ce.size
+}
+
+// replayCached answers c from the record cached under its key, cached with
+// fingerprint fp, as [engine.run] answers from a completed store entry,
+// without a store call.
+func (e *engine) replayCached(ctx context.Context, c *call, fp, data []byte) (any, error) {
+	if !bytes.Equal(fp, c.fingerprint) {
+		return nil, ErrKeyReused
+	}
+	_, resp, err := e.replay(ctx, c, data)
+	if !errors.Is(err, ErrRecordCorrupt) {
+		e.cfg.observer.Observe(ctx, Event{Method: c.method, Decision: DecisionReplayed, Cached: true})
+	}
+	return resp, err
+}
