@@ -47,6 +47,9 @@ type Streams struct {
 	BeforeSend func(ctx context.Context, i int)
 	// BeforeAnswer, when set, runs before Upload answers; it may block.
 	BeforeAnswer func(ctx context.Context)
+	// Finished, when set, runs when Download or Upload returns, with the
+	// handler's context and the error it returns.
+	Finished func(ctx context.Context, err error)
 
 	executions atomic.Int64
 	mu         sync.Mutex
@@ -71,8 +74,16 @@ func (s *Streams) start(ctx context.Context) int64 {
 	return s.executions.Add(1)
 }
 
+// finish runs Finished, if set, with the error a handler returns.
+func (s *Streams) finish(ctx context.Context, err error) {
+	if s.Finished != nil {
+		s.Finished(ctx, err)
+	}
+}
+
 // Download implements the server-streaming method.
-func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreamingServer[testingv1.DoResponse]) error {
+func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreamingServer[testingv1.DoResponse]) (err error) {
+	defer func() { s.finish(stream.Context(), err) }()
 	n := s.start(stream.Context())
 	if err := stream.SetHeader(metadata.Pairs("x-execution", strconv.FormatInt(n, 10))); err != nil {
 		return err
@@ -90,7 +101,8 @@ func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreaming
 }
 
 // Upload implements the client-streaming method.
-func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
+func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) (err error) {
+	defer func() { s.finish(stream.Context(), err) }()
 	n := s.start(stream.Context())
 	var sum int64
 	var payloads []string
