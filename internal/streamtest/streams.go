@@ -36,9 +36,9 @@ const (
 //
 // Download sets the header x-execution to the execution's number and sends
 // Amount messages, message i with Amount i, Execution the execution's
-// number and Payload "<payload> e<execution> m<i>". Upload answers with the
-// sum of the amounts and the payloads joined by "+", and Execution. Chat
-// echoes.
+// number and Payload "<payload> e<execution> m<i>", then ends with End's
+// status. Upload answers with the sum of the amounts and the payloads
+// joined by "+", and Execution. Chat echoes.
 type Streams struct {
 	testingv1.UnimplementedStreamServiceServer
 
@@ -50,6 +50,9 @@ type Streams struct {
 	// Finished, when set, runs when Download or Upload returns, with the
 	// handler's context and the error it returns.
 	Finished func(ctx context.Context, err error)
+	// End, when set, gives the status Download ends with after its
+	// messages (nil: OK).
+	End func(req *testingv1.DoRequest) error
 
 	executions atomic.Int64
 	mu         sync.Mutex
@@ -96,6 +99,9 @@ func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreaming
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
+	}
+	if s.End != nil {
+		return s.End(req)
 	}
 	return nil
 }
