@@ -32,6 +32,7 @@ import (
 // the first attempt that received one (a later attempt's header is not
 // seen: the replay marker of a resumed stream is in its trailer only when
 // the stream ended in an error); Trailer returns the last attempt's.
+// [ReplayedInto] reports [Replayed] of those two.
 //
 // A client-streaming call is retried from copies of the messages it sent,
 // which the interceptor holds until the call ends, up to
@@ -61,6 +62,7 @@ func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor 
 }
 
 func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	replayed := replayedDst(opts)
 	if desc.ClientStreams && desc.ServerStreams {
 		return streamer(ctx, desc, cc, method, opts...)
 	}
@@ -70,7 +72,7 @@ func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.Stre
 	}
 	s := &retryStream{c: c, m: m, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		holding:    c.cfg.maxAttempts > 1 && (!desc.ClientStreams || c.cfg.maxStreamBuffer > 0),
-		resumeBase: resumeOf(ctx)}
+		resumeBase: resumeOf(ctx), replayed: replayed}
 	if m.keyField != nil {
 		return s, nil // started by the first request, which may carry the key
 	}
@@ -121,6 +123,7 @@ type retryStream struct {
 	header     metadata.MD
 	headerSet  bool  // header is the first header an attempt received
 	failed     error // the error the call ended with before or between attempts
+	replayed   *bool // ReplayedInto's destination, or nil
 }
 
 // start puts the key in the call's context, with first, the first request
@@ -303,10 +306,13 @@ func (s *retryStream) RecvMsg(m any) error {
 			if s.desc.ServerStreams {
 				s.received++
 			}
+			s.report(!s.desc.ServerStreams) // a client stream's one response ends it
 		case errors.Is(err, io.EOF):
+			s.report(true)
 		default: // only a receive changes the attempt, and gRPC allows one at a time
 			if rerr := s.retry(err); rerr != nil {
 				s.failed, err = rerr, rerr
+				s.report(true)
 			} else {
 				s.mu.Unlock()
 				continue
@@ -315,6 +321,25 @@ func (s *retryStream) RecvMsg(m any) error {
 		s.mu.Unlock()
 		return err
 	}
+}
+
+// report sets the destination of [ReplayedInto], if any, to [Replayed] of
+// the header the caller sees and, once the call has ended, the last
+// attempt's trailer. mu is held, and the attempt has received a message
+// or ended, so its Header does not block.
+func (s *retryStream) report(ended bool) {
+	if s.replayed == nil || s.cur == nil {
+		return
+	}
+	h := s.header
+	if !s.headerSet {
+		h, _ = s.cur.Header()
+	}
+	var trailer metadata.MD
+	if ended {
+		trailer = s.cur.Trailer()
+	}
+	*s.replayed = Replayed(h, trailer)
 }
 
 // Header returns the header of the first attempt that received one: the

@@ -135,9 +135,9 @@ func TestStreamClientResumesAfterCut(t *testing.T) {
 	}
 }
 
-// upload sends one message per amount on Upload and closes it.
-func upload(ctx context.Context, c testingv1.StreamServiceClient, amounts ...int64) (*testingv1.DoResponse, error) {
-	stream, err := c.Upload(ctx, grpc.WaitForReady(true))
+// upload sends one message per amount on Upload, with opts, and closes it.
+func upload(ctx context.Context, c testingv1.StreamServiceClient, amounts []int64, opts ...grpc.CallOption) (*testingv1.DoResponse, error) {
+	stream, err := c.Upload(ctx, append(opts, grpc.WaitForReady(true))...)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func TestStreamClientRetriesUpload(t *testing.T) {
 					r.proxy.CutAll() // the handler ran; its answer is lost
 				}
 			}
-			resp, err := upload(t.Context(), r.client, 1, 2, 3, 4) // 4 messages of 9 bytes with their frames
+			resp, err := upload(t.Context(), r.client, []int64{1, 2, 3, 4}) // 4 messages of 9 bytes with their frames
 			if e := r.svc.Executions(); e != 1 {
 				t.Fatalf("the handler ran %d times, want once", e)
 			}

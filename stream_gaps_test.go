@@ -124,7 +124,7 @@ func TestStreamGaps(t *testing.T) {
 		if err != nil || len(msgs) != 3 {
 			t.Fatalf("download with the store down: %d messages, %v", len(msgs), err)
 		}
-		resp, err := upload(ctx, c, 1, 2)
+		resp, err := upload(ctx, c, []int64{1, 2})
 		if err != nil || resp.GetAmount() != 3 {
 			t.Fatalf("upload with the store down: %v, %v", resp, err)
 		}
@@ -151,7 +151,7 @@ func TestStreamGaps(t *testing.T) {
 		t.Parallel()
 		svc, ev, c := streamsServer(t, faultstore.New(memStore(t)), idempotency.WithMaxStreamRequestBytes(20))
 		ctx := withKey(t.Context(), "observed")
-		_, err := upload(ctx, c, 1, 2, 3, 4)
+		_, err := upload(ctx, c, []int64{1, 2, 3, 4})
 		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonStreamTooLarge)
 		rctx := metadata.AppendToOutgoingContext(ctx, idempotency.ResumeAfterKey, "-1")
 		_, _, err = download(rctx, c, &testingv1.DoRequest{Amount: 1})

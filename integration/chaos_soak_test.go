@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,18 +13,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
 // Soak shape: soakCalls logical calls from soakCallers goroutines.
 const (
 	soakCalls   = 10_000
 	soakCallers = 32
-	soakLease   = 500 * time.Millisecond
 )
 
 // TestChaosSoak sends 10,000 calls, each with its own key, from 32
@@ -42,40 +36,28 @@ const (
 // the client gave up on (UNAVAILABLE, or ABORTED IDEMPOTENCY_KEY_IN_USE);
 // once the faults stop, retrying each given-up call with its key ends with
 // exactly one execution of that key, so nothing is lost either; and, through
-// TestMain's goleak check, nothing leaks.
+// TestMain's goleak check, nothing leaks. The harness is soak_harness_test.go.
 func TestChaosSoak(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	rs := redistest.StartServer(t)
+	insts := newSoakInstances(t, ctx)
 
-	var perKey sync.Map // client key -> *atomic.Int64
+	var execs executions
 	handler := func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		key := metadata.ValueFromIncomingContext(ctx, idempotency.MetadataKey)
 		if len(key) != 1 {
 			return nil, status.Error(codes.Internal, "soak: call without exactly one key")
 		}
-		c, _ := perKey.LoadOrStore(key[0], new(atomic.Int64))
-		n := c.(*atomic.Int64).Add(1)
+		n := execs.add(key[0])
 		return &testingv1.DoResponse{Payload: req.GetPayload(), Amount: req.GetAmount(), Execution: n}, nil
 	}
 
-	var proxies [2]*faultproxy.Proxy
 	var conns [2]*grpc.ClientConn
-	var observed [2]outcomeCounts
 	var first *testserver.Server
-	for i := range proxies {
-		proxies[i] = chaosProxy(t, rs.Addr())
-		st := redisstore.New(chaosRedis(t, proxies[i].Addr(), true))
-		if err := st.LoadScripts(ctx); err != nil {
-			t.Fatal(err)
-		}
-		srv := testserver.New(t, &testserver.Service{Handler: handler}, grpc.ChainUnaryInterceptor(
-			idempotency.UnaryServerInterceptor(st,
-				idempotency.WithLease(soakLease),
-				idempotency.WithRetryAfter(25*time.Millisecond),
-				idempotency.WithStoreTimeout(2*time.Second),
-				idempotency.WithObserver(&observed[i]))))
+	for i, in := range insts {
+		srv := testserver.New(t, &testserver.Service{Handler: handler},
+			grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(in.store, in.options()...)))
 		conns[i] = srv.Dial(t)
 		if first == nil {
 			first = srv
@@ -91,115 +73,31 @@ func TestChaosSoak(t *testing.T) {
 	}
 	client := dial(idempotency.WithMaxAttempts(6),
 		idempotency.WithBackoff(func(context.Context, uint) time.Duration { return time.Duration(rand.IntN(20)) * time.Millisecond }))
-
-	stop := make(chan struct{})
-	var chaos sync.WaitGroup
-	var cutAlls, cutReplies atomic.Int64
-	chaos.Add(1)
-	go func() {
-		defer chaos.Done()
-		for {
-			tm := time.NewTimer(time.Duration(1+rand.IntN(8)) * time.Millisecond)
-			select {
-			case <-stop:
-				tm.Stop()
-				return
-			case <-tm.C:
-			}
-			p := proxies[rand.IntN(len(proxies))]
-			switch {
-			case rand.IntN(4) == 0:
-				p.CutAll()
-				cutAlls.Add(1)
-			case p.ArmedCuts() == 0:
-				// Armed cuts would pile up whenever fewer replies flow
-				// than cuts are armed (round trips are shared), and then
-				// drop every reply: arm the next once the last is spent.
-				p.CutNextReply(1)
-				cutReplies.Add(1)
-			}
+	// call calls Do with key i and checks that the answer is its own.
+	call := func(c testingv1.TestServiceClient, i int) (*soakProblem, error) {
+		key := fmt.Sprintf("soak-%05d", i)
+		resp, err := c.Do(ctx, &testingv1.DoRequest{Payload: key, Amount: int64(i)}, idempotency.WithKey(key))
+		if err == nil && (resp.GetPayload() != key || resp.GetAmount() != int64(i) || resp.GetExecution() != 1) {
+			return &soakProblem{"wrong", fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
 		}
-	}()
+		return nil, err
+	}
 
-	start := time.Now()
-	type giveUp struct {
-		key    string
-		amount int64
-		err    error
-	}
-	var (
-		next    atomic.Int64
-		answers atomic.Int64
-		mu      sync.Mutex
-		gaveUp  []giveUp
-		wrong   []string
-	)
-	var callers sync.WaitGroup
-	for range soakCallers {
-		callers.Add(1)
-		go func() {
-			defer callers.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= soakCalls {
-					return
-				}
-				key := fmt.Sprintf("soak-%05d", i)
-				resp, err := client.Do(ctx, &testingv1.DoRequest{Payload: key, Amount: i}, idempotency.WithKey(key))
-				switch {
-				case err == nil && resp.GetPayload() == key && resp.GetAmount() == i && resp.GetExecution() == 1:
-					answers.Add(1)
-				case err == nil:
-					mu.Lock()
-					wrong = append(wrong, fmt.Sprintf("%s: answer %v is not its own", key, resp))
-					mu.Unlock()
-				case retryableGiveUp(err):
-					mu.Lock()
-					gaveUp = append(gaveUp, giveUp{key, i, err})
-					mu.Unlock()
-				default:
-					mu.Lock()
-					wrong = append(wrong, fmt.Sprintf("%s: %v is neither an answer nor a retryable error", key, err))
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	callers.Wait()
-	elapsed := time.Since(start)
-	close(stop)
-	chaos.Wait()
+	faults := startChaos(8*time.Millisecond, cutNewLinks, storeProxies(insts)...)
+	tally := runSoak(soakCalls, soakCallers, func(i int) (*soakProblem, error) { return call(client, i) })
+	faults.Stop()
 
-	for _, w := range wrong[:min(len(wrong), 10)] {
-		t.Error(w)
-	}
-	doubles := 0
-	perKey.Range(func(k, v any) bool {
-		if n := v.(*atomic.Int64).Load(); n > 1 {
-			doubles++
-			if doubles <= 10 {
-				t.Errorf("key %s executed %d times", k, n)
-			}
-		}
-		return true
-	})
-	byCode := map[string]int{}
-	for _, g := range gaveUp {
-		byCode[status.Code(g.err).String()+"/"+clientReason(g.err)]++
-	}
+	tally.report(t, soakCalls)
+	doubles := execs.doubles(t)
 	t.Logf("soak: %d calls from %d goroutines in %v: %d answers, %d give-ups %v, %d double executions, %d wrong",
-		soakCalls, soakCallers, elapsed.Round(time.Millisecond), answers.Load(), len(gaveUp), byCode, doubles, len(wrong))
-	t.Logf("faults: %d cut-all events, %d mid-command cuts armed; connections cut %d + %d, accepted %d + %d",
-		cutAlls.Load(), cutReplies.Load(), proxies[0].Cuts(), proxies[1].Cuts(), proxies[0].Accepted(), proxies[1].Accepted())
-	t.Logf("instance A outcomes: %v", &observed[0])
-	t.Logf("instance B outcomes: %v", &observed[1])
-	if got := answers.Load() + int64(len(gaveUp)) + int64(len(wrong)); got != soakCalls {
-		t.Fatalf("%d calls ended, want %d", got, soakCalls)
-	}
-	if doubles > 0 || len(wrong) > 0 {
+		soakCalls, soakCallers, tally.elapsed.Round(time.Millisecond), tally.answers, len(tally.gaveUp), tally.giveUps(), doubles, len(tally.problems))
+	t.Logf("faults: %v", faults)
+	t.Logf("instance A outcomes: %v", &insts[0].observed)
+	t.Logf("instance B outcomes: %v", &insts[1].observed)
+	if doubles > 0 || len(tally.problems) > 0 {
 		t.FailNow()
 	}
-	if answers.Load() == 0 || proxies[0].Cuts()+proxies[1].Cuts() == 0 {
+	if tally.answers == 0 || faults.cuts() == 0 {
 		t.Fatal("the soak proved nothing: no answers or no cuts")
 	}
 
@@ -207,49 +105,15 @@ func TestChaosSoak(t *testing.T) {
 	// with one execution (its first, or a replay of it).
 	patient := dial(idempotency.WithMaxAttempts(200),
 		idempotency.WithBackoff(func(context.Context, uint) time.Duration { return 10 * time.Millisecond }))
-	heal := make(chan giveUp)
-	var healers sync.WaitGroup
-	var healErr atomic.Value
-	for range soakCallers {
-		healers.Add(1)
-		go func() {
-			defer healers.Done()
-			for g := range heal {
-				resp, err := patient.Do(ctx, &testingv1.DoRequest{Payload: g.key, Amount: g.amount}, idempotency.WithKey(g.key))
-				if err != nil || resp.GetPayload() != g.key || resp.GetExecution() != 1 {
-					healErr.CompareAndSwap(nil, fmt.Sprintf("retrying given-up %s after the faults: %v, %v; want its one execution", g.key, resp, err))
-				}
-			}
-		}()
-	}
-	for _, g := range gaveUp {
-		heal <- g
-	}
-	close(heal)
-	healers.Wait()
-	if msg := healErr.Load(); msg != nil {
-		t.Fatal(msg)
-	}
-	executed := 0
-	perKey.Range(func(_, v any) bool {
-		if v.(*atomic.Int64).Load() == 1 {
-			executed++
+	if err := tally.heal(soakCallers, func(i int) error {
+		if p, err := call(patient, i); p != nil || err != nil {
+			return fmt.Errorf("%v, %v; want its one execution", p, err)
 		}
-		return true
-	})
-	if executed != soakCalls {
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if executed := execs.once(); executed != soakCalls {
 		t.Fatalf("%d keys executed exactly once, want all %d", executed, soakCalls)
 	}
-}
-
-// retryableGiveUp reports whether err is one the client retries, so a call
-// ending with it ran out of attempts.
-func retryableGiveUp(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable:
-		return true
-	case codes.Aborted:
-		return clientReason(err) == idempotency.ReasonKeyInUse
-	}
-	return false
 }

@@ -36,9 +36,9 @@ const (
 //
 // Download sets the header x-execution to the execution's number and sends
 // Amount messages, message i with Amount i, Execution the execution's
-// number and Payload "<payload> e<execution> m<i>". Upload answers with the
-// sum of the amounts and the payloads joined by "+", and Execution. Chat
-// echoes.
+// number and Payload "<payload> e<execution> m<i>", then ends with End's
+// status. Upload answers with the sum of the amounts and the payloads
+// joined by "+", and Execution. Chat echoes.
 type Streams struct {
 	testingv1.UnimplementedStreamServiceServer
 
@@ -47,6 +47,12 @@ type Streams struct {
 	BeforeSend func(ctx context.Context, i int)
 	// BeforeAnswer, when set, runs before Upload answers; it may block.
 	BeforeAnswer func(ctx context.Context)
+	// Finished, when set, runs when Download or Upload returns, with the
+	// handler's context and the error it returns.
+	Finished func(ctx context.Context, err error)
+	// End, when set, gives the status Download ends with after its
+	// messages (nil: OK).
+	End func(req *testingv1.DoRequest) error
 
 	executions atomic.Int64
 	mu         sync.Mutex
@@ -71,8 +77,16 @@ func (s *Streams) start(ctx context.Context) int64 {
 	return s.executions.Add(1)
 }
 
+// finish runs Finished, if set, with the error a handler returns.
+func (s *Streams) finish(ctx context.Context, err error) {
+	if s.Finished != nil {
+		s.Finished(ctx, err)
+	}
+}
+
 // Download implements the server-streaming method.
-func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreamingServer[testingv1.DoResponse]) error {
+func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreamingServer[testingv1.DoResponse]) (err error) {
+	defer func() { s.finish(stream.Context(), err) }()
 	n := s.start(stream.Context())
 	if err := stream.SetHeader(metadata.Pairs("x-execution", strconv.FormatInt(n, 10))); err != nil {
 		return err
@@ -86,11 +100,15 @@ func (s *Streams) Download(req *testingv1.DoRequest, stream grpc.ServerStreaming
 			return err
 		}
 	}
+	if s.End != nil {
+		return s.End(req)
+	}
 	return nil
 }
 
 // Upload implements the client-streaming method.
-func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
+func (s *Streams) Upload(stream grpc.ClientStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) (err error) {
+	defer func() { s.finish(stream.Context(), err) }()
 	n := s.start(stream.Context())
 	var sum int64
 	var payloads []string
