@@ -61,6 +61,7 @@ type call struct {
 	cfg         *methodConfig
 	key         string // hashed store key
 	fingerprint []byte
+	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	storeTime   time.Duration
 	// respType is the type a replayed response decodes into; nil: the type
 	// the record names. anyName lets it decode a record that names another
@@ -107,7 +108,7 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	if ns != "" {
 		id, kind = ns, kindNamespace
 	}
-	fp, err := fingerprintOf(e.cfg.fingerprint, id, reqs)
+	fp, err := fingerprintOf(e.cfg.fingerprint, c.fpArray[:0], id, reqs)
 	if err != nil {
 		return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
 	}
