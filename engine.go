@@ -78,10 +78,9 @@ type call struct {
 	txRecorded atomic.Bool     // the work's transaction recorded the outcome ([TxOutcome.Recorded])
 	derived    derivedCalls    // the work's outgoing calls that took a derived key ([WithDerivedKeys])
 
-	// The work's context: cancelCause ends it (with a cause on lease
-	// loss); stopTimer releases its handler-timeout timer, if any.
-	cancelCause context.CancelCauseFunc
-	stopTimer   context.CancelFunc
+	// The work's context ([engine.handlerContext]): its end cancels it,
+	// with a cause on lease loss.
+	hctx lazyContext
 
 	// The outcome record and its timestamps, built in place once the work
 	// returns.
@@ -175,9 +174,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 // deadline (the timer is set only when the caller's deadline is later).
 func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) {
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > e.cfg.storeTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.storeTimeout)
-		defer cancel()
+		l := &lazyContext{parent: ctx, deadline: time.Now().Add(e.cfg.storeTimeout), hasDeadline: true}
+		defer l.end(nil)
+		ctx = l
 	}
 	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
 }

@@ -84,7 +84,7 @@ func (r *renewal) renew() {
 		r.stopped = true
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
-		c.cancelCause(errCauseLeaseLost)
+		c.hctx.end(errCauseLeaseLost)
 		e.observe(c.detached, c.method, DecisionLeaseLost, took, err)
 	default:
 		e.storeError(c.detached, c.method, r.failures+1, took, err)
@@ -104,7 +104,7 @@ func (r *renewal) renew() {
 // token.
 func (r *renewal) expire() {
 	r.expired = true
-	r.c.cancelCause(errCauseLeaseOut)
+	r.c.hctx.end(errCauseLeaseOut)
 }
 
 // holding runs step, a store call that ends the claim, while no renewal
