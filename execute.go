@@ -138,7 +138,7 @@ func (e *engine) settleStep(ctx context.Context, c *call, step func(context.Cont
 			if giveUp.Before(deadline) {
 				deadline = giveUp
 			}
-			actx := &lazyContext{parent: c.detached, deadline: deadline, hasDeadline: true}
+			actx := storeContext(&c.settleCtx, ctx, true, deadline)
 			err = step(actx)
 			actx.end(nil)
 			return err == nil || errors.Is(err, store.ErrLeaseLost)

@@ -173,3 +173,16 @@ func (l *lazyContext) end(cause error) {
 		stop()
 	}
 }
+
+// storeContext returns the context of one store call, bounded by deadline
+// and detached from parent's cancellation when detached: spare, a context
+// of the call's own, when no store call has used it, else a new one. A
+// context is never reused, as a store may look at it after the call.
+func storeContext(spare *lazyContext, parent context.Context, detached bool, deadline time.Time) *lazyContext {
+	l := spare
+	if l.parent != nil {
+		l = &lazyContext{}
+	}
+	l.parent, l.detached, l.deadline, l.hasDeadline = parent, detached, deadline, true
+	return l
+}
