@@ -61,6 +61,7 @@ type call struct {
 	cfg         *methodConfig
 	key         string // hashed store key
 	fingerprint []byte
+	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	storeTime   time.Duration
 	// respType is the type a replayed response decodes into; nil: the type
 	// the record names. anyName lets it decode a record that names another
@@ -72,15 +73,17 @@ type call struct {
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent
-	detached   context.Context // the caller's, without its cancellation, for the claim's store calls
+	caller     context.Context // the caller's: the claim's store calls detach from its cancellation
 	renewal    renewal         // lease renewal until the claim is settled
 	txRecorded atomic.Bool     // the work's transaction recorded the outcome ([TxOutcome.Recorded])
 	derived    derivedCalls    // the work's outgoing calls that took a derived key ([WithDerivedKeys])
 
-	// The work's context: cancelCause ends it (with a cause on lease
-	// loss); stopTimer releases its handler-timeout timer, if any.
-	cancelCause context.CancelCauseFunc
-	stopTimer   context.CancelFunc
+	// The work's context ([engine.handlerContext]): its end cancels it,
+	// with a cause on lease loss.
+	hctx lazyContext
+	// The contexts of the first claim and of the first settling step
+	// ([storeContext]).
+	claimCtx, settleCtx lazyContext
 
 	// The outcome record and its timestamps, built in place once the work
 	// returns.
@@ -107,7 +110,7 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	if ns != "" {
 		id, kind = ns, kindNamespace
 	}
-	fp, err := fingerprintOf(e.cfg.fingerprint, id, reqs)
+	fp, err := fingerprintOf(e.cfg.fingerprint, c.fpArray[:0], id, reqs)
 	if err != nil {
 		return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
 	}
@@ -133,7 +136,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 		}
 		if cl.Won() {
 			c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
-			c.detached = context.WithoutCancel(ctx)
+			c.caller = ctx
 			if err := ctx.Err(); err != nil {
 				// The caller gave up while the claim was under way (a slow
 				// store): nobody would get the answer, so don't run it.
@@ -174,9 +177,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 // deadline (the timer is set only when the caller's deadline is later).
 func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) {
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > e.cfg.storeTimeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.cfg.storeTimeout)
-		defer cancel()
+		l := storeContext(&c.claimCtx, ctx, false, time.Now().Add(e.cfg.storeTimeout))
+		defer l.end(nil)
+		ctx = l
 	}
 	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
 }

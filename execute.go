@@ -18,7 +18,7 @@ func (e *engine) execute(ctx context.Context, c *call) (any, error) {
 	now := time.Now()
 	c.createdAt.Seconds, c.createdAt.Nanos = now.Unix(), int32(now.Nanosecond())
 	hctx := e.handlerContext(ctx, c)
-	defer c.endHandlerContext()
+	defer c.hctx.end(nil)
 	c.renewal.start(c)
 	// Renewal ends with this call, even when settling panics (an observer
 	// or a marshaller): the lease then runs out, as after a crash.
@@ -51,23 +51,16 @@ var errHandlerPanicked = errors.New("idempotency: the handler panicked")
 // method follows its caller; and cancelled with a cause when the lease is
 // lost.
 func (e *engine) handlerContext(ctx context.Context, c *call) context.Context {
-	hctx := c.t.capture(context.WithValue(ctx, claimKey{}, c))
+	h := &c.hctx
+	h.parent, h.claim, h.causes = c.t.capture(ctx), c, true
 	if !c.cfg.followCaller {
 		deadline := time.Now().Add(c.cfg.handlerTimeout)
 		if d, ok := ctx.Deadline(); ok && d.After(deadline) {
 			deadline = d
 		}
-		hctx, c.stopTimer = context.WithDeadlineCause(context.WithoutCancel(hctx), deadline, ErrHandlerTimeout)
+		h.detached, h.hasDeadline, h.deadline, h.timeoutCause = true, true, deadline, ErrHandlerTimeout
 	}
-	hctx, c.cancelCause = context.WithCancelCause(hctx)
-	return hctx
-}
-
-func (c *call) endHandlerContext() {
-	c.cancelCause(nil)
-	if c.stopTimer != nil {
-		c.stopTimer()
-	}
+	return h
 }
 
 // settle ends the claim after the handler returned.
@@ -145,9 +138,9 @@ func (e *engine) settleStep(ctx context.Context, c *call, step func(context.Cont
 			if giveUp.Before(deadline) {
 				deadline = giveUp
 			}
-			actx, cancel := context.WithDeadline(c.detached, deadline)
+			actx := storeContext(&c.settleCtx, ctx, true, deadline)
 			err = step(actx)
-			cancel()
+			actx.end(nil)
 			return err == nil || errors.Is(err, store.ErrLeaseLost)
 		})
 		if !held {

@@ -22,27 +22,41 @@ const fingerprintVersion = 1
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
-// fingerprintOf returns the fingerprint of a call's requests under id:
-// f's of the one request of a unary or server-streaming call, and for a
-// client stream of any other length, a version byte and SHA-256 over the
-// number of messages and f's fingerprint of each, in order, so that the
-// same messages in another order, or one more or one fewer, make another
-// fingerprint.
-func fingerprintOf(f FingerprintFunc, id string, reqs []proto.Message) ([]byte, error) {
+// fingerprintSize is the length of a fingerprint [Fingerprint] returns.
+const fingerprintSize = 1 + sha256.Size
+
+// fingerprintOf appends to dst the fingerprint of a call's requests under
+// id: f's of the one request of a unary or server-streaming call (nil f:
+// [Fingerprint]'s, computed into dst), and for a client stream of any other
+// length, a version byte and SHA-256 over the number of messages and f's
+// fingerprint of each, in order, so that the same messages in another
+// order, or one more or one fewer, make another fingerprint.
+func fingerprintOf(f FingerprintFunc, dst []byte, id string, reqs []proto.Message) ([]byte, error) {
 	if len(reqs) == 1 {
+		if f == nil {
+			return appendFingerprint(dst, id, reqs[0])
+		}
 		return f(id, reqs[0])
 	}
 	h := sha256.New()
-	h.Write(binary.AppendUvarint(nil, uint64(len(reqs))))
+	var scratch [fingerprintSize]byte
+	var n [binary.MaxVarintLen64]byte
+	h.Write(binary.AppendUvarint(n[:0], uint64(len(reqs))))
 	for _, r := range reqs {
-		fp, err := f(id, r)
+		var fp []byte
+		var err error
+		if f == nil {
+			fp, err = appendFingerprint(scratch[:0], id, r)
+		} else {
+			fp, err = f(id, r)
+		}
 		if err != nil {
 			return nil, err
 		}
-		h.Write(binary.AppendUvarint(nil, uint64(len(fp))))
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(fp))))
 		h.Write(fp)
 	}
-	return h.Sum([]byte{fingerprintVersion}), nil
+	return h.Sum(append(dst, fingerprintVersion)), nil
 }
 
 // Fingerprint is the default [FingerprintFunc]: a version byte followed by
@@ -50,6 +64,11 @@ func fingerprintOf(f FingerprintFunc, id string, reqs []proto.Message) ([]byte, 
 // deterministic proto encoding. To leave volatile fields out, clear them on a clone and call
 // Fingerprint on it from your own FingerprintFunc.
 func Fingerprint(fullMethod string, req proto.Message) ([]byte, error) {
+	return appendFingerprint(make([]byte, 0, fingerprintSize), fullMethod, req)
+}
+
+// appendFingerprint appends [Fingerprint]'s fingerprint to dst.
+func appendFingerprint(dst []byte, fullMethod string, req proto.Message) ([]byte, error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	b := binary.AppendUvarint((*buf)[:0], uint64(len(fullMethod)))
@@ -60,8 +79,6 @@ func Fingerprint(fullMethod string, req proto.Message) ([]byte, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(b)
-	fp := make([]byte, 1+sha256.Size)
-	fp[0] = fingerprintVersion
-	copy(fp[1:], sum[:])
-	return fp, nil
+	dst = append(dst, fingerprintVersion)
+	return append(dst, sum[:]...), nil
 }

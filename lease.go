@@ -67,14 +67,15 @@ func (r *renewal) renew() {
 		r.expire()
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.detached, min(e.cfg.storeTimeout, lease/3, left))
+	detached := context.WithoutCancel(c.caller)
+	ctx, cancel := context.WithTimeout(detached, min(e.cfg.storeTimeout, lease/3, left))
 	err := e.store.Extend(ctx, c.key, c.claim.Token, lease)
 	cancel()
 	took := time.Since(start)
 	switch {
 	case err == nil:
 		r.leaseEnd, r.failures = start.Add(lease), 0
-		e.observe(c.detached, c.method, DecisionLeaseRenewed, took, nil)
+		e.observe(detached, c.method, DecisionLeaseRenewed, took, nil)
 		r.timer.Reset(lease / 3)
 	case errors.Is(err, store.ErrLeaseLost) && (r.settling || c.txRecorded.Load()):
 		// A step that ends the claim has been tried (its reply may have
@@ -84,10 +85,10 @@ func (r *renewal) renew() {
 		r.stopped = true
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
-		c.cancelCause(errCauseLeaseLost)
-		e.observe(c.detached, c.method, DecisionLeaseLost, took, err)
+		c.hctx.end(errCauseLeaseLost)
+		e.observe(detached, c.method, DecisionLeaseLost, took, err)
 	default:
-		e.storeError(c.detached, c.method, r.failures+1, took, err)
+		e.storeError(detached, c.method, r.failures+1, took, err)
 		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))
 		r.failures++
 		if next <= 0 {
@@ -104,7 +105,7 @@ func (r *renewal) renew() {
 // token.
 func (r *renewal) expire() {
 	r.expired = true
-	r.c.cancelCause(errCauseLeaseOut)
+	r.c.hctx.end(errCauseLeaseOut)
 }
 
 // holding runs step, a store call that ends the claim, while no renewal

@@ -57,7 +57,7 @@ type config struct {
 	maxResponseBytes int
 	maxStreamRequest int // bytes of a keyed stream's requests
 	storedCodes      [17]bool
-	fingerprint      FingerprintFunc
+	fingerprint      FingerprintFunc // nil: Fingerprint, computed into the call's own array
 	methods          map[string]MethodPolicy
 	ops              map[string]MethodPolicy // of Do and Once, by operation
 	observer         Observer
@@ -76,7 +76,6 @@ func newConfig(opts []ServerOption) *config {
 		lease:            DefaultLease,
 		maxResponseBytes: DefaultMaxResponseBytes,
 		maxStreamRequest: DefaultMaxStreamRequestBytes,
-		fingerprint:      Fingerprint,
 		observer:         nopObserver{},
 		files:            protoregistry.GlobalFiles,
 		retryAfter:       DefaultRetryAfter,

@@ -21,8 +21,8 @@ import (
 // the replay marker). It returns the record too, nil when data does not
 // decode.
 func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
-	rec, err := record.Decode(data, c.fingerprint)
-	if err != nil {
+	rec := &c.record // the call's, with its timestamps: a replay runs no work
+	if err := record.DecodeInto(rec, &c.createdAt, &c.completed, data, c.fingerprint); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 	}
 	resp, err := e.replayRecord(ctx, c, rec)

@@ -38,5 +38,7 @@ func storeKey(kind keyKind, name, scope, key string) string {
 		b = append(b, s...)
 	}
 	sum := sha256.Sum256(b)
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+	var enc [(sha256.Size*8 + 5) / 6]byte // unpadded base64 of the sum
+	base64.RawURLEncoding.Encode(enc[:], sum[:])
+	return string(enc[:]) // the one allocation
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 )
@@ -36,13 +37,45 @@ func Encode(r *recordv1.Record) ([]byte, error) {
 // version, consistent with its outcome, for the given fingerprint.
 func Decode(data, fingerprint []byte) (*recordv1.Record, error) {
 	r := &recordv1.Record{}
-	if err := proto.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
-	}
-	if err := validate(r, fingerprint); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	if err := DecodeInto(r, nil, nil, data, fingerprint); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// DecodeInto is [Decode] into r, which it resets first. When created and
+// completed are not nil, the record's timestamps are decoded into them, so
+// that a caller that keeps them in place allocates neither; a timestamp
+// the record does not hold is then nil in r, as with Decode (a zero
+// timestamp reads as absent: no record is created or completed at the Unix
+// epoch).
+func DecodeInto(r *recordv1.Record, created, completed *timestamppb.Timestamp, data, fingerprint []byte) error {
+	r.Reset()
+	if created != nil && completed != nil {
+		created.Reset()
+		completed.Reset()
+		r.CreatedAt, r.CompletedAt = created, completed
+	}
+	if err := merge.Unmarshal(data, r); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if isZero(r.CreatedAt) {
+		r.CreatedAt = nil
+	}
+	if isZero(r.CompletedAt) {
+		r.CompletedAt = nil
+	}
+	if err := validate(r, fingerprint); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	return nil
+}
+
+// merge decodes into the timestamps a record already points to.
+var merge = proto.UnmarshalOptions{Merge: true}
+
+func isZero(ts *timestamppb.Timestamp) bool {
+	return ts != nil && ts.GetSeconds() == 0 && ts.GetNanos() == 0
 }
 
 func validate(r *recordv1.Record, fingerprint []byte) error {

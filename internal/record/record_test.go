@@ -193,3 +193,30 @@ func FuzzRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeInto: DecodeInto decodes as Decode does, into the record and
+// timestamps it is given, and leaves a timestamp the record does not hold
+// nil, even in a record that held one before.
+func TestDecodeInto(t *testing.T) {
+	t.Parallel()
+	with := valid()
+	with.CreatedAt = &timestamppb.Timestamp{Seconds: 1760000000, Nanos: 5}
+	with.CompletedAt = &timestamppb.Timestamp{Seconds: 1760000001, Nanos: 7}
+	var r recordv1.Record
+	var created, completed timestamppb.Timestamp
+	for _, in := range []*recordv1.Record{with, valid(), with} {
+		data, err := record.Encode(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := record.DecodeInto(&r, &created, &completed, data, fp); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(in, &r, protocmp.Transform()); diff != "" {
+			t.Fatalf("decoded (-in +out):\n%s", diff)
+		}
+		if in.CompletedAt != nil && r.CompletedAt != &completed {
+			t.Fatal("completed_at not decoded into the timestamp given")
+		}
+	}
+}
