@@ -36,17 +36,41 @@ func ClaimFromContext(ctx context.Context) (Claim, bool) {
 	return c.claim, true
 }
 
+// States of [call.nest]: whether the claim's work runs, and whether a
+// call nested in it has passed through under the claim.
+const (
+	nestClosed uint32 = iota // the work has not started, or has returned
+	nestOpen                 // the work runs; no nested call has passed through
+	nestTaken                // the work runs; a nested call has passed through
+)
+
 // claimedOutside reports whether ctx carries the claim of c's store key,
-// taken in the same store by an outer interceptor: the call is wrapped
-// twice (a platform-wide chain and a service's own, or a selector), and the
-// outer claim already covers it. The inner interceptor then passes the
-// call through, with no claim or store write of its own; claiming again
-// would find the outer claim and refuse the call as in use. Interceptors
-// over different stores, or whose scopes give different store keys, each
-// claim their own.
-func (e *engine) claimedOutside(ctx context.Context, c *call) bool {
+// taken in the same store by an outer interceptor (or [Do]) whose work is
+// running: the call is wrapped twice (a platform-wide chain and a
+// service's own, or a selector), and the outer claim already covers it.
+// The inner interceptor then passes the call through, with no claim or
+// store write of its own; claiming again would find the outer claim and
+// refuse the call as in use. Interceptors over different stores, or whose
+// scopes give different store keys, each claim their own.
+//
+// The outer claim covers one nested call: a second call with the key
+// nested in the same work (a Do called twice inside a Do of its
+// operation and key) gets [ErrKeyInUse], as the key is in flight. Once the
+// outer work has returned, a context that still carries its claim (kept
+// by a goroutine the work started) passes nothing through: the call
+// claims as any other, and replays the stored outcome.
+func (e *engine) claimedOutside(ctx context.Context, c *call) (bool, error) {
 	outer, ok := ctx.Value(claimKey{}).(*call)
-	return ok && outer.method == c.method && outer.key == c.key && sameStore(outer.e.store, e.store)
+	if !ok || outer.method != c.method || outer.key != c.key || !sameStore(outer.e.store, e.store) {
+		return false, nil
+	}
+	if outer.nest.CompareAndSwap(nestOpen, nestTaken) {
+		return true, nil
+	}
+	if outer.nest.Load() == nestTaken {
+		return false, ErrKeyInUse
+	}
+	return false, nil
 }
 
 // sameStore reports whether a and b are the same store. A store value

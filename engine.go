@@ -76,6 +76,7 @@ type call struct {
 	caller     context.Context // the caller's: the claim's store calls detach from its cancellation
 	renewal    renewal         // lease renewal until the claim is settled
 	txRecorded atomic.Bool     // the work's transaction recorded the outcome ([TxOutcome.Recorded])
+	nest       atomic.Uint32   // whether a call nested in the work may pass through ([engine.claimedOutside])
 	derived    derivedCalls    // the work's outgoing calls that took a derived key ([WithDerivedKeys])
 
 	// The work's context ([engine.handlerContext]): its end cancels it,

@@ -27,10 +27,13 @@ func (e *engine) execute(ctx context.Context, c *call) (any, error) {
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: release, and let the panic go on
+			c.nest.Store(nestClosed)
 			e.release(ctx, c, errHandlerPanicked)
 		}
 	}()
+	c.nest.Store(nestOpen)
 	resp, herr := c.t.run(hctx)
+	c.nest.Store(nestClosed)
 	finished = true
 	e.settle(ctx, c, resp, herr)
 	return resp, herr

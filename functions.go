@@ -40,6 +40,10 @@ import (
 // the key in flight returns [ErrKeyInUse], or waits for the outcome under
 // [WithWaitForInFlight]. Scope ([WithScope]), fail-open ([WithFailOpen]),
 // the store timeout and the size limit ([WithMaxResponseBytes]) apply.
+// A Do with op and key called inside fn (on its context) runs its own
+// function under fn's claim, once: a second such call during fn's run
+// returns [ErrKeyInUse], and one after fn has returned claims as any
+// other call does, replaying fn's outcome.
 //
 // Do's own errors are the library's sentinels, wrapped (test them with
 // errors.Is or [Reason]): [ErrKeyReused], [ErrKeyInUse],
@@ -102,8 +106,11 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 		e.report(ctx, op, err, 0)
 		return nil, err
 	}
-	if e.claimedOutside(ctx, c) { // a Do inside the same Do
+	if nested, err := e.claimedOutside(ctx, c); nested { // a Do inside the same Do
 		return c.t.bypass(ctx)
+	} else if err != nil {
+		e.report(ctx, op, err, 0)
+		return nil, err
 	}
 	out, err := e.run(ctx, c)
 	if err != nil {
