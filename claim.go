@@ -2,7 +2,9 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"sync"
 
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -36,7 +38,7 @@ func ClaimFromContext(ctx context.Context) (Claim, bool) {
 	return c.claim, true
 }
 
-// States of [call.nest]: whether the claim's work runs, and whether a
+// States of [nesting]: whether the claim's work runs, and whether a
 // call nested in it has passed through under the claim.
 const (
 	nestClosed uint32 = iota // the work has not started, or has returned
@@ -59,19 +61,64 @@ const (
 // outer work has returned, a context that still carries its claim (kept
 // by a goroutine the work started) passes nothing through: the call
 // claims as any other, and replays the stored outcome.
-func (e *engine) claimedOutside(ctx context.Context, c *call) (bool, error) {
+func (e *engine) claimedOutside(ctx context.Context, c *call) (*call, error) {
 	outer, ok := ctx.Value(claimKey{}).(*call)
 	if !ok || outer.method != c.method || outer.key != c.key || !sameStore(outer.e.store, e.store) {
-		return false, nil
+		return nil, nil
 	}
-	if outer.nest.CompareAndSwap(nestOpen, nestTaken) {
-		return true, nil
-	}
-	if outer.nest.Load() == nestTaken {
-		return false, ErrKeyInUse
-	}
-	return false, nil
+	return outer, outer.nesting.enter()
 }
+
+// nesting tracks the call nested under a claim ([engine.claimedOutside]):
+// whether the claim's work runs, whether a nested call has passed through,
+// and that call's end, which the claim waits for before it is settled, so
+// that a nested call started by the work (in a goroutine of its own) never
+// runs on after the claim is released.
+type nesting struct {
+	mu      sync.Mutex
+	state   uint32
+	running sync.WaitGroup
+}
+
+// open marks the claim's work as running.
+func (n *nesting) open() { n.set(nestOpen) }
+
+// close marks the claim's work as returned and waits for a nested call that
+// passed through to end.
+func (n *nesting) close() {
+	n.set(nestClosed)
+	n.running.Wait()
+}
+
+func (n *nesting) set(state uint32) {
+	n.mu.Lock()
+	n.state = state
+	n.mu.Unlock()
+}
+
+// enter lets one nested call through while the work runs (the caller then
+// calls leave), refuses a second with [ErrKeyInUse], and reports
+// [errNotNested] once the work has returned.
+func (n *nesting) enter() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch n.state {
+	case nestOpen:
+		n.state = nestTaken
+		n.running.Add(1)
+		return nil
+	case nestTaken:
+		return ErrKeyInUse
+	}
+	return errNotNested
+}
+
+// leave ends the nested call that enter let through.
+func (n *nesting) leave() { n.running.Done() }
+
+// errNotNested: the outer claim's work has returned; the call claims as
+// any other.
+var errNotNested = errors.New("idempotency: the outer claim's work has returned")
 
 // sameStore reports whether a and b are the same store. A store value
 // whose dynamic type is not comparable (a struct holding a slice or a map)

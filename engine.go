@@ -76,7 +76,7 @@ type call struct {
 	caller     context.Context // the caller's: the claim's store calls detach from its cancellation
 	renewal    renewal         // lease renewal until the claim is settled
 	txRecorded atomic.Bool     // the work's transaction recorded the outcome ([TxOutcome.Recorded])
-	nest       atomic.Uint32   // whether a call nested in the work may pass through ([engine.claimedOutside])
+	nesting    nesting         // the call nested in the work, if any ([engine.claimedOutside])
 	derived    derivedCalls    // the work's outgoing calls that took a derived key ([WithDerivedKeys])
 
 	// The work's context ([engine.handlerContext]): its end cancels it,
@@ -120,8 +120,17 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	return nil
 }
 
-// run claims the key and then executes, replays or rejects the call.
+// run claims the key and then executes, replays or rejects the call. A
+// call nested in running work that holds the same claim passes through
+// under it ([engine.claimedOutside]).
 func (e *engine) run(ctx context.Context, c *call) (any, error) {
+	switch outer, err := e.claimedOutside(ctx, c); {
+	case outer != nil && err == nil:
+		defer outer.nesting.leave()
+		return c.t.bypass(ctx)
+	case outer != nil && !errors.Is(err, errNotNested):
+		return nil, err
+	}
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		if e.cache != nil {

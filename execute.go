@@ -27,13 +27,15 @@ func (e *engine) execute(ctx context.Context, c *call) (any, error) {
 	finished := false
 	defer func() {
 		if !finished { // the handler panicked: release, and let the panic go on
-			c.nest.Store(nestClosed)
+			c.nesting.close()
 			e.release(ctx, c, errHandlerPanicked)
 		}
 	}()
-	c.nest.Store(nestOpen)
+	c.nesting.open()
 	resp, herr := c.t.run(hctx)
-	c.nest.Store(nestClosed)
+	// A call nested in the work may still run (the work started it in a
+	// goroutine): the claim is settled once it has ended.
+	c.nesting.close()
 	finished = true
 	e.settle(ctx, c, resp, herr)
 	return resp, herr

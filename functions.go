@@ -106,12 +106,6 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 		e.report(ctx, op, err, 0)
 		return nil, err
 	}
-	if nested, err := e.claimedOutside(ctx, c); nested { // a Do inside the same Do
-		return c.t.bypass(ctx)
-	} else if err != nil {
-		e.report(ctx, op, err, 0)
-		return nil, err
-	}
 	out, err := e.run(ctx, c)
 	if err != nil {
 		e.report(ctx, op, err, c.storeTime)

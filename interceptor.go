@@ -47,11 +47,6 @@ func (e *engine) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if err := e.prepare(ctx, &u.call, info.FullMethod, m.namespace, m, key, msg); err != nil {
 		return nil, e.fail(ctx, info.FullMethod, err, 0)
 	}
-	if nested, err := e.claimedOutside(ctx, &u.call); nested { // wrapped twice
-		return passThrough(ctx, req, handler)
-	} else if err != nil {
-		return nil, e.fail(ctx, info.FullMethod, err, 0)
-	}
 	resp, err := e.run(ctx, &u.call)
 	if err != nil {
 		return nil, e.fail(ctx, u.method, err, u.storeTime)

@@ -67,11 +67,6 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 	if err := e.prepare(ctx, &s.call, name, m.namespace, m, key, reqs...); err != nil {
 		return e.fail(ctx, name, err, 0)
 	}
-	if nested, err := e.claimedOutside(ctx, &s.call); nested { // wrapped twice
-		return passThroughStream(srv, ss, handler, reqs)
-	} else if err != nil {
-		return e.fail(ctx, name, err, 0)
-	}
 	resp, err := e.run(ctx, &s.call)
 	return s.answer(ctx, resp, err)
 }
