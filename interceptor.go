@@ -34,7 +34,7 @@ func (e *engine) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	key, err := e.clientKey(ctx, m, msg)
 	if err == nil && key == "" && m.mode == ModeRequired {
-		err = &KeyError{Reason: ReasonKeyMissing, Detail: "send it in the " + strconv.Quote(e.cfg.metadataKey) + " metadata"}
+		err = e.keyMissing()
 	}
 	if err != nil {
 		return nil, e.fail(ctx, info.FullMethod, err, 0)
