@@ -237,6 +237,16 @@ const (
 	problemStreamUnknown = "WithMethodPolicy names a streaming method the descriptor registry does not have (see WithDescriptors): its requests cannot be read"
 )
 
+// unknownStreamProblem says why a streaming method that the descriptor
+// registry does not have cannot take part: a bidirectional one never can,
+// and the requests of the others cannot be read.
+func unknownStreamProblem(clientStream, serverStream bool) string {
+	if clientStream && serverStream {
+		return problemBidiPolicy
+	}
+	return problemStreamUnknown
+}
+
 // bidi reports whether md streams both ways.
 func bidi(md protoreflect.MethodDescriptor) bool {
 	return md.IsStreamingClient() && md.IsStreamingServer()

@@ -80,12 +80,8 @@ func (e *engine) unknownStream(name string, info *grpc.StreamServerInfo, m *meth
 	if _, named := e.cfg.methods[name]; !named && m.mode != ModeRequired {
 		return m
 	}
-	problem := problemStreamUnknown
-	if info.IsClientStream && info.IsServerStream {
-		problem = problemBidiPolicy
-	}
 	failed := *m
-	failed.err = &MethodConfigError{Method: name, Problem: problem}
+	failed.err = &MethodConfigError{Method: name, Problem: unknownStreamProblem(info.IsClientStream, info.IsServerStream)}
 	return &failed
 }
 

@@ -74,11 +74,9 @@ func (c *config) checkServed(fullMethod string, mi grpc.MethodInfo, file string,
 		if _, ok := c.methods[fullMethod]; !ok {
 			return nil // no descriptor, no code policy: OPTIONAL, nothing to check
 		}
-		switch {
-		case mi.IsClientStream && mi.IsServerStream:
-			return &MethodConfigError{Method: fullMethod, File: file, Problem: problemBidiPolicy}
-		case mi.IsClientStream || mi.IsServerStream:
-			return &MethodConfigError{Method: fullMethod, File: file, Problem: problemStreamUnknown}
+		if mi.IsClientStream || mi.IsServerStream {
+			return &MethodConfigError{Method: fullMethod, File: file,
+				Problem: unknownStreamProblem(mi.IsClientStream, mi.IsServerStream)}
 		}
 	}
 	var req protoreflect.MessageDescriptor
