@@ -82,6 +82,11 @@ func (rec *recorder) FlushError() error {
 // not kept.
 func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	rec.lost = true
+	if rec.status == 0 {
+		// The connection is the handler's now: outcome must not write a
+		// header on it (net/http would log the attempt).
+		rec.status = http.StatusOK
+	}
 	return http.NewResponseController(rec.w).Hijack()
 }
 
