@@ -44,6 +44,10 @@ func BenchmarkUnary(b *testing.B) {
 	})
 	for _, path := range []string{"executed", "replay"} {
 		replay := path == "replay"
+		b.Run("floor-"+path, func(b *testing.B) {
+			client := testserver.New(b, &testserver.Service{}, grpc.ChainUnaryInterceptor(floorInterceptor())).Client(b)
+			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
+		})
 		b.Run("memory-"+path, func(b *testing.B) {
 			s := memorystore.New()
 			b.Cleanup(func() { _ = s.Close() })

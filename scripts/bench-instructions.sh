@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Counts the instructions one call of BenchmarkUnary executes, row by row,
+# under valgrind's cachegrind, and prints them as benchmark lines
+# ("BenchmarkUnaryInstructions/<row>/callers=<n> 1 <count> instr/op") for
+# internal/benchreport. Wall-clock ratios on a shared 2-core machine move by
+# tens of percent from run to run; instruction counts do not: with
+# GOMAXPROCS=1 (one thread runs Go code, so no thread spins waiting for
+# work) and asynchronous preemption off (valgrind cannot follow its
+# signals), the same binary and row give the same count to within 0.5%.
+# Each row runs twice, with $LOW and $HIGH calls; the difference divided
+# by the difference in calls is the cost of one call, without the
+# process's start, the servers' setup and the key stored before a replay
+# row starts.
+#
+# What a count leaves out: time spent waiting (for Redis, PostgreSQL or
+# the scheduler), cache misses, and instruction costs (valgrind does not
+# offer the CPU's SHA extensions, so crypto/sha256 runs its AVX2 code and
+# counts more instructions than it runs natively). Use it for the rows
+# whose work is all in the process: bare, floor, memory, and the replay
+# cache's hits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v valgrind >/dev/null || {
+	echo "bench-instructions.sh: valgrind is required (apt-get install valgrind)" >&2
+	exit 1
+}
+LOW=${LOW:-3000}
+HIGH=${HIGH:-9000}
+rows=${ROWS:-bare floor-executed memory-executed floor-replay memory-replay redis-replay-cached postgres-replay-cached}
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+(cd integration && go test -c -o "$bin/integration.test" .)
+
+# count ROW CALLERS N prints the instructions cachegrind counted for a
+# run of N calls of ROW at CALLERS callers. (Cachegrind, not callgrind:
+# callgrind trips an assertion on a signal that arrives while a test helper
+# starts redis-server.)
+count() {
+	(cd integration && GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 \
+		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+		"$bin/integration.test" -test.run '^$' \
+		-test.bench "BenchmarkUnary/^$1\$/callers=$2\$" -test.benchtime="$3x" 2>&1) |
+		sed -n 's/.*I *refs: *//p' | tr -d ,
+}
+
+for callers in 1 64; do
+	for row in $rows; do
+		low=$(count "$row" "$callers" "$LOW") || true
+		high=$(count "$row" "$callers" "$HIGH") || true
+		if [[ -z $low || -z $high ]]; then
+			echo "bench-instructions.sh: cachegrind gave no count for $row at $callers callers" >&2
+			exit 1
+		fi
+		printf 'BenchmarkUnaryInstructions/%s/callers=%s\t1\t%d instr/op\n' \
+			"$row" "$callers" $(((high - low) / (HIGH - LOW)))
+	done
+done
