@@ -28,9 +28,12 @@ command -v valgrind >/dev/null || {
 LOW=${LOW:-3000}
 HIGH=${HIGH:-9000}
 rows=${ROWS:-bare floor-executed memory-executed floor-replay memory-replay redis-replay-cached postgres-replay-cached}
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
-(cd integration && go test -c -o "$bin/integration.test" .)
+# BIN, when set, is a test binary of the integration module to count
+# instead of one built from this tree (to compare an older commit's).
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+bin=${BIN:-$dir/integration.test}
+[[ -n ${BIN:-} ]] || (cd integration && go test -c -o "$bin" .)
 
 # count ROW CALLERS N prints the instructions cachegrind counted for a
 # run of N calls of ROW at CALLERS callers. (Cachegrind, not callgrind:
@@ -39,7 +42,7 @@ trap 'rm -rf "$bin"' EXIT
 count() {
 	(cd integration && GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 \
 		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
-		"$bin/integration.test" -test.run '^$' \
+		"$bin" -test.run '^$' \
 		-test.bench "BenchmarkUnary/^$1\$/callers=$2\$" -test.benchtime="$3x" 2>&1) |
 		sed -n 's/.*I *refs: *//p' | tr -d ,
 }
