@@ -106,7 +106,7 @@ func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 		return ""
 	}
 	for _, tg := range targets() {
-		for _, name := range []string{tg.got, tg.base} {
+		for _, name := range []string{tg.got, tg.base, tg.floor} {
 			if name == "" {
 				continue
 			}
