@@ -34,6 +34,11 @@ BenchmarkStream/bare-2     	 100	 2000 ns/op	 50000 msgs/s	 10 B/op	 1 allocs/op
 BenchmarkStream/executed-2 	 100	 5000 ns/op	 20000 msgs/s	 4096 B/op	 50 allocs/op
 BenchmarkDo/bare/callers=1-2 	 100	 70 ns/op	 96 B/op	 1 allocs/op
 BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
+BenchmarkUnary/bare/callers=64-2 	 100	 10000 ns/op	 5000 B/op	 90 allocs/op
+BenchmarkUnary/floor-replay/callers=64-2 	 100	 10500 ns/op	 5600 B/op	 99 allocs/op
+BenchmarkUnaryInstructions/bare/callers=64	1	200000 instr/op
+BenchmarkUnaryInstructions/floor-replay/callers=64	1	215000 instr/op
+BenchmarkUnaryInstructions/redis-replay-cached/callers=64	1	260000 instr/op
 `))
 	var out strings.Builder
 	writeComparisons(&out, res)
@@ -45,6 +50,12 @@ BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
 		"| row | ns/op | B/op | allocs/op | time vs bare |\n",     // no rate column
 		"| `do-replay/callers=1` | 3500 | 1648 | 17 | 50.00x |\n", // against bare of its callers
 		"| `do-replay/callers=64` | – | – | – | not measured |\n",
+		"| `floor-replay/callers=64` | 10500 | 5600 | 99 | 1.05x |\n", // the floor table, in ns/op
+		"| `floor-replay/callers=1` | – | – | – | not measured |\n",
+		"| row | instr/op | instr/op vs bare |\n|---|---|---|\n", // the unit shown, no B/op or allocs/op
+		"| `floor-replay/callers=64` | 215000 | 1.07x |\n",
+		"| `redis-replay-cached/callers=64` | 260000 | 1.30x |\n",
+		"| `memory-replay/callers=64` | – | not measured |\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
