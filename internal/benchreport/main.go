@@ -209,10 +209,22 @@ func (t target) measure(res results) []string {
 		r = got / base
 		if t.atMost == 0 {
 			r = t.throughput(got, base)
-			return []string{fmt.Sprintf("%.0f%%", 100*r), fmt.Sprintf(">= %.0f%%", 100*t.atLeastThr), yes(r >= t.atLeastThr)}
+			return []string{apart(100*r, 100*t.atLeastThr, 0) + "%", fmt.Sprintf(">= %.0f%%", 100*t.atLeastThr), yes(r >= t.atLeastThr)}
 		}
 	}
-	return []string{fmt.Sprintf("%.2fx", r), fmt.Sprintf("<= %.2fx", t.atMost), yes(r <= t.atMost)}
+	return []string{apart(r, t.atMost, 2) + "x", fmt.Sprintf("<= %.2fx", t.atMost), yes(r <= t.atMost)}
+}
+
+// apart formats v with decimals decimals, or with up to two more when it
+// would read as the limit it misses or just meets (1.0249 against 1.02 is
+// 1.025, not 1.02).
+func apart(v, limit float64, decimals int) string {
+	for d := decimals; ; d++ {
+		s := strconv.FormatFloat(v, 'f', d, 64)
+		if v == limit || d == decimals+2 || s != strconv.FormatFloat(limit, 'f', d, 64) {
+			return s
+		}
+	}
 }
 
 // floorRatio returns the floor cell of t's row: its floor row over its base
