@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite and rewrites BENCHMARKS.md from its output.
 # Redis rows need redis-server (apt-get install redis-server redis-tools);
-# PostgreSQL rows a server at IDEMPOTENCY_POSTGRES_URL (see .ci/run).
+# PostgreSQL rows a server at IDEMPOTENCY_POSTGRES_URL (see .ci/run);
+# the instruction counts (scripts/bench-instructions.sh) valgrind
+# (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Checked first, so that a missing valgrind does not end a run only after
+# the long benchmarks.
+command -v valgrind >/dev/null || {
+	echo "bench.sh: valgrind is required for scripts/bench-instructions.sh (apt-get install valgrind)" >&2
+	exit 1
+}
 
 count=${BENCH_COUNT:-5}
 out=$(mktemp)
@@ -25,6 +34,10 @@ cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimFullSteadyExpiry
 cmd2p="go test -run '^\$' -bench '^BenchmarkClaimCompleted\$' -benchmem -benchtime=1s -count=$count ./store/postgresstore"
 cmd3="go test -run '^\$' -bench '^BenchmarkPostgresScale\$' -benchtime=3000x -count=$count ./store/postgresstore"
 cmd4="go test -run '^\$' -bench '^BenchmarkMemoryPerRecord\$' -benchtime=100000x -count=$count ./store/redisstore"
+# BenchmarkUnaryInstructions: instructions per call of BenchmarkUnary's
+# rows, counted under cachegrind (a deterministic figure beside the
+# wall-clock ones, which move by tens of percent on 2 shared cores).
+cmd5="scripts/bench-instructions.sh"
 export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"
@@ -32,6 +45,7 @@ eval "$cmd2" | tee -a "$out"
 eval "$cmd2p" | tee -a "$out"
 eval "$cmd3" | tee -a "$out"
 eval "$cmd4" | tee -a "$out"
+eval "$cmd5" | tee -a "$out"
 
 machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1)"
 go run ./internal/benchreport -cmd "$cmd1
@@ -39,5 +53,6 @@ $cmd1p
 $cmd2
 $cmd2p
 $cmd3
-$cmd4" -machine "$machine" "$out" > BENCHMARKS.md
+$cmd4
+$cmd5" -machine "$machine" "$out" > BENCHMARKS.md
 echo "BENCHMARKS.md rewritten"

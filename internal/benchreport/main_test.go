@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,8 +35,23 @@ func TestParseTakesMedianPerMetric(t *testing.T) {
 func TestTargetsNameMeasuredBenchmarks(t *testing.T) {
 	t.Parallel()
 	for _, tg := range targets() {
-		if !strings.HasPrefix(tg.got, "Benchmark") || (tg.equals == 0 && !strings.HasPrefix(tg.base, "Benchmark")) {
+		if !strings.HasPrefix(tg.got, "Benchmark") || (tg.base != "" && !strings.HasPrefix(tg.base, "Benchmark")) {
 			t.Errorf("target %q compares %q with %q", tg.what, tg.got, tg.base)
+		}
+		if tg.base == "" && (tg.atLeastThr > 0 || tg.additive) {
+			t.Errorf("target %q has a throughput or additive limit and no base", tg.what)
+		}
+		if tg.equals != 0 && tg.base != "" {
+			t.Errorf("target %q must equal a value and has a base", tg.what)
+		}
+		// A floor row is the got row's floor twin: same benchmark, path and
+		// callers, against a bare base.
+		if tg.floor != "" && (tg.floor != strings.Replace(tg.got, "/memory-", "/floor-", 1) || tg.floor == tg.got ||
+			!strings.Contains(tg.base, "/bare/") || !strings.Contains(tg.what, "vs bare")) {
+			t.Errorf("target %q of %q against %q has the floor row %q", tg.what, tg.got, tg.base, tg.floor)
+		}
+		if strings.HasPrefix(tg.what, "memory ") && strings.Contains(tg.what, " vs bare") && tg.floor == "" {
+			t.Errorf("target %q against bare has no floor row", tg.what)
 		}
 		limits := 0
 		for _, l := range []float64{tg.atMost, tg.atLeastThr, tg.equals} {
@@ -67,5 +83,79 @@ func TestThroughputOfTimesAndRates(t *testing.T) {
 				t.Fatalf("throughput(%v, %v) in %s = %v, want %v", tc.got, tc.base, tc.unit, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestTargetsTable(t *testing.T) {
+	t.Parallel()
+	res, _, _ := parse(strings.NewReader(`
+BenchmarkUnary/bare/callers=1-2 	 100	 1000 ns/op
+BenchmarkUnary/floor-replay/callers=1-2 	 100	 1010 ns/op
+BenchmarkUnary/memory-replay/callers=1-2 	 100	 1024 ns/op
+BenchmarkUnary/memory-executed/callers=1-2 	 100	 1050 ns/op
+BenchmarkUnary/bare/callers=64-2 	 100	 10000 ns/op
+BenchmarkUnary/redis-replay/callers=64-2 	 100	 17000 ns/op
+BenchmarkUnaryInstructions/bare/callers=1	1	200000 instr/op
+BenchmarkUnaryInstructions/floor-replay/callers=1	1	210000 instr/op
+BenchmarkUnaryInstructions/memory-replay/callers=1	1	204000 instr/op
+BenchmarkClaimCompleted/goroutines=1/paired-2 	 100	 5000 ns/op	 1.25 claim/select
+BenchmarkClaimCompleted/goroutines=16/claim-2 	 100	 5000 ns/op	 80000 ops/s
+BenchmarkClaimCompleted/goroutines=16/claim-old-2 	 100	 5000 ns/op	 10003 ops/s
+BenchmarkUnaryPostgres/postgres-executed/callers=64-2 	 100	 100000 ns/op
+BenchmarkUnaryPostgres/postgres-replay/callers=64-2 	 100	 30000 ns/op
+`))
+	var current, earlier strings.Builder
+	all := targets()
+	writeTargets(&current, res, slices.DeleteFunc(slices.Clone(all), func(tg target) bool { return tg.earlier }))
+	writeTargets(&earlier, res, slices.DeleteFunc(slices.Clone(all), func(tg target) bool { return !tg.earlier }))
+	for _, want := range []string{
+		"| target | measured | limit | met | floor |\n|---|---|---|---|---|\n",
+		"| memory replay vs bare, callers=1 | 1.024x | <= 1.02x | **no** (see notes) | 1.01x |\n", // not 1.02x
+		"| memory executed vs bare, callers=1 | 1.05x | <= 1.10x | yes | not measured |\n",        // no floor-executed row
+		"| memory replay vs bare, callers=64 | not measured | | | not measured |\n",
+		"| memory replay vs bare, callers=1, instructions | 1.02x | <= 1.02x | yes | 1.05x |\n",
+		"| redis replay from the replay cache vs memory replay, callers=1 | not measured | | | |\n", // no floor cell
+		"| postgres claim of a completed key vs a SELECT, 1 goroutine (paired) | 1.25x | <= 1.30x | yes | |\n",
+		"| postgres claim of a completed key, throughput vs the old claim, 16 goroutines | 799.8% | >= 800% | **no** (see notes) | |\n",
+		"| postgres replay vs executed through gRPC, callers=64 | 0.30x | <= 0.25x | **no** (see notes) | |\n",
+		"| redis replay vs bare, callers=64 | 1.70x | <= 1.60x | **no** (see notes) | |\n",
+		"| postgres store claim p99, 1M vs 1k rows, sweeper running | not measured | | | |\n",
+	} {
+		if !strings.Contains(current.String(), want) {
+			t.Errorf("targets table lacks %q:\n%s", want, current.String())
+		}
+	}
+	for _, want := range []string{
+		"| target | measured | limit | met |\n|---|---|---|---|\n", // no floor column
+		"| redis replay throughput vs Redis ceiling, callers=64 | not measured | | |\n",
+		"| memory store claim p99, 1M vs 1k records | not measured | | |\n",
+	} {
+		if !strings.Contains(earlier.String(), want) {
+			t.Errorf("table of earlier targets lacks %q:\n%s", want, earlier.String())
+		}
+	}
+	if strings.Contains(earlier.String(), "redis replay vs bare") || strings.Contains(current.String(), "Redis ceiling") {
+		t.Errorf("a target is in the wrong table:\n%s\n%s", current.String(), earlier.String())
+	}
+}
+
+func TestApartShowsAMissedLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v, limit float64
+		decimals int
+		want     string
+	}{
+		{1.0300, 1.02, 2, "1.03"},
+		{1.0200, 1.02, 2, "1.02"},    // meets it exactly
+		{1.0240, 1.02, 2, "1.024"},   // misses it
+		{1.0196, 1.02, 2, "1.0196"},  // under it by less than two decimals show
+		{1.02004, 1.02, 2, "1.0200"}, // as far as it goes
+		{799.6, 800, 0, "799.6"},
+		{880, 800, 0, "880"},
+	} {
+		if got := apart(tc.v, tc.limit, tc.decimals); got != tc.want {
+			t.Errorf("apart(%v, %v, %d) = %q, want %q", tc.v, tc.limit, tc.decimals, got, tc.want)
+		}
 	}
 }

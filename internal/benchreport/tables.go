@@ -7,16 +7,18 @@ import (
 )
 
 // comparison is one table of BENCHMARKS.md: the rows of one benchmark, each
-// with its time per operation as a ratio to a bare row of the same run.
+// with its cost per operation (time, unless unit says otherwise) as a ratio
+// to a bare row of the same run.
 type comparison struct {
 	title string // the heading, naming the benchmark
 	about string // what the bare row is and what an operation is
+	unit  string // the cost per operation compared; "" for ns/op, which has B/op and allocs/op beside it
 	rate  string // a rate metric the rows report ("msgs/s"), shown in a column of its own; "" for none
 	bench string // the benchmark's name, which the rows' names start with
 	rows  []row
 }
 
-// row is one line of a comparison: a benchmark, and the bare row its time
+// row is one line of a comparison: a benchmark, and the bare row its cost
 // per operation is divided by (itself for a bare row).
 type row struct{ name, base string }
 
@@ -55,7 +57,23 @@ func comparisons() []comparison {
 	for _, g := range []string{"1", "16"} {
 		pg.rows = append(pg.rows, variants("BenchmarkClaimCompleted/goroutines="+g+"/", "", "select", "claim", "claim-old")...)
 	}
-	return []comparison{do, mw, stream, pg}
+	floor := comparison{
+		title: "The floor: an interceptor that only keeps and replays answers, against bare (`BenchmarkUnary`)",
+		about: "The bufconn unary calls of `BenchmarkUnary`, a new key per call (executed) or one stored key (replay). The floor rows run them through an interceptor that keeps the serialized answer in a map under the key and, on a retry, decodes it and sets the replay marker: no fingerprint, no claim, no lease, no expiry, so not safe to use (`integration/floor_bench_test.go`). What it adds to bare bounds from below what any interceptor that stores and replays serialized answers adds; the memory rows are this library's interceptor on a memory store. Each row is divided by bare of its callers.",
+		bench: "BenchmarkUnary",
+	}
+	instr := comparison{
+		title: "The floor in instructions per call (`BenchmarkUnaryInstructions`)",
+		about: "The rows of the table above and the replay cache's hits (redis-replay-cached, postgres-replay-cached), in instructions per call, counted by `scripts/bench-instructions.sh`: each row of `BenchmarkUnary` runs under valgrind's cachegrind with GOMAXPROCS=1, twice with different numbers of calls, and the difference of the two counts over the difference of the calls is one call's. The same binary and row give the same count to within 0.5%, where wall-clock ratios on this machine move by tens of percent. A count leaves out time spent waiting (for the scheduler, Redis or PostgreSQL) and cache misses; crypto/sha256 is counted in its AVX2 code, as valgrind hides the CPU's SHA extensions, so the fingerprint costs more instructions here than it runs natively. Each row is divided by bare of its callers.",
+		unit:  "instr/op",
+		bench: "BenchmarkUnaryInstructions",
+	}
+	for _, callers := range []string{"1", "64"} {
+		paths := []string{"bare", "floor-executed", "memory-executed", "floor-replay", "memory-replay"}
+		floor.rows = append(floor.rows, variants("BenchmarkUnary/", "/callers="+callers, paths...)...)
+		instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, append(paths, "redis-replay-cached", "postgres-replay-cached")...)...)
+	}
+	return []comparison{do, mw, stream, pg, floor, instr}
 }
 
 // variants returns the rows prefix+v+suffix for each of vs, each compared
@@ -71,21 +89,32 @@ func variants(prefix, suffix string, vs ...string) []row {
 // writeComparisons writes every table of comparisons with the medians of res.
 func writeComparisons(w io.Writer, res results) {
 	fmt.Fprintf(w, "\n## Entry points against their bare baselines\n\n")
-	fmt.Fprintf(w, "Each row's time per operation is divided by its bare row's, measured in the same run: 1.50x takes half as long again.\n")
+	fmt.Fprintf(w, "Each row's time per operation (instructions per call where the table says so) is divided by its bare row's, measured in the same run: 1.50x takes half as long again.\n")
 	for _, c := range comparisons() {
 		fmt.Fprintf(w, "\n### %s\n\n%s\n\n", c.title, c.about)
-		head, rule := "| row | ns/op |", "|---|---|"
-		if c.rate != "" {
-			head, rule = head+" "+c.rate+" |", rule+"---|"
+		unit, vs := c.unit, c.unit+" vs bare"
+		if unit == "" {
+			unit, vs = "ns/op", "time vs bare"
 		}
-		fmt.Fprintf(w, "%s B/op | allocs/op | time vs bare |\n%s---|---|---|\n", head, rule)
+		head := []string{"row", unit}
+		if c.rate != "" {
+			head = append(head, c.rate)
+		}
+		if c.unit == "" {
+			head = append(head, "B/op", "allocs/op")
+		}
+		head = append(head, vs)
+		fmt.Fprintf(w, "%s\n|%s\n", tableRow(head), strings.Repeat("---|", len(head)))
 		for _, r := range c.rows {
-			cells := []string{"`" + strings.TrimPrefix(r.name, c.bench+"/") + "`", metric(res, r.name, "ns/op")}
+			cells := []string{"`" + strings.TrimPrefix(r.name, c.bench+"/") + "`", metric(res, r.name, unit)}
 			if c.rate != "" {
 				cells = append(cells, metric(res, r.name, c.rate))
 			}
-			cells = append(cells, metric(res, r.name, "B/op"), metric(res, r.name, "allocs/op"), ratio(res, r))
-			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+			if c.unit == "" {
+				cells = append(cells, metric(res, r.name, "B/op"), metric(res, r.name, "allocs/op"))
+			}
+			cells = append(cells, ratio(res, r, unit))
+			fmt.Fprintln(w, tableRow(cells))
 		}
 	}
 }
@@ -100,11 +129,11 @@ func metric(res results, name, unit string) string {
 	return format(v)
 }
 
-// ratio returns r's time per operation over its bare row's, or "not
-// measured" when either is missing.
-func ratio(res results, r row) string {
-	got, ok1 := res.get(r.name, "ns/op")
-	base, ok2 := res.get(r.base, "ns/op")
+// ratio returns r's cost per operation in unit over its bare row's, or
+// "not measured" when either is missing.
+func ratio(res results, r row, unit string) string {
+	got, ok1 := res.get(r.name, unit)
+	base, ok2 := res.get(r.base, unit)
 	if !ok1 || !ok2 || base == 0 {
 		return "not measured"
 	}

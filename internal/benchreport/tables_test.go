@@ -34,6 +34,11 @@ BenchmarkStream/bare-2     	 100	 2000 ns/op	 50000 msgs/s	 10 B/op	 1 allocs/op
 BenchmarkStream/executed-2 	 100	 5000 ns/op	 20000 msgs/s	 4096 B/op	 50 allocs/op
 BenchmarkDo/bare/callers=1-2 	 100	 70 ns/op	 96 B/op	 1 allocs/op
 BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
+BenchmarkUnary/bare/callers=64-2 	 100	 10000 ns/op	 5000 B/op	 90 allocs/op
+BenchmarkUnary/floor-replay/callers=64-2 	 100	 10500 ns/op	 5600 B/op	 99 allocs/op
+BenchmarkUnaryInstructions/bare/callers=64	1	200000 instr/op
+BenchmarkUnaryInstructions/floor-replay/callers=64	1	215000 instr/op
+BenchmarkUnaryInstructions/redis-replay-cached/callers=64	1	260000 instr/op
 `))
 	var out strings.Builder
 	writeComparisons(&out, res)
@@ -45,6 +50,12 @@ BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
 		"| row | ns/op | B/op | allocs/op | time vs bare |\n",     // no rate column
 		"| `do-replay/callers=1` | 3500 | 1648 | 17 | 50.00x |\n", // against bare of its callers
 		"| `do-replay/callers=64` | – | – | – | not measured |\n",
+		"| `floor-replay/callers=64` | 10500 | 5600 | 99 | 1.05x |\n", // the floor table, in ns/op
+		"| `floor-replay/callers=1` | – | – | – | not measured |\n",
+		"| row | instr/op | instr/op vs bare |\n|---|---|---|\n", // the unit shown, no B/op or allocs/op
+		"| `floor-replay/callers=64` | 215000 | 1.07x |\n",
+		"| `redis-replay-cached/callers=64` | 260000 | 1.30x |\n",
+		"| `memory-replay/callers=64` | – | not measured |\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
@@ -52,9 +63,18 @@ BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
 	}
 }
 
+// derived are the benchmarks that a script run by scripts/bench.sh prints
+// rather than go test: each with the script, and the benchmark of go test
+// whose rows the script measures.
+var derived = map[string]struct{ script, of string }{
+	"BenchmarkUnaryInstructions": {"scripts/bench-instructions.sh", "BenchmarkUnary"},
+}
+
 // Every benchmark of the report is run by make bench, and every benchmark
 // of a comparison table once by the CI smoke, so a benchmark that stops
-// running, or is renamed, fails CI instead of leaving a table empty.
+// running, or is renamed, fails CI instead of leaving a table empty. A
+// derived benchmark's rows must be among those its script measures, and
+// the benchmark it measures must run in the CI smoke.
 func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 	t.Parallel()
 	read := func(path string) string {
@@ -66,22 +86,58 @@ func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 	}
 	bench, ci := read("../../scripts/bench.sh"), read("../../.ci/run")
 	runs := func(script, name string) bool {
-		return regexp.MustCompile(`\b` + name + `\b`).MatchString(script)
+		return regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(script)
 	}
 	top := func(name string) string { return strings.Split(name, "/")[0] }
+	// missing returns why bench.sh does not give the row name, or "".
+	missing := func(name string) string {
+		d, ok := derived[top(name)]
+		if !ok {
+			if !runs(bench, top(name)) {
+				return "scripts/bench.sh does not run " + top(name)
+			}
+			return ""
+		}
+		if !runs(bench, d.script) {
+			return "scripts/bench.sh does not run " + d.script
+		}
+		script := read("../../" + d.script)
+		if !runs(script, top(name)) || !runs(script, d.of) {
+			return d.script + " does not print " + top(name) + " from " + d.of
+		}
+		// bench-instructions.sh: rows=${ROWS:-<rows>} and for callers in <counts>.
+		rows := regexp.MustCompile(`rows=\$\{ROWS:-([^}]*)\}`).FindStringSubmatch(script)
+		callers := regexp.MustCompile(`for callers in ([0-9 ]+);`).FindStringSubmatch(script)
+		parts := strings.Split(name, "/")
+		if rows == nil || callers == nil || len(parts) != 3 ||
+			!slices.Contains(strings.Fields(rows[1]), parts[1]) ||
+			!slices.Contains(strings.Fields(callers[1]), strings.TrimPrefix(parts[2], "callers=")) {
+			return d.script + " does not measure " + name
+		}
+		return ""
+	}
 	for _, tg := range targets() {
-		for _, name := range []string{tg.got, tg.base} {
-			if name != "" && !runs(bench, top(name)) {
-				t.Errorf("target %q reads %s, which scripts/bench.sh does not run", tg.what, top(name))
+		for _, name := range []string{tg.got, tg.base, tg.floor} {
+			if name == "" {
+				continue
+			}
+			if why := missing(name); why != "" {
+				t.Errorf("target %q reads %s: %s", tg.what, name, why)
 			}
 		}
 	}
 	for _, c := range comparisons() {
-		if !runs(bench, c.bench) {
-			t.Errorf("scripts/bench.sh does not run %s", c.bench)
+		for _, r := range c.rows {
+			if why := missing(r.name); why != "" {
+				t.Errorf("table %q shows %s: %s", c.title, r.name, why)
+			}
 		}
-		if !runs(ci, c.bench) {
-			t.Errorf(".ci/run's benchmark smoke does not run %s", c.bench)
+		smoke := c.bench
+		if d, ok := derived[c.bench]; ok {
+			smoke = d.of
+		}
+		if !runs(ci, smoke) {
+			t.Errorf(".ci/run's benchmark smoke does not run %s", smoke)
 		}
 	}
 }
