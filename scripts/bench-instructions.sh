@@ -19,6 +19,7 @@
 # whose work is all in the process: bare, floor, memory, and the replay
 # cache's hits.
 set -euo pipefail
+[[ -z ${BIN:-} ]] || BIN=$(realpath "$BIN")
 cd "$(dirname "$0")/.."
 
 command -v valgrind >/dev/null || {

@@ -11,6 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# The core module's requirements in the module cache (a fresh machine may
+# not have them yet), so that the copy below builds without the proxy.
+GOWORK=off go mod download
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp example_test.go example_*_test.go go.sum "$tmp/"

@@ -4,7 +4,9 @@
 # buf.gen.yaml, its main.go, in an empty module named example.com/shop; the
 # output must be the one the README shows. The go install lines must name
 # the versions tools.mod pins; the tools are built from tools.mod, and the
-# module is this checkout (a replace), so nothing is downloaded.
+# module is this checkout (a replace), so nothing is downloaded but what
+# go mod tidy checks (the test dependencies of dependencies) when the
+# module cache does not hold it yet, as on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -51,6 +53,7 @@ cp "$root/go.sum" .
 go mod init example.com/shop >/dev/null 2>&1
 go mod edit -require github.com/grpc-idempotency/idempotency@v0.0.0 \
   -replace "github.com/grpc-idempotency/idempotency=$root"
+proxy=$(go env GOPROXY)
 export GOWORK=off GOFLAGS=-mod=mod GOPROXY=off
 
 # The README's commands that fetch options.proto, without the installs.
@@ -61,7 +64,7 @@ bash -euo pipefail fetch.sh
 buf generate
 [ -f gen/shop/v1/shop.pb.go ] || fail "buf generate wrote no gen/shop/v1/shop.pb.go"
 [ ! -e gen/idempotency ] || fail "buf generate wrote code for options.proto"
-go mod tidy >/dev/null
+GOPROXY=$proxy go mod tidy >/dev/null
 go run . >got.txt
 diff -u want.txt got.txt || fail "main.go printed something else than the README shows"
 echo "quickstart ok: $(tr '\n' ' ' <got.txt)"
