@@ -134,6 +134,17 @@ func targets() []target {
 		target{what: "postgres claim of a completed key, throughput vs the old claim, 16 goroutines", got: cc + "16/claim", base: cc + "16/claim-old", unit: "ops/s", atLeastThr: 8},
 		target{what: "postgres replay vs executed through gRPC, callers=64", got: pu + "postgres-replay/callers=64", base: pu + "postgres-executed/callers=64", unit: "ns/op", atMost: 0.25},
 	)
+	// Executed calls keep their two statements (a read that misses is not
+	// a third), a replay its one, the transactional path its claim and the
+	// CompleteTx statement inside the handler's own transaction.
+	for _, row := range []struct {
+		name  string
+		trips float64
+	}{{"postgres-executed", 2}, {"postgres-replay", 1}, {"tx-executed", 2}} {
+		for _, c := range []string{"1", "64"} {
+			t = append(t, target{what: "round trips per call, " + row.name + ", callers=" + c, got: pu + row.name + "/callers=" + c, unit: "roundtrips/op", equals: row.trips})
+		}
+	}
 	p := "BenchmarkPostgresScale/records="
 	t = append(t, target{what: "postgres store claim p99, 1M vs 1k rows, sweeper running",
 		got: p + "1000000/claim", base: p + "1000/claim", unit: "p99-ns", atMost: 1.50})
