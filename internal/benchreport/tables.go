@@ -48,6 +48,13 @@ func comparisons() []comparison {
 		bench: "BenchmarkStream",
 		rows:  variants("BenchmarkStream/", "", "bare", "executed", "replayed"),
 	}
+	clientStream := comparison{
+		title: "Client streams against a bare stream (`BenchmarkClientStream`)",
+		about: "A client stream of 100 messages of 64 bytes over bufconn; bare has no interceptor, executed runs under a new key (the messages held and fingerprinted, the handler run, the response stored in a memory store), replayed is answered from the store once the messages are in. An operation is one whole stream; msgs/s counts the messages sent.",
+		rate:  "msgs/s",
+		bench: "BenchmarkClientStream",
+		rows:  variants("BenchmarkClientStream/", "", "bare", "executed", "replayed"),
+	}
 	pg := comparison{
 		title: "PostgreSQL replays: a claim of a completed key against a SELECT (`BenchmarkClaimCompleted`)",
 		about: "One completed key claimed again and again (the store step of a replay); the bare row is a plain `SELECT` of the row, claim-old the claim statement before the replay became a read (decision 50 of `docs/semantics.md`), on a table of its own. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
@@ -73,7 +80,7 @@ func comparisons() []comparison {
 		floor.rows = append(floor.rows, variants("BenchmarkUnary/", "/callers="+callers, paths...)...)
 		instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, append(paths, "redis-replay-cached", "postgres-replay-cached")...)...)
 	}
-	return []comparison{do, mw, stream, pg, floor, instr}
+	return []comparison{do, mw, stream, clientStream, pg, floor, instr}
 }
 
 // variants returns the rows prefix+v+suffix for each of vs, each compared
