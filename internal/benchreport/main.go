@@ -77,13 +77,16 @@ type target struct {
 	what       string
 	got, base  string // base "": got's metric is compared with the limit as it is
 	unit       string
-	atMost     float64 // ratio got/base (got without base) must be <= atMost (0: not used)
-	atLeastThr float64 // throughput ratio (see throughput) must be >= atLeastThr
-	additive   bool    // got is a cost added to base: the ratio is (base+got)/base
-	equals     float64 // got must be exactly this (0: not used); base is not used
-	floor      string  // a floor row of got's benchmark, shown as its ratio to base ("": none)
-	earlier    bool    // set by an earlier round: in a table of its own
+	atMost     float64  // ratio got/base (got without base) must be <= atMost (0: not used)
+	atLeastThr float64  // throughput ratio (see throughput) must be >= atLeastThr
+	additive   bool     // got is a cost added to base: the ratio is (base+got)/base
+	equals     *float64 // got must be exactly this (nil: not used); base is not used
+	floor      string   // a floor row of got's benchmark, shown as its ratio to base ("": none)
+	earlier    bool     // set by an earlier round: in a table of its own
 }
+
+// exactly returns a pointer to v, for a target's equals.
+func exactly(v float64) *float64 { return &v }
 
 // throughput returns the throughput of got as a share of base's: base/got
 // for a time per operation, got/base for a rate (a unit ending in "/s").
@@ -125,7 +128,7 @@ func targets() []target {
 		name  string
 		trips float64
 	}{{"redis-executed", 2}, {"redis-replay", 1}, {"redis-wait-executed", 2}, {"redis-wait-replay", 1}} {
-		t = append(t, target{what: "round trips per call, " + row.name + ", callers=1", got: u + row.name + "/callers=1", unit: "roundtrips/op", equals: row.trips})
+		t = append(t, target{what: "round trips per call, " + row.name + ", callers=1", got: u + row.name + "/callers=1", unit: "roundtrips/op", equals: exactly(row.trips)})
 	}
 	cc := "BenchmarkClaimCompleted/goroutines="
 	pu := "BenchmarkUnaryPostgres/"
@@ -142,8 +145,11 @@ func targets() []target {
 		trips float64
 	}{{"postgres-executed", 2}, {"postgres-replay", 1}, {"tx-executed", 2}} {
 		for _, c := range []string{"1", "64"} {
-			t = append(t, target{what: "round trips per call, " + row.name + ", callers=" + c, got: pu + row.name + "/callers=" + c, unit: "roundtrips/op", equals: row.trips})
+			t = append(t, target{what: "round trips per call, " + row.name + ", callers=" + c, got: pu + row.name + "/callers=" + c, unit: "roundtrips/op", equals: exactly(row.trips)})
 		}
+	}
+	for _, c := range []string{"1", "64"} {
+		t = append(t, target{what: "store calls after the handler, tx-executed, callers=" + c, got: pu + "tx-executed/callers=" + c, unit: "after-handler/op", equals: exactly(0)})
 	}
 	p := "BenchmarkPostgresScale/records="
 	t = append(t, target{what: "postgres store claim p99, 1M vs 1k rows, sweeper running",
@@ -205,8 +211,8 @@ func (t target) measure(res results) []string {
 	if !ok {
 		return missing
 	}
-	if t.equals != 0 {
-		return []string{format(got), "= " + format(t.equals), yes(got == t.equals)}
+	if t.equals != nil {
+		return []string{format(got), "= " + format(*t.equals), yes(got == *t.equals)}
 	}
 	r := got
 	if t.base != "" {
