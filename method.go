@@ -172,8 +172,9 @@ func findMessageType(files *protoregistry.Files, name protoreflect.FullName) (pr
 // req, the descriptor of the method's request (nil when not known). The
 // error, a *MethodConfigError, says why the policy cannot work: an
 // idempotency.v1.method option or a code policy on a bidirectional
-// streaming method, or a key field that is not a singular string field of
-// the request. The key field of a DISABLED method is never read, so it is
+// streaming method, an option's mode this version does not know (unless
+// the code policy sets a Mode), or a key field that is not a singular
+// string field of the request. The key field of a DISABLED method is never read, so it is
 // not checked.
 func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, req protoreflect.MessageDescriptor) (*methodConfig, error) {
 	m := c.defaults()
@@ -195,6 +196,8 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		keyField, source = p.KeyField, "key_field"
 		m.namespace = p.Namespace
 	}
+	_, known := modeFromProto[given]
+	unknownMode := given != idempotencyv1.Mode_MODE_UNSPECIFIED && !known
 	m.mode = c.baseMode(fullMethod, given)
 	if o, ok := c.methods[fullMethod]; ok {
 		if md != nil && bidi(md) {
@@ -203,6 +206,7 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		}
 		if o.Mode != ModeUnspecified {
 			m.mode = o.Mode
+			unknownMode = false // the mode set in code is the method's
 		}
 		m.override(o)
 		if o.KeyField != "" {
@@ -210,6 +214,10 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		}
 	}
 	m.clamp()
+	if unknownMode {
+		fail.Problem = fmt.Sprintf(problemUnknownMode, int32(given))
+		return m, fail
+	}
 	if keyField == "" || m.mode == ModeDisabled {
 		return m, nil
 	}
@@ -232,6 +240,10 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 const (
 	problemBidiOption = "idempotency.v1.method option on a bidirectional streaming method; it applies to unary, client-streaming and server-streaming methods"
 	problemBidiPolicy = "WithMethodPolicy names a bidirectional streaming method; it applies to unary, client-streaming and server-streaming methods"
+	// A mode this version does not know, from a newer options.proto, may
+	// ask for more than OPTIONAL gives, so the method is not run as
+	// OPTIONAL: it fails closed until a mode is set in code.
+	problemUnknownMode = "idempotency.v1.method mode %d is none this version knows (MODE_OPTIONAL, MODE_REQUIRED, MODE_DISABLED); set the method's Mode with WithMethodPolicy, or upgrade"
 	// A stream's requests are read before its handler runs, into the
 	// request type the descriptor registry gives.
 	problemStreamUnknown = "WithMethodPolicy names a streaming method the descriptor registry does not have (see WithDescriptors): its requests cannot be read"

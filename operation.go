@@ -6,7 +6,8 @@ package idempotency
 // settings. An operation is not a method: [Server.Validate] does not look
 // for it among the methods a server serves.
 //
-// It panics, naming op, on an empty op, a negative duration, and on the
+// It panics, naming op, on an empty op, a negative duration, a
+// Cancellation that is none of its constants, and on the
 // fields that mean nothing for an operation: Mode (the work always runs
 // under a key), KeyField (the key is an argument) and Namespace (op is the
 // namespace).
@@ -23,7 +24,7 @@ func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
 		case p.Namespace != "":
 			c.invalid(option, "%s: Namespace must be empty: the operation is its own namespace", op)
 		}
-		c.durations(option, op, p)
+		c.checkPolicy(option, op, p)
 		if c.ops == nil {
 			c.ops = make(map[string]MethodPolicy)
 		}

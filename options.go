@@ -246,11 +246,12 @@ func WithFingerprint(f FingerprintFunc) ServerOption {
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
 // method's calls closed. [Server.Validate] reports names a server does not
-// serve. A negative Lease, Retention or HandlerTimeout makes it panic
-// too, naming the method.
+// serve. A negative Lease, Retention or HandlerTimeout, or a Mode or
+// Cancellation that is none of their constants, makes it panic too,
+// naming the method.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 	return serverOptionFunc(func(c *config) {
-		c.durations("WithMethodPolicy", fullMethod, p)
+		c.checkPolicy("WithMethodPolicy", fullMethod, p)
 		if c.methods == nil {
 			c.methods = make(map[string]MethodPolicy)
 		}
@@ -258,9 +259,10 @@ func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 	})
 }
 
-// durations records an error of option when a duration of p, the policy
-// of name, is negative.
-func (c *config) durations(option, name string, p MethodPolicy) {
+// checkPolicy records an error of option when a field of p, the policy of
+// name, holds a value no setting has: a negative duration, or a Mode or
+// Cancellation beyond its constants.
+func (c *config) checkPolicy(option, name string, p MethodPolicy) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
@@ -268,6 +270,12 @@ func (c *config) durations(option, name string, p MethodPolicy) {
 		if f.d < 0 {
 			c.invalid(option, "%s: %s must not be negative, got %v", name, f.name, f.d)
 		}
+	}
+	if p.Mode < ModeUnspecified || p.Mode > ModeDisabled {
+		c.invalid(option, "%s: Mode must be one of the Mode constants, got Mode(%d)", name, int(p.Mode))
+	}
+	if p.Cancellation < CancellationUnspecified || p.Cancellation > CancellationCaller {
+		c.invalid(option, "%s: Cancellation must be one of the Cancellation constants, got Cancellation(%d)", name, int(p.Cancellation))
 	}
 }
 

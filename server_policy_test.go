@@ -299,6 +299,14 @@ var optionErrors = []struct {
 		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": Retention must not be negative"},
 	{"negative policy handler timeout", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{HandlerTimeout: -1}),
 		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": HandlerTimeout must not be negative"},
+	{"policy mode out of range", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Mode: idempotency.ModeDisabled + 1}),
+		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": Mode must be one of the Mode constants, got Mode(4)"},
+	{"negative policy mode", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Mode: -1}),
+		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": Mode must be one of the Mode constants, got Mode(-1)"},
+	{"policy cancellation out of range", idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Cancellation: idempotency.CancellationCaller + 1}),
+		"idempotency: WithMethodPolicy: " + testingv1.TestService_Do_FullMethodName + ": Cancellation must be one of the Cancellation constants, got Cancellation(3)"},
+	{"operation cancellation out of range", idempotency.WithOperationPolicy("payments.charge", idempotency.MethodPolicy{Cancellation: -1}),
+		"idempotency: WithOperationPolicy: payments.charge: Cancellation must be one of the Cancellation constants, got Cancellation(-1)"},
 }
 
 // badFiles builds a registry with one service whose annotated method is
