@@ -3,9 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"runtime"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/benchtest"
@@ -71,13 +69,7 @@ func BenchmarkDo(b *testing.B) {
 func benchEntry(b *testing.B, callers int, replay bool, call func(ctx context.Context, s *idempotency.Server, key string) (bool, error)) {
 	s := idempotency.NewServer(memStore(b))
 	ctx := context.Background()
-	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	keyOf := func(i int64) string {
-		if replay {
-			i = 0
-		}
-		return prefix + strconv.FormatInt(i, 10)
-	}
+	keyOf := benchtest.Keys(replay)
 	if replay {
 		if replayed, err := call(ctx, s, keyOf(0)); err != nil || replayed {
 			b.Fatalf("first call: replayed=%v err=%v", replayed, err)

@@ -7,10 +7,8 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
@@ -107,13 +105,7 @@ func recorderSender(_ *testing.B, h http.Handler) sender {
 // it should be.
 func benchRequests(b *testing.B, send sender, callers int, replay bool) {
 	ctx := context.Background()
-	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	keyOf := func(i int64) string {
-		if replay {
-			i = 0
-		}
-		return prefix + strconv.FormatInt(i, 10)
-	}
+	keyOf := benchtest.Keys(replay)
 	want := ""
 	if replay {
 		want = "true"

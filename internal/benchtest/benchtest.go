@@ -1,6 +1,6 @@
 // Package benchtest holds what the benchmarks of several packages share:
-// the numbers of concurrent callers a row is measured at, and the loop
-// that makes b.N calls from that many goroutines.
+// the numbers of concurrent callers a row is measured at, the loop that
+// makes b.N calls from that many goroutines, and the keys they send.
 package benchtest
 
 import (
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Callers are the numbers of concurrent callers every row that compares
@@ -41,4 +42,17 @@ func Parallel(b *testing.B, callers int, body func(i int64)) {
 			body(seq.Add(1))
 		}
 	})
+}
+
+// Keys returns the key of call i of a row: a new key per call, or with
+// replay the same key for every call. The keys start with the time, so no
+// two runs share one.
+func Keys(replay bool) func(i int64) string {
+	prefix := strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	return func(i int64) string {
+		if replay {
+			i = 0
+		}
+		return prefix + strconv.FormatInt(i, 10)
+	}
 }
