@@ -116,19 +116,19 @@ BenchmarkUnaryPostgres/tx-executed/callers=64-2 	 100	 90000 ns/op	 1 after-hand
 	writeTargets(&earlier, res, slices.DeleteFunc(slices.Clone(all), func(tg target) bool { return !tg.earlier }))
 	for _, want := range []string{
 		"| target | measured | limit | met | floor |\n|---|---|---|---|---|\n",
-		"| memory replay vs bare, callers=1 | 1.024x | <= 1.02x | **no** (see notes) | 1.01x |\n", // not 1.02x
+		"| memory replay vs bare, callers=1 | 1.024x | <= 1.02x | **no** (see [the notes](docs/development.md)) | 1.01x |\n", // not 1.02x
 		"| memory executed vs bare, callers=1 | 1.05x | <= 1.10x | yes | not measured |\n",        // no floor-executed row
 		"| memory replay vs bare, callers=64 | not measured | | | not measured |\n",
 		"| memory replay vs bare, callers=1, instructions | 1.02x | <= 1.02x | yes | 1.05x |\n",
 		"| redis replay from the replay cache vs memory replay, callers=1 | not measured | | | |\n", // no floor cell
 		"| postgres claim of a completed key vs a SELECT, 1 goroutine (paired) | 1.25x | <= 1.30x | yes | |\n",
-		"| postgres claim of a completed key, throughput vs the old claim, 16 goroutines | 799.8% | >= 800% | **no** (see notes) | |\n",
-		"| postgres replay vs executed through gRPC, callers=64 | 0.30x | <= 0.25x | **no** (see notes) | |\n",
-		"| redis replay vs bare, callers=64 | 1.70x | <= 1.60x | **no** (see notes) | |\n",
+		"| postgres claim of a completed key, throughput vs the old claim, 16 goroutines | 799.8% | >= 800% | **no** (see [the notes](docs/development.md)) | |\n",
+		"| postgres replay vs executed through gRPC, callers=64 | 0.30x | <= 0.25x | **no** (see [the notes](docs/development.md)) | |\n",
+		"| redis replay vs bare, callers=64 | 1.70x | <= 1.60x | **no** (see [the notes](docs/development.md)) | |\n",
 		"| postgres store claim p99, 1M vs 1k rows, sweeper running | not measured | | | |\n",
-		"| round trips per call, postgres-replay, callers=1 | 2 | = 1 | **no** (see notes) | |\n",
+		"| round trips per call, postgres-replay, callers=1 | 2 | = 1 | **no** (see [the notes](docs/development.md)) | |\n",
 		"| store calls after the handler, tx-executed, callers=1 | 0 | = 0 | yes | |\n", // a limit of 0
-		"| store calls after the handler, tx-executed, callers=64 | 1 | = 0 | **no** (see notes) | |\n",
+		"| store calls after the handler, tx-executed, callers=64 | 1 | = 0 | **no** (see [the notes](docs/development.md)) | |\n",
 	} {
 		if !strings.Contains(current.String(), want) {
 			t.Errorf("targets table lacks %q:\n%s", want, current.String())
