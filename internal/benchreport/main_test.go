@@ -117,7 +117,7 @@ BenchmarkUnaryPostgres/tx-executed/callers=64-2 	 100	 90000 ns/op	 1 after-hand
 	for _, want := range []string{
 		"| target | measured | limit | met | floor |\n|---|---|---|---|---|\n",
 		"| memory replay vs bare, callers=1 | 1.024x | <= 1.02x | **no** (see [the notes](docs/development.md)) | 1.01x |\n", // not 1.02x
-		"| memory executed vs bare, callers=1 | 1.05x | <= 1.10x | yes | not measured |\n",        // no floor-executed row
+		"| memory executed vs bare, callers=1 | 1.05x | <= 1.10x | yes | not measured |\n",                                   // no floor-executed row
 		"| memory replay vs bare, callers=64 | not measured | | | not measured |\n",
 		"| memory replay vs bare, callers=1, instructions | 1.02x | <= 1.02x | yes | 1.05x |\n",
 		"| redis replay from the replay cache vs memory replay, callers=1 | not measured | | | |\n", // no floor cell
