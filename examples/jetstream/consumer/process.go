@@ -52,7 +52,7 @@ type Result struct {
 	Delivery uint64
 	// Ran reports whether this delivery ran the handler.
 	Ran bool
-	// Err is the handler's or [idempotency.Once]'s error; nil when the work
+	// Err is the handler's or [idempotency.Do]'s error; nil when the work
 	// is done.
 	Err error
 	// Action is how the message was settled.

@@ -6,7 +6,8 @@
 //
 // A [Processor] takes each delivery from a JetStream consumer
 // ([Processor.Consume], or [Processor.Fetch] for a batch) and settles it
-// by what [idempotency.Once] returned:
+// by what [idempotency.Once] returned (called as [idempotency.Do] with an
+// empty response, which also says whether the answer was stored):
 //
 //   - done, now or by an earlier delivery: Ack (a double ack, which waits
 //     for the server's confirmation);
