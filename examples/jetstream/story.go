@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,16 +76,11 @@ func run(ctx context.Context, out io.Writer) error {
 
 	w := &warehouse{shipped: map[string]int{}, flaky: map[string]bool{"2": true}}
 	idem := idempotency.NewServer(memorystore.New(), idempotency.WithLease(300*time.Millisecond))
-	final := make(chan consumer.Result, 16)
+	results := make(chan consumer.Result, 16)
 	p := consumer.New(idem, "orders.ship", w.ship,
 		consumer.WithKey(consumer.HeaderKey("Order-Id")),
 		consumer.WithRetryDelay(100*time.Millisecond),
-		consumer.WithResults(func(r consumer.Result) {
-			fmt.Fprintf(out, "  %s, delivery %d: %s\n", r.Key, r.Delivery, describe(r))
-			if r.Action == consumer.Ack || r.Action == consumer.Term {
-				final <- r
-			}
-		}))
+		consumer.WithResults(func(r consumer.Result) { results <- r }))
 
 	pub, err := connect(ns.ClientURL())
 	if err != nil {
@@ -122,21 +119,45 @@ func run(ctx context.Context, out io.Writer) error {
 			if dropped { // no delivery to wait for
 				continue
 			}
-			select {
-			case r := <-final:
-				if r.Action != ch.want {
-					return fmt.Errorf("%s: %s, want %s", r.Key, r.Action, ch.want)
-				}
-			case <-ctx.Done():
-				return ctx.Err()
+			got, err := deliveries(ctx, results)
+			if err != nil {
+				return err
+			}
+			for _, r := range got {
+				fmt.Fprintf(out, "  %s, delivery %d: %s\n", r.Key, r.Delivery, describe(r))
+			}
+			if r := got[len(got)-1]; r.Action != ch.want {
+				return fmt.Errorf("%s: %s, want %s", r.Key, r.Action, ch.want)
 			}
 		}
 	}
 	return w.check(out)
 }
 
+// deliveries returns the Results of one message's deliveries in order,
+// once one of them settled it for good (Ack or Term). Each instance
+// reports a delivery after settling it, so a redelivery on the other
+// instance can report before the delivery that nakked it.
+func deliveries(ctx context.Context, results <-chan consumer.Result) ([]consumer.Result, error) {
+	var got []consumer.Result
+	var last uint64 // the delivery that settled the message, 0 until one has
+	for last == 0 || uint64(len(got)) < last {
+		select {
+		case r := <-results:
+			got = append(got, r)
+			if r.Action == consumer.Ack || r.Action == consumer.Term {
+				last = r.Delivery
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	slices.SortFunc(got, func(a, b consumer.Result) int { return cmp.Compare(a.Delivery, b.Delivery) })
+	return got, nil
+}
+
 // chapter is one order's story: the messages published (Order-Id and
-// Msg-Id) and how each delivery that ends a message must be settled.
+// Msg-Id) and how the delivery that ends each message must be settled.
 type chapter struct {
 	title   string
 	publish [][2]string

@@ -41,6 +41,15 @@ func MsgKey(msg jetstream.Msg) (string, error) {
 // is terminated. The body is still the request the key stands for: two
 // messages with the id and different bodies are refused with
 // [idempotency.ErrKeyReused].
+//
+// The key is name, a colon and the header's value, "Name:value":
+// HeaderKey("Order-Id") keys a message whose Order-Id header is 7 as
+// "Order-Id:7"; a key that is not a valid idempotency key (over 255
+// bytes, or outside printable ASCII) is replaced by its SHA-256, as in
+// [MsgKey]. NATS header names are case-sensitive ("order-id" is another
+// header), and name is part of every key: a consumer moved to another
+// name, or another key function, finds none of the outcomes stored under
+// its old keys, and runs their messages again when they come back.
 func HeaderKey(name string) func(jetstream.Msg) (string, error) {
 	if name == "" {
 		panic("consumer: HeaderKey: the header name is empty")

@@ -44,3 +44,40 @@ func TestMsgKey(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderKey: HeaderKey("Order-Id") keys a message as "Order-Id:" and
+// the header's value, hashed when that is not a valid idempotency key; a
+// message without the header, or with it under another case, has no key
+// and is terminated.
+func TestHeaderKey(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	long := strings.Repeat("7", 300)
+	sum := sha256.Sum256([]byte("Order-Id:" + long))
+	tests := []struct {
+		name    string
+		headers []string
+		want    string // "" for none
+		action  consumer.Action
+	}{
+		{"business id", []string{"Order-Id", "7"}, "Order-Id:7", consumer.Ack},
+		{"business id too long", []string{"Order-Id", long}, "sha256:" + hex.EncodeToString(sum[:]), consumer.Ack},
+		{"another case", []string{"order-id", "7"}, "", consumer.Term},
+		{"no header", []string{jetstream.MsgIDHeader, "m1"}, "", consumer.Term},
+	}
+	js := b.connect()
+	for _, tt := range tests {
+		b.publish(js, tt.name, tt.headers...)
+	}
+	p := consumer.New(newServer(), "orders.ship", func(context.Context, jetstream.Msg) error { return nil },
+		consumer.WithKey(consumer.HeaderKey("Order-Id")))
+	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(waitLimit))
+	if err != nil || len(got) != len(tests) {
+		t.Fatalf("fetch: %d results, %v; want %d", len(got), err, len(tests))
+	}
+	for i, tt := range tests {
+		if got[i].Key != tt.want || got[i].Action != tt.action {
+			t.Errorf("%s: key %q, %v; want %q, %v", tt.name, got[i].Key, got[i].Action, tt.want, tt.action)
+		}
+	}
+}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-idempotency/idempotency"
@@ -52,7 +52,7 @@ type Result struct {
 	Delivery uint64
 	// Ran reports whether this delivery ran the handler.
 	Ran bool
-	// Err is the handler's or [idempotency.Once]'s error; nil when the work
+	// Err is the handler's or [idempotency.Do]'s error; nil when the work
 	// is done.
 	Err error
 	// Action is how the message was settled.
@@ -83,13 +83,17 @@ func (p *Processor) process(ctx context.Context, msg jetstream.Msg, progress tim
 		return p.settle(ctx, msg, r, Term)
 	}
 	// The body is the request the key stands for: an id reused for another
-	// body is refused with ErrKeyReused instead of being skipped.
-	r.Ran, r.Err = idempotency.Once(ctx, p.server, p.op, r.Key, wrapperspb.Bytes(msg.Data()),
-		func(ctx context.Context) error {
+	// body is refused with ErrKeyReused instead of being skipped. Do with an
+	// empty response is Once (they share their records), and it also says
+	// whether its answer is a stored outcome.
+	_, replayed, err := idempotency.Do(ctx, p.server, p.op, r.Key, wrapperspb.Bytes(msg.Data()),
+		func(ctx context.Context) (*emptypb.Empty, error) {
+			r.Ran = true
 			defer keepInProgress(ctx, msg, progress)()
-			return p.run(ctx, msg)
+			return &emptypb.Empty{}, p.run(ctx, msg)
 		})
-	return p.settle(ctx, msg, r, p.action(r.Err))
+	r.Err = err
+	return p.settle(ctx, msg, r, p.action(r, replayed))
 }
 
 // run calls the handler, turning a panic into [ErrHandlerPanicked].
@@ -102,25 +106,37 @@ func (p *Processor) run(ctx context.Context, msg jetstream.Msg) (err error) {
 	return p.handler(ctx, msg)
 }
 
-// action returns how to settle a delivery whose Once returned err.
-func (p *Processor) action(err error) Action {
-	if err == nil {
+// action returns how to settle a delivery whose Do returned r.Err;
+// replayed reports that r.Err is a stored outcome.
+//
+// Only the idempotency server knows which handler errors it stores (its
+// WithStoredCodes), so the Processor keeps no copy of its codes: the
+// error of a run is nakked, whatever its code, and the redelivery tells.
+// If the server stored it, the redelivery replays it, and a replayed error
+// is final (Term, or Ack with WithAckStoredErrors); if the server released
+// the claim, the redelivery runs the handler again.
+func (p *Processor) action(r Result, replayed bool) Action {
+	switch {
+	case r.Err == nil:
 		return Ack
-	}
-	switch idempotency.Reason(err) {
-	case "":
-	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
-		return NakWithDelay
-	default: // the key reused for another body, a corrupt record: no redelivery helps
-		return Term
-	}
-	if st, ok := status.FromError(err); ok && p.cfg.stored[st.Code()] {
+	case r.Ran: // the handler's own error, or its panic
+		return Nak
+	case replayed && !errors.Is(r.Err, idempotency.ErrRecordCorrupt):
+		// The handler's deterministic error, stored: every delivery gets
+		// it, whatever it carries (even another service's ErrorInfo).
 		if p.cfg.ackStored {
 			return Ack
 		}
 		return Term
 	}
-	return Nak // a retryable error: the claim was released, the handler runs again
+	switch idempotency.Reason(r.Err) {
+	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
+		return NakWithDelay
+	case "": // ctx ended before the handler started
+		return Nak
+	default: // the key reused for another body, a corrupt record: no redelivery helps
+		return Term
+	}
 }
 
 // settle tells JetStream what became of the delivery and reports r.

@@ -6,7 +6,8 @@
 //
 // A [Processor] takes each delivery from a JetStream consumer
 // ([Processor.Consume], or [Processor.Fetch] for a batch) and settles it
-// by what [idempotency.Once] returned:
+// by what [idempotency.Once] returned (called as [idempotency.Do] with an
+// empty response, which also says whether the answer was stored):
 //
 //   - done, now or by an earlier delivery: Ack (a double ack, which waits
 //     for the server's confirmation);
@@ -14,13 +15,17 @@
 //     or the store is unavailable or full: NakWithDelay, so the message
 //     comes back after the delay and finds the work done, or runs it if
 //     the other delivery's claim was released or its lease ran out;
-//   - the handler failed with a retryable error, or panicked: Nak, so the
-//     message is redelivered and the handler runs again;
-//   - the handler failed with a deterministic error (a gRPC status whose
-//     code is a stored code; see [WithStoredCodes]), stored and returned
-//     to every later delivery: Term with the error as the reason, which
-//     stops redelivery and emits JetStream's MSG_TERMINATED advisory for a
-//     dead-letter process ([WithAckStoredErrors] acks instead);
+//   - the handler failed, or panicked: Nak, so the message is redelivered
+//     at once. The idempotency server alone knows whether it stored the
+//     error (its WithStoredCodes): a retryable error released the claim,
+//     and the redelivery runs the handler again; a deterministic error
+//     was stored, and the redelivery gets it back;
+//   - the delivery got a stored error back without running: Term with
+//     the error as the reason, whatever its code, which stops redelivery
+//     and emits JetStream's MSG_TERMINATED advisory for a dead-letter
+//     process ([WithAckStoredErrors] acks instead). A deterministic error
+//     is thus settled on the delivery after the one that ran: give the
+//     consumer a MaxDeliver of 2 or more (or none);
 //   - the message cannot be processed at all (no key, or its key was used
 //     for another body: [idempotency.ErrKeyReused]): Term.
 //
@@ -38,14 +43,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc/codes"
 
 	"github.com/grpc-idempotency/idempotency"
 )
 
 // Handler does the work of one message. It runs at most once per message
-// key to completion: a run that returns nil, or a deterministic error,
-// is never repeated for that key. Its context carries the claim
+// key to completion: a run that returns nil, or an error the idempotency
+// server stores, is never repeated for that key. Its context carries the claim
 // ([idempotency.ClaimFromContext]) and is cancelled when the claim's lease
 // is lost. It must not acknowledge msg: the Processor does, once the
 // outcome is stored.
@@ -66,7 +70,6 @@ type config struct {
 	key        func(jetstream.Msg) (string, error)
 	progress   time.Duration
 	retryDelay time.Duration
-	stored     [17]bool
 	ackStored  bool
 	results    func(Result)
 }
@@ -88,7 +91,6 @@ func New(server *idempotency.Server, op string, h Handler, opts ...Option) *Proc
 		panic("consumer: New: the handler is nil")
 	}
 	cfg := config{key: MsgKey, retryDelay: idempotency.DefaultRetryAfter, results: func(Result) {}}
-	WithStoredCodes(idempotency.DefaultStoredCodes...)(&cfg)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -127,25 +129,9 @@ func WithRetryDelay(d time.Duration) Option {
 	return func(c *config) { c.retryDelay = d }
 }
 
-// WithStoredCodes sets the codes of the handler errors the idempotency
-// server stores: give the codes of its WithStoredCodes. Such an error is
-// final, and its message is terminated (or acked, [WithAckStoredErrors]);
-// any other handler error is retryable and its message is nakked. Default
-// [idempotency.DefaultStoredCodes].
-func WithStoredCodes(cs ...codes.Code) Option {
-	var stored [17]bool
-	for _, code := range cs {
-		if code == codes.OK || int(code) >= len(stored) {
-			panic(fmt.Sprintf("consumer: WithStoredCodes: %v is not an error code (want 1..16)", code))
-		}
-		stored[code] = true
-	}
-	return func(c *config) { c.stored = stored }
-}
-
-// WithAckStoredErrors acks a message whose handler failed with a stored
-// (deterministic) error instead of terminating it: for consumers that keep
-// their own record of failures. Default: Term.
+// WithAckStoredErrors acks a message whose delivery got the handler's
+// stored (deterministic) error back instead of terminating it: for
+// consumers that keep their own record of failures. Default: Term.
 func WithAckStoredErrors() Option {
 	return func(c *config) { c.ackStored = true }
 }
