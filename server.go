@@ -104,3 +104,14 @@ func StreamServerInterceptor(s store.Store, opts ...ServerOption) grpc.StreamSer
 func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	return NewServer(s, opts...).UnaryServerInterceptor()
 }
+
+// StoresError reports whether err, returned by a handler or by the
+// function of [Do] or [Once], is kept as the call's outcome: a gRPC status
+// whose code is one of [WithStoredCodes]. Such an error is replayed to
+// every retry for the retention; any other error releases the claim, so a
+// retry runs the work again. A message consumer uses it to settle the
+// delivery that ran its handler: a stored error is final at once, any
+// other is redelivered. A nil err is a response, not an error: false.
+func (s *Server) StoresError(err error) bool {
+	return err != nil && s.e.keeps(err)
+}

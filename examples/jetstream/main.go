@@ -11,8 +11,7 @@
 //  2. an order whose first run fails with a retryable error: nakked,
 //     redelivered, shipped;
 //  3. an order for a product that does not exist: a deterministic error,
-//     stored; the run's delivery is nakked, and the redelivery gets the
-//     stored error back without running and terminates the message;
+//     stored, and the message is terminated with it as the reason;
 //  4. an order that takes longer than AckWait to ship: kept in progress,
 //     delivered once.
 //

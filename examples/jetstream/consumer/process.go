@@ -110,24 +110,30 @@ func (p *Processor) run(ctx context.Context, msg jetstream.Msg) (err error) {
 // replayed reports that r.Err is a stored outcome.
 //
 // Only the idempotency server knows which handler errors it stores (its
-// WithStoredCodes), so the Processor keeps no copy of its codes: the
-// error of a run is nakked, whatever its code, and the redelivery tells.
-// If the server stored it, the redelivery replays it, and a replayed error
-// is final (Term, or Ack with WithAckStoredErrors); if the server released
-// the claim, the redelivery runs the handler again.
+// WithStoredCodes), so the Processor keeps no copy of its codes and asks
+// it ([idempotency.Server.StoresError]): the error of a run that the
+// server stores is final at once, as it is on every delivery that gets it
+// back replayed; any other error of a run released the claim, and the
+// redelivery runs the handler again.
 func (p *Processor) action(r Result, replayed bool) Action {
-	switch {
-	case r.Err == nil:
-		return Ack
-	case r.Ran: // the handler's own error, or its panic
-		return Nak
-	case replayed && !errors.Is(r.Err, idempotency.ErrRecordCorrupt):
-		// The handler's deterministic error, stored: every delivery gets
-		// it, whatever it carries (even another service's ErrorInfo).
+	final := func() Action {
 		if p.cfg.ackStored {
 			return Ack
 		}
 		return Term
+	}
+	switch {
+	case r.Err == nil:
+		return Ack
+	case r.Ran && p.server.StoresError(r.Err):
+		// The handler's deterministic error, stored for every delivery.
+		return final()
+	case r.Ran: // a retryable error, or a panic: the claim was released
+		return Nak
+	case replayed && !errors.Is(r.Err, idempotency.ErrRecordCorrupt):
+		// The handler's deterministic error, stored: every delivery gets
+		// it, whatever it carries (even another service's ErrorInfo).
+		return final()
 	}
 	switch idempotency.Reason(r.Err) {
 	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:

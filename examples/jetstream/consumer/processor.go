@@ -15,17 +15,15 @@
 //     or the store is unavailable or full: NakWithDelay, so the message
 //     comes back after the delay and finds the work done, or runs it if
 //     the other delivery's claim was released or its lease ran out;
-//   - the handler failed, or panicked: Nak, so the message is redelivered
-//     at once. The idempotency server alone knows whether it stored the
-//     error (its WithStoredCodes): a retryable error released the claim,
-//     and the redelivery runs the handler again; a deterministic error
-//     was stored, and the redelivery gets it back;
-//   - the delivery got a stored error back without running: Term with
-//     the error as the reason, whatever its code, which stops redelivery
-//     and emits JetStream's MSG_TERMINATED advisory for a dead-letter
-//     process ([WithAckStoredErrors] acks instead). A deterministic error
-//     is thus settled on the delivery after the one that ran: give the
-//     consumer a MaxDeliver of 2 or more (or none);
+//   - the handler failed with an error the idempotency server stores (its
+//     WithStoredCodes, asked with [idempotency.Server.StoresError]), or
+//     the delivery got such an error back without running: Term with the
+//     error as the reason, whatever its code, which stops redelivery and
+//     emits JetStream's MSG_TERMINATED advisory for a dead-letter process
+//     ([WithAckStoredErrors] acks instead);
+//   - the handler failed with any other error, or panicked: Nak, so the
+//     message is redelivered at once; the claim was released, and the
+//     redelivery runs the handler again;
 //   - the message cannot be processed at all (no key, or its key was used
 //     for another body: [idempotency.ErrKeyReused]): Term.
 //

@@ -15,13 +15,12 @@ import (
 )
 
 // TestStoredOutcomeFinal: the idempotency server's stored codes, not the
-// Processor's, decide whether a handler error is final. A handler error
-// is nakked on the delivery that ran it; the redelivery finds the error
-// stored and settles it as final (Term, or Ack with WithAckStoredErrors)
-// without running, whatever its code: DATA_LOSS, which only this server
-// stores, as much as a default code. An error whose code the server does
-// not store, a default code among them, released the claim: its
-// redelivery runs the handler again.
+// Processor's, decide whether a handler error is final. An error the
+// server stores is final on the delivery that ran it (Term, or Ack with
+// WithAckStoredErrors), whatever its code: DATA_LOSS, which only this
+// server stores, as much as a default code. An error whose code the
+// server does not store, a default code among them, released the claim:
+// it is nakked and its redelivery runs the handler again.
 func TestStoredOutcomeFinal(t *testing.T) {
 	t.Parallel()
 	errTruncated := status.Error(codes.DataLoss, "the order record is truncated")
@@ -42,20 +41,20 @@ func TestStoredOutcomeFinal(t *testing.T) {
 			name:        "a code only the server stores is terminated",
 			serverCodes: append(slices.Clone(idempotency.DefaultStoredCodes), codes.DataLoss),
 			errs:        []error{errTruncated},
-			want:        []delivery{{true, errTruncated, consumer.Nak}, {false, errTruncated, consumer.Term}},
+			want:        []delivery{{true, errTruncated, consumer.Term}},
 		},
 		{
 			name:        "a code only the server stores is acked",
 			serverCodes: []codes.Code{codes.DataLoss},
 			opts:        []consumer.Option{consumer.WithAckStoredErrors()},
 			errs:        []error{errTruncated},
-			want:        []delivery{{true, errTruncated, consumer.Nak}, {false, errTruncated, consumer.Ack}},
+			want:        []delivery{{true, errTruncated, consumer.Ack}},
 		},
 		{
 			name:        "a default code the server stores is terminated",
 			serverCodes: idempotency.DefaultStoredCodes,
 			errs:        []error{errNoStock},
-			want:        []delivery{{true, errNoStock, consumer.Nak}, {false, errNoStock, consumer.Term}},
+			want:        []delivery{{true, errNoStock, consumer.Term}},
 		},
 		{
 			name:        "a default code the server does not store runs again",
