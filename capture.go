@@ -23,7 +23,9 @@ import (
 // retries replay. Such a call returns nil, as it would with the caller
 // still there. A refusal on a live stream is a misuse that a live caller
 // would not see either (SetHeader or SendHeader after the header was sent):
-// it keeps grpc-go's error and is not recorded.
+// it keeps grpc-go's error and is not recorded. After a send grpc-go
+// refused on a live stream, which sent the caller the stream's status
+// ([captureStream.end]), nothing more is recorded.
 type captureStream struct {
 	grpc.ServerTransportStream
 	// caller is the caller's context: grpc-go cancels it when the stream
@@ -35,6 +37,7 @@ type captureStream struct {
 	header     metadata.MD
 	trailer    metadata.MD
 	headerSent bool // a SendHeader was accepted or recorded
+	ended      bool // the stream's status went to the caller at a refused send
 }
 
 // install puts s in front of ctx's transport stream, if any, and returns
@@ -45,6 +48,15 @@ func (s *captureStream) install(ctx context.Context) context.Context {
 		ctx = grpc.NewContextWithServerTransportStream(ctx, s)
 	}
 	return ctx
+}
+
+// end marks the stream ended by a send grpc-go refused on a live stream: it
+// sent the caller the refusal as the status, with the header and trailer
+// set so far, and nothing set after reaches anyone.
+func (s *captureStream) end() {
+	s.mu.Lock()
+	s.headerSent, s.ended = true, true
+	s.mu.Unlock()
 }
 
 // SetHeader refuses after the header was sent, as grpc-go does. grpc-go
@@ -80,14 +92,18 @@ func (s *captureStream) SendHeader(md metadata.MD) error {
 	return nil
 }
 
-// SetTrailer is recorded whatever the transport said: grpc-go refuses a
-// trailer only once the stream has ended.
+// SetTrailer is recorded whatever the transport said (grpc-go refuses a
+// trailer only once the stream has ended), unless the stream ended at a
+// refused send: the caller has its status and trailer already.
 func (s *captureStream) SetTrailer(md metadata.MD) error {
 	md = withoutMarker(md)
-	_ = s.ServerTransportStream.SetTrailer(md)
+	err := s.ServerTransportStream.SetTrailer(md)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return err
+	}
 	s.trailer = metadata.Join(s.trailer, md)
-	s.mu.Unlock()
 	return nil
 }
 
