@@ -204,6 +204,7 @@ func (h *handlerStream) SendMsg(m any) error {
 			return err
 		}
 	}
+	s.md.messageSent()
 	s.sent.add(m, s.e.cfg.maxResponseBytes)
 	return nil
 }

@@ -155,3 +155,88 @@ type ctxStream struct {
 }
 
 func (s *ctxStream) Context() context.Context { return s.ctx }
+
+// TestStreamLateHeaderRefused: a SetHeader after the stream's header went
+// with its first message is refused, as grpc-go refuses it on a live
+// stream, whether the caller is there or has left (detached, the handler
+// goes on); so the replay never carries a header no live caller could
+// have got. A SetHeader before the first message of a caller that has
+// left is recorded and replayed (decision 58).
+func TestStreamLateHeaderRefused(t *testing.T) {
+	t.Parallel()
+	const (
+		stays       = iota
+		leftAfter1  // after it received message 1
+		leftBefore1 // before the first message
+	)
+	for _, when := range []int{stays, leftAfter1, leftBefore1} {
+		t.Run([]string{"CallerStays", "CallerLeftAfterMessage1", "CallerLeftBeforeMessage1"}[when], func(t *testing.T) {
+			t.Parallel()
+			started, finished := make(chan struct{}), make(chan struct{})
+			var lateErr, midErr error
+			svc := &scripted{script: func(_ *testgrpc.StreamingOutputCallRequest, stream grpc.ServerStreamingServer[testgrpc.StreamingOutputCallResponse]) error {
+				defer close(finished)
+				caller := stream.Context().Value(callerKey{}).(context.Context)
+				if err := stream.SetHeader(metadata.Pairs("x-early", "1")); err != nil {
+					return err
+				}
+				close(started)
+				if when == leftBefore1 {
+					<-caller.Done()
+					midErr = stream.SetHeader(metadata.Pairs("x-mid", "1"))
+				}
+				if err := stream.Send(message(0, 16)); err != nil {
+					return err
+				}
+				if when == leftAfter1 {
+					<-caller.Done()
+				}
+				lateErr = stream.SetHeader(metadata.Pairs("x-late", "1"))
+				return stream.Send(message(1, 16))
+			}}
+			s := idempotency.NewServer(memStore(t), append(streamtest.Policies(idempotency.MethodPolicy{Mode: idempotency.ModeRequired}),
+				idempotency.WithWaitForInFlight(time.Minute))...)
+			c := streamtest.Start(t, svc, nil, grpc.ChainStreamInterceptor(keepStreamCaller, s.StreamServerInterceptor()))
+			key := withKey(t.Context(), "late")
+			ctx, cancel := context.WithCancel(key)
+			defer cancel()
+			stream, err := c.StreamingOutputCall(ctx, streamtest.OutputRequest(2, 16))
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-started
+			switch when {
+			case stays:
+				for range 2 {
+					if _, err := stream.Recv(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if h, _ := stream.Header(); h.Get("x-late") != nil || h.Get("x-early") == nil {
+					t.Fatalf("live header %v; want x-early and not x-late", h)
+				}
+			case leftAfter1:
+				if _, err := stream.Recv(); err != nil {
+					t.Fatal(err)
+				}
+				cancel()
+			case leftBefore1:
+				cancel()
+			}
+			<-finished
+			if lateErr == nil {
+				t.Fatal("SetHeader after the first message returned nil; grpc-go refuses it on a live stream")
+			}
+			if when == leftBefore1 && midErr != nil {
+				t.Fatalf("SetHeader before the first message of a caller that left: %v, want it recorded (decision 58)", midErr)
+			}
+			a := streamtest.Output(key, c, streamtest.OutputRequest(2, 16))
+			if a.Err != nil || len(a.Messages) != 2 || !a.Replayed || svc.runs.Load() != 1 {
+				t.Fatalf("retry: %d messages, replayed %v, %v, %d runs; want the stored 2", len(a.Messages), a.Replayed, a.Err, svc.runs.Load())
+			}
+			if a.Header.Get("x-late") != nil || a.Header.Get("x-early") == nil || (when == leftBefore1) != (a.Header.Get("x-mid") != nil) {
+				t.Fatalf("replayed header %v; want x-early, x-mid only when set before message 1 of a caller that left, never x-late", a.Header)
+			}
+		})
+	}
+}
