@@ -35,8 +35,11 @@ type streamCall struct {
 	sent    streamed      // a server-streaming handler's messages
 }
 
-func (s *streamCall) bypass(ctx context.Context) (any, error) {
-	return nil, passThroughStream(s.srv, s.ss, s.handler, s.reqs)
+// bypass runs the handler without a claim (the store failing open, or a
+// call nested in one that holds the claim), sending the messages after
+// those a resuming caller has.
+func (s *streamCall) bypass(context.Context) (any, error) {
+	return nil, passThroughStream(s.srv, s.ss, s.handler, s.reqs, s.resume)
 }
 
 // run runs the handler on a stream that yields the requests read ahead
@@ -50,7 +53,12 @@ func (s *streamCall) run(ctx context.Context) (any, error) {
 	return s.resp, err
 }
 
+// capture installs the header and trailer capture in the handler's
+// context, without the resume point, which this call honours.
 func (s *streamCall) capture(ctx context.Context) context.Context {
+	if s.resume > 0 {
+		ctx = withoutResume(ctx)
+	}
 	return s.md.install(ctx)
 }
 
@@ -131,13 +139,15 @@ func (r replayedStream) decode(mt protoreflect.MessageType, skip int) ([]proto.M
 // handlerStream is the stream a handler gets: RecvMsg yields the requests
 // read ahead (when buffered) and then io.EOF; with a call, the header and
 // trailer are captured and what the handler sends is recorded; without
-// one, they go to the caller without the replay marker.
+// one, they go to the caller without the replay marker, and the first
+// skip messages are not sent.
 type handlerStream struct {
 	grpc.ServerStream // the caller's
 	ctx               context.Context
 	reqs              []proto.Message
 	buffered          bool
 	call              *streamCall // nil: not claimed
+	skip              int         // without a call: the messages the caller already has
 }
 
 func (h *handlerStream) Context() context.Context { return h.ctx }
@@ -168,7 +178,8 @@ func (h *handlerStream) RecvMsg(m any) error {
 	return proto.Unmarshal(b, dst)
 }
 
-// SendMsg sends m to the caller, and records it when claimed. A
+// SendMsg sends m to the caller, and records it when claimed; without a
+// claim, it skips the messages a resuming caller already has (skip). A
 // client-streaming handler's response is held until its outcome is
 // stored.
 //
@@ -189,6 +200,9 @@ func (h *handlerStream) RecvMsg(m any) error {
 func (h *handlerStream) SendMsg(m any) error {
 	s := h.call
 	switch {
+	case s == nil && h.skip > 0:
+		h.skip--
+		return nil
 	case s == nil:
 		return h.ServerStream.SendMsg(m)
 	case !s.streams:
