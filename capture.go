@@ -7,7 +7,9 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 )
@@ -21,9 +23,12 @@ import (
 // after its caller cancelled or its deadline passed, and the metadata it
 // sets then (a charge id, a ledger entry) belongs to the outcome that
 // retries replay. Such a call returns nil, as it would with the caller
-// still there. A refusal on a live stream is a misuse that a live caller
-// would not see either (SetHeader or SendHeader after the header was sent):
-// it keeps grpc-go's error and is not recorded.
+// still there. What a live caller would not have got either is refused and
+// not recorded: a header set or sent after the header went (with
+// SendHeader, or with the stream's first message, sent or recorded after
+// the caller left: [captureStream.messageSent]) gets grpc-go's error, and
+// after a send grpc-go refused on a live stream, which sent the caller
+// the stream's status ([captureStream.end]), nothing more is recorded.
 type captureStream struct {
 	grpc.ServerTransportStream
 	// caller is the caller's context: grpc-go cancels it when the stream
@@ -31,11 +36,20 @@ type captureStream struct {
 	// closed).
 	caller context.Context
 
-	mu         sync.Mutex
-	header     metadata.MD
-	trailer    metadata.MD
-	headerSent bool // a SendHeader was accepted or recorded
+	mu      sync.Mutex
+	header  metadata.MD
+	trailer metadata.MD
+	// headerSent: the header has gone, or would have gone to a caller
+	// still there (a SendHeader or a server stream's first message).
+	headerSent bool
+	// ended: the stream's status went to the caller at a refused send.
+	ended bool
 }
+
+// errHeaderSent is grpc-go's error for a header set or sent after the
+// header went (its transport.ErrIllegalHeaderWrite), which a handler gets
+// on a live stream.
+var errHeaderSent = status.Error(codes.Internal, "transport: SendHeader called multiple times")
 
 // install puts s in front of ctx's transport stream, if any, and returns
 // the context that carries it.
@@ -47,12 +61,45 @@ func (s *captureStream) install(ctx context.Context) context.Context {
 	return ctx
 }
 
+// messageSent marks the header sent, as a server stream's first message
+// sends it: by then a live caller has it, and a later SetHeader is
+// refused, also when the message was only recorded (the caller had left,
+// or a resuming caller has it).
+func (s *captureStream) messageSent() {
+	s.mu.Lock()
+	s.headerSent = true
+	s.mu.Unlock()
+}
+
+// end marks the stream ended by a send grpc-go refused on a live stream: it
+// sent the caller the refusal as the status, with the header and trailer
+// set so far, and nothing set after reaches anyone.
+func (s *captureStream) end() {
+	s.mu.Lock()
+	s.headerSent, s.ended = true, true
+	s.mu.Unlock()
+}
+
+// sent reports whether the header has gone (or would have).
+func (s *captureStream) sent() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.headerSent
+}
+
 // SetHeader refuses after the header was sent, as grpc-go does. grpc-go
 // refuses on an ended stream too, with the same error; it marks a stream
 // ended just before it cancels the caller's context, so the caller's
-// context tells the two apart (a SetHeader in the instant between the two
-// reads as a misuse).
+// context tells the two apart when the header went without this capture
+// seeing it (an interceptor before this one sent it); a SetHeader in the
+// instant between the two reads as refused.
 func (s *captureStream) SetHeader(md metadata.MD) error {
+	if md.Len() == 0 {
+		return nil
+	}
+	if s.sent() {
+		return errHeaderSent
+	}
 	md = withoutMarker(md)
 	err := s.ServerTransportStream.SetHeader(md)
 	s.mu.Lock()
@@ -68,6 +115,9 @@ func (s *captureStream) SetHeader(md metadata.MD) error {
 // because the stream has ended counts as sent, so a SetHeader after it is
 // refused as it would be on a live stream.
 func (s *captureStream) SendHeader(md metadata.MD) error {
+	if s.sent() {
+		return errHeaderSent
+	}
 	md = withoutMarker(md)
 	err := s.ServerTransportStream.SendHeader(md)
 	s.mu.Lock()
@@ -80,14 +130,18 @@ func (s *captureStream) SendHeader(md metadata.MD) error {
 	return nil
 }
 
-// SetTrailer is recorded whatever the transport said: grpc-go refuses a
-// trailer only once the stream has ended.
+// SetTrailer is recorded whatever the transport said (grpc-go refuses a
+// trailer only once the stream has ended), unless the stream ended at a
+// refused send: the caller has its status and trailer already.
 func (s *captureStream) SetTrailer(md metadata.MD) error {
 	md = withoutMarker(md)
-	_ = s.ServerTransportStream.SetTrailer(md)
+	err := s.ServerTransportStream.SetTrailer(md)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return err
+	}
 	s.trailer = metadata.Join(s.trailer, md)
-	s.mu.Unlock()
 	return nil
 }
 

@@ -32,7 +32,10 @@ import (
 // the first attempt that received one (a later attempt's header is not
 // seen: the replay marker of a resumed stream is in its trailer only when
 // the stream ended in an error); Trailer returns the last attempt's.
-// [ReplayedInto] reports [Replayed] of those two.
+// [ReplayedInto] reports [Replayed] of those two, and the [grpc.Header]
+// call option gets what Header returns once the call has ended. Context
+// is the call's, not an attempt's: it is done when the call has ended,
+// not at a cut that a retry resumes.
 //
 // A client-streaming call is retried from copies of the messages it sent,
 // which the interceptor holds until the call ends, up to
@@ -72,7 +75,7 @@ func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.Stre
 	}
 	s := &retryStream{c: c, m: m, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		holding:    c.cfg.maxAttempts > 1 && (!desc.ClientStreams || c.cfg.maxStreamBuffer > 0),
-		resumeBase: resumeOf(ctx), replayed: replayed}
+		resumeBase: resumeOf(ctx), replayed: replayed, headerDsts: headerDsts(opts)}
 	if m.keyField != nil {
 		return s, nil // started by the first request, which may carry the key
 	}
@@ -124,6 +127,10 @@ type retryStream struct {
 	headerSet  bool  // header is the first header an attempt received
 	failed     error // the error the call ended with before or between attempts
 	replayed   *bool // ReplayedInto's destination, or nil
+	headerDsts []*metadata.MD
+	ended      bool               // the call has ended
+	callCtx    *callContext       // Context's, made when first asked for
+	cancel     context.CancelFunc // callCtx's
 }
 
 // start puts the key in the call's context, with first, the first request
@@ -132,11 +139,13 @@ func (s *retryStream) start(first any) error {
 	ctx, err := s.c.attachKey(s.ctx, s.method, s.m.fieldKey(first), s.opts)
 	if err != nil {
 		s.failed = err
+		s.finish()
 		return err
 	}
 	s.ctx = ctx
 	if err := s.next(); err != nil {
 		s.failed = err
+		s.finish()
 		return err
 	}
 	return nil
@@ -307,12 +316,17 @@ func (s *retryStream) RecvMsg(m any) error {
 				s.received++
 			}
 			s.report(!s.desc.ServerStreams) // a client stream's one response ends it
+			if !s.desc.ServerStreams {
+				s.finish()
+			}
 		case errors.Is(err, io.EOF):
 			s.report(true)
+			s.finish()
 		default: // only a receive changes the attempt, and gRPC allows one at a time
 			if rerr := s.retry(err); rerr != nil {
 				s.failed, err = rerr, rerr
 				s.report(true)
+				s.finish()
 			} else {
 				s.mu.Unlock()
 				continue
@@ -331,15 +345,11 @@ func (s *retryStream) report(ended bool) {
 	if s.replayed == nil || s.cur == nil {
 		return
 	}
-	h := s.header
-	if !s.headerSet {
-		h, _ = s.cur.Header()
-	}
 	var trailer metadata.MD
 	if ended {
 		trailer = s.cur.Trailer()
 	}
-	*s.replayed = Replayed(h, trailer)
+	*s.replayed = Replayed(s.callHeader(), trailer)
 }
 
 // Header returns the header of the first attempt that received one: the
@@ -367,14 +377,4 @@ func (s *retryStream) Trailer() metadata.MD {
 		return nil
 	}
 	return s.cur.Trailer()
-}
-
-// Context returns the context of the current attempt.
-func (s *retryStream) Context() context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur == nil {
-		return s.ctx
-	}
-	return s.cur.Context()
 }

@@ -54,12 +54,12 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	var err error
 	if st, ok := resp.(*streamed); ok {
 		// A server stream: its messages, and its final status when it
-		// ended in an error.
+		// ended in an error (a send grpc-go refused, else the handler's).
 		rec.Outcome, rec.ResponseType, rec.Messages = recordv1.Outcome_OUTCOME_STREAM, st.typ, st.msgs
 		size += st.size
 		err = st.err
-		if herr != nil {
-			rec.Status = recordStatus(herr)
+		if end := st.status(herr); end != nil {
+			rec.Status = recordStatus(end)
 			size += proto.Size(rec.Status)
 		}
 	} else if herr != nil {

@@ -25,7 +25,7 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 	}
 	bidiCall := info.IsClientStream && info.IsServerStream
 	if m.mode == ModeDisabled || (m.err == nil && (bidiCall || m.requestType == nil)) {
-		return passThroughStream(srv, ss, handler, nil)
+		return passThroughStream(srv, ss, handler, nil, 0)
 	}
 	if m.err != nil {
 		return e.fail(ctx, name, m.err, 0)
@@ -35,7 +35,7 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 		if m.mode == ModeRequired {
 			return e.fail(ctx, name, e.keyMissing(), 0)
 		}
-		return passThroughStream(srv, ss, handler, nil)
+		return passThroughStream(srv, ss, handler, nil, 0)
 	}
 	resume, err := e.resumeAfter(ctx, info)
 	if err != nil {
@@ -57,7 +57,7 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 		return e.fail(ctx, name, err, 0)
 	}
 	if key == "" { // an OPTIONAL method whose key field is empty
-		return passThroughStream(srv, ss, handler, reqs)
+		return passThroughStream(srv, ss, handler, reqs, 0)
 	}
 	s := &streamCall{srv: srv, ss: ss, handler: handler, reqs: reqs, resume: resume}
 	s.t, s.respType, s.streams = s, m.responseType, info.IsServerStream
@@ -107,6 +107,20 @@ func (e *engine) resumeAfter(ctx context.Context, info *grpc.StreamServerInfo) (
 	return int(n), nil
 }
 
+// withoutResume returns ctx without [ResumeAfterKey] in its incoming
+// metadata. The interceptor that answers a server stream honours the
+// resume point and consumes it: the handler, and an idempotency
+// interceptor nested inside this one, see a call that starts at its first
+// message, so the messages the caller has are skipped once.
+func withoutResume(ctx context.Context) context.Context {
+	md, ok := metadata.FromIncomingContext(ctx) // a copy, its keys in lower case
+	if !ok {
+		return ctx
+	}
+	delete(md, ResumeAfterKey)
+	return metadata.NewIncomingContext(ctx, md)
+}
+
 // frameHeader is the size of a gRPC message's frame header, counted
 // against [WithMaxStreamRequestBytes] with each message.
 const frameHeader = 5
@@ -135,11 +149,17 @@ func (e *engine) receive(ss grpc.ServerStream, mt protoreflect.MessageType) ([]p
 // passThroughStream runs a stream handler without a claim, as it is,
 // except that its header and trailer cannot carry the replay marker; reqs,
 // when not nil, are the requests already read, which the handler receives
-// first.
-func passThroughStream(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, reqs []proto.Message) error {
+// first. A keyed server stream (failing open, or nested in the call that
+// holds the claim) does not send its first skip messages, which the
+// resuming caller has, and its handler does not see the resume point
+// ([withoutResume]).
+func passThroughStream(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, reqs []proto.Message, skip int) error {
 	ctx := ss.Context()
+	if skip > 0 {
+		ctx = withoutResume(ctx)
+	}
 	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &markerGuard{st})
 	}
-	return handler(srv, &handlerStream{ServerStream: ss, ctx: ctx, reqs: reqs, buffered: reqs != nil})
+	return handler(srv, &handlerStream{ServerStream: ss, ctx: ctx, reqs: reqs, buffered: reqs != nil, skip: skip})
 }

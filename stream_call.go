@@ -35,8 +35,11 @@ type streamCall struct {
 	sent    streamed      // a server-streaming handler's messages
 }
 
-func (s *streamCall) bypass(ctx context.Context) (any, error) {
-	return nil, passThroughStream(s.srv, s.ss, s.handler, s.reqs)
+// bypass runs the handler without a claim (the store failing open, or a
+// call nested in one that holds the claim), sending the messages after
+// those a resuming caller has.
+func (s *streamCall) bypass(context.Context) (any, error) {
+	return nil, passThroughStream(s.srv, s.ss, s.handler, s.reqs, s.resume)
 }
 
 // run runs the handler on a stream that yields the requests read ahead
@@ -50,7 +53,12 @@ func (s *streamCall) run(ctx context.Context) (any, error) {
 	return s.resp, err
 }
 
+// capture installs the header and trailer capture in the handler's
+// context, without the resume point, which this call honours.
 func (s *streamCall) capture(ctx context.Context) context.Context {
+	if s.resume > 0 {
+		ctx = withoutResume(ctx)
+	}
 	return s.md.install(ctx)
 }
 
@@ -74,7 +82,8 @@ func (s *streamCall) replayed(_ context.Context, rec *recordv1.Record) {
 // answer sends what the engine's answer holds that the handler has not
 // sent already: a client-streaming response (executed or replayed), or a
 // replayed server stream's messages after those the caller has. Then it
-// returns the call's status.
+// returns the call's status: an executed server stream's is that of a
+// send refused on it, if any ([streamed.status]).
 func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 	switch r := resp.(type) {
 	case replayedStream:
@@ -93,6 +102,12 @@ func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 				return serr
 			}
 		}
+	case *streamed:
+		// A refused send ended the stream with its error, whatever the
+		// handler returned: grpc-go sent it to the caller then (and an
+		// interceptor before this one that refused a message gets it
+		// now), as the outcome holds it.
+		err = r.status(err)
 	}
 	if err != nil {
 		return s.e.fail(ctx, s.method, err, s.storeTime)
@@ -124,13 +139,15 @@ func (r replayedStream) decode(mt protoreflect.MessageType, skip int) ([]proto.M
 // handlerStream is the stream a handler gets: RecvMsg yields the requests
 // read ahead (when buffered) and then io.EOF; with a call, the header and
 // trailer are captured and what the handler sends is recorded; without
-// one, they go to the caller without the replay marker.
+// one, they go to the caller without the replay marker, and the first
+// skip messages are not sent.
 type handlerStream struct {
 	grpc.ServerStream // the caller's
 	ctx               context.Context
 	reqs              []proto.Message
 	buffered          bool
 	call              *streamCall // nil: not claimed
+	skip              int         // without a call: the messages the caller already has
 }
 
 func (h *handlerStream) Context() context.Context { return h.ctx }
@@ -161,44 +178,60 @@ func (h *handlerStream) RecvMsg(m any) error {
 	return proto.Unmarshal(b, dst)
 }
 
-// SendMsg sends m to the caller, and records it when claimed. A
+// SendMsg sends m to the caller, and records it when claimed; without a
+// claim, it skips the messages a resuming caller already has (skip). A
 // client-streaming handler's response is held until its outcome is
-// stored. A server stream's message is recorded once the caller has it, or
-// once the caller has gone ([streamEnded]): a detached handler runs on after its caller
-// left, and what it sends then belongs to the outcome that retries
-// replay, so such a send returns nil, as it would with the caller still
-// there. The messages a resuming caller already has are recorded, not sent.
+// stored.
+//
+// A server stream's message is recorded once the caller has it, or once
+// the caller has gone ([streamEnded]): a detached handler runs on after
+// its caller left, and what it sends then belongs to the outcome that
+// retries replay, so such a send returns nil, as it would with the caller
+// still there. The messages a resuming caller already has are recorded,
+// not sent. A send that grpc-go refuses for the message itself (one over
+// its MaxSendMsgSize, one that does not encode) ends the stream: grpc-go
+// sends the caller its error as the status, so the message is not
+// recorded, the handler gets the error, every later send returns it, and
+// the stream's outcome is what the caller got: the messages before it and
+// that status ([streamed.refused]). After the caller has gone each message
+// is still given to grpc-go, which checks it before it finds the stream
+// ended, so that a message a live caller would not have got is refused
+// then too.
 func (h *handlerStream) SendMsg(m any) error {
 	s := h.call
 	switch {
+	case s == nil && h.skip > 0:
+		h.skip--
+		return nil
 	case s == nil:
 		return h.ServerStream.SendMsg(m)
 	case !s.streams:
 		s.resp = m
 		return nil
+	case s.sent.refused != nil:
+		return s.sent.refused
 	}
-	if s.sent.count >= s.resume && !s.sent.gone {
-		if err := h.ServerStream.SendMsg(m); err != nil {
-			if !streamEnded(h.ServerStream.Context(), err) {
-				return err // refused on a live stream: not sent, not recorded
-			}
-			s.sent.gone = true
+	if s.sent.count >= s.resume {
+		if err := h.ServerStream.SendMsg(m); err != nil && !streamEnded(err) {
+			s.sent.refused = err // the message refused: not sent, not recorded
+			s.md.end()
+			return err
 		}
 	}
+	s.md.messageSent()
 	s.sent.add(m, s.e.cfg.maxResponseBytes)
 	return nil
 }
 
 // streamEnded reports whether a send failed with err because the caller's
-// stream has ended: its context is done, or grpc-go said so before
-// cancelling it (a cut connection is UNAVAILABLE, "transport is closing";
-// a stream it has marked done is CANCELED or DEADLINE_EXCEEDED). A refusal
-// on a live stream (a message too large, one that does not encode) has
-// another code.
-func streamEnded(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return true
-	}
+// stream has ended: grpc-go says so with the send's own error (a cut
+// connection is UNAVAILABLE, "transport is closing"; a stream it has marked
+// done is CANCELED or DEADLINE_EXCEEDED, also before it cancels the
+// stream's context). A refusal on a live stream (a message too large, one
+// that does not encode) has another code. The stream's context cannot tell
+// the two apart: grpc-go cancels it before a refused send returns, when it
+// has sent the refusal to the caller as the stream's status.
+func streamEnded(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
 		return true
@@ -240,7 +273,20 @@ type streamed struct {
 	size  int
 	count int   // messages sent, recorded or not
 	err   error // why the stream cannot be retained
-	gone  bool  // the caller has gone: nothing more is sent
+	// refused is the error of a send grpc-go refused on a live stream,
+	// which it sent the caller as the stream's status: the stream ended
+	// there, and its outcome ends with it, whatever the handler returns
+	// (a retryable error still releases the key).
+	refused error
+}
+
+// status is the stream's final status: the refused send's, if any, else
+// the handler's error herr.
+func (s *streamed) status(herr error) error {
+	if s.refused != nil {
+		return s.refused
+	}
+	return herr
 }
 
 func (s *streamed) add(m any, limit int) {

@@ -14,6 +14,10 @@ import (
 // open), or the context is not a handler's.
 var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 
+// errTxServerStream is NewTxOutcome's answer in a server-streaming handler.
+var errTxServerStream = errors.New("idempotency: a server-streaming call's outcome is the stream its handler sends, " +
+	"which the interceptor stores once the handler returns; it cannot be recorded in the handler's transaction")
+
 // TxOutcome is the outcome of the call a handler runs under, encoded
 // exactly as the interceptor would store it, for a store that shares a
 // database with the handler's side effects to write inside the handler's
@@ -64,10 +68,21 @@ type TxOutcome struct {
 // than the limit ([WithMaxResponseBytes]) is encoded as a not-retained
 // record, as the interceptor would. It returns [ErrNoClaim] when ctx
 // carries no claim.
+//
+// A server-streaming call's outcome is the stream its handler sends, which
+// the interceptor records and stores once the handler returns: it cannot
+// be recorded inside the handler's transaction, and NewTxOutcome refuses
+// it with an error that says so, before anything is written; the handler
+// then rolls back, or commits without a record and returns, and the
+// interceptor stores the stream. A client-streaming call has one response,
+// recorded as a unary call's is.
 func NewTxOutcome(ctx context.Context, resp proto.Message, herr error) (*TxOutcome, error) {
 	c, ok := ctx.Value(claimKey{}).(*call)
 	if !ok {
 		return nil, ErrNoClaim
+	}
+	if c.streams {
+		return nil, errTxServerStream
 	}
 	if herr != nil && !c.e.keeps(herr) {
 		return nil, fmt.Errorf("idempotency: %v is not a stored error: return it so the claim is released", herr)

@@ -146,12 +146,12 @@ func (s *Streams) Chat(stream grpc.BidiStreamingServer[testingv1.DoRequest, test
 	}
 }
 
-// Proxied serves svc over TCP on loopback, behind s's stream and unary
+// Proxied serves svc (a [Streams], or another implementation) over TCP on loopback, behind s's stream and unary
 // interceptors (none when s is nil) and a fault proxy, and returns a
 // client connection through the proxy, dialled with opts, and the proxy:
 // cutting its connections is a real network cut. Everything stops when the
 // test ends.
-func Proxied(tb testing.TB, svc *Streams, s *idempotency.Server, opts ...grpc.DialOption) (*grpc.ClientConn, *faultproxy.Proxy) {
+func Proxied(tb testing.TB, svc testingv1.StreamServiceServer, s *idempotency.Server, opts ...grpc.DialOption) (*grpc.ClientConn, *faultproxy.Proxy) {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

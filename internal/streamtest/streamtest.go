@@ -111,17 +111,18 @@ func (s *Service) StreamingInputCall(stream grpc.ClientStreamingServer[testgrpc.
 	}
 }
 
-// Start serves svc on a bufconn listener behind s's stream and unary
-// interceptors (none when s is nil) and returns a client of it; both stop
+// Start serves svc (a [Service], or another implementation) on a bufconn
+// listener behind s's stream and unary interceptors (none when s is nil),
+// with the server options sopts, and returns a client of it; both stop
 // when the test ends.
-func Start(tb testing.TB, svc *Service, s *idempotency.Server) testgrpc.TestServiceClient {
+func Start(tb testing.TB, svc testgrpc.TestServiceServer, s *idempotency.Server, sopts ...grpc.ServerOption) testgrpc.TestServiceClient {
 	tb.Helper()
 	lis := bufconn.Listen(1 << 20)
 	var opts []grpc.ServerOption
 	if s != nil {
 		opts = append(opts, grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
 	}
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(append(opts, sopts...)...)
 	testgrpc.RegisterTestServiceServer(gs, svc)
 	go func() { _ = gs.Serve(lis) }()
 	tb.Cleanup(gs.Stop)
