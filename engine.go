@@ -70,6 +70,10 @@ type call struct {
 	anyName  bool
 	isReplay bool // the answer is a stored outcome
 	streams  bool // the answer is a stream of messages (a server-streaming call)
+	// ownRequest: the request is the call's own ([Do]), not the outer
+	// call's again (an interceptor nested in another): nested in a claim,
+	// its fingerprint must be the claim's ([engine.claimedOutside]).
+	ownRequest bool
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent

@@ -40,10 +40,11 @@ import (
 // the key in flight returns [ErrKeyInUse], or waits for the outcome under
 // [WithWaitForInFlight]. Scope ([WithScope]), fail-open ([WithFailOpen]),
 // the store timeout and the size limit ([WithMaxResponseBytes]) apply.
-// A Do with op and key called inside fn (on its context) runs its own
-// function under fn's claim, once: a second such call during fn's run
-// returns [ErrKeyInUse], and one after fn has returned claims as any
-// other call does, replaying fn's outcome.
+// A Do with op, key and req called inside fn (on its context, or on the
+// context of a method whose namespace is op) runs its own function under
+// that claim, once: a second such call during the run returns
+// [ErrKeyInUse], one with another req [ErrKeyReused], and one after the
+// run has returned claims as any other call does, replaying its outcome.
 //
 // Do's own errors are the library's sentinels, wrapped (test them with
 // errors.Is or [Reason]): [ErrKeyReused], [ErrKeyInUse],
@@ -106,6 +107,7 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 		e.report(ctx, op, err, 0)
 		return nil, err
 	}
+	c.ownRequest = true // the request is Do's own
 	out, err := e.run(ctx, c)
 	if err != nil {
 		e.report(ctx, op, err, c.storeTime)
