@@ -71,7 +71,7 @@ const (
 // and key) gets [ErrKeyInUse], as the key is in flight. Once the outer
 // work has returned, a context that still carries its claim (kept by a
 // goroutine the work started) passes nothing through: the call claims as
-// any other, and replays the stored outcome.
+// any other ([engine.run]), and replays the stored outcome.
 func (e *engine) claimedOutside(ctx context.Context, c *call) (*call, error) {
 	outer, ok := ctx.Value(claimKey{}).(*call)
 	if !ok || outer.key != c.key || !sameStore(outer.e.store, e.store) {

@@ -128,12 +128,20 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 // call nested in running work that holds the same claim passes through
 // under it ([engine.claimedOutside]).
 func (e *engine) run(ctx context.Context, c *call) (any, error) {
+	claimCtx := ctx
 	switch outer, err := e.claimedOutside(ctx, c); {
 	case outer != nil && err == nil:
 		defer outer.nesting.leave()
 		return c.t.bypass(ctx)
 	case outer != nil && !errors.Is(err, errNotNested):
 		return nil, err
+	case outer != nil:
+		// The outer work has returned, and ctx is its context, kept by a
+		// goroutine: it ended with the work, not because a caller gave
+		// up, so the claim's store call does not follow it, on any store
+		// (a replay needs no live context). ctx still decides whether
+		// anything runs (decision 97).
+		claimCtx = context.WithoutCancel(ctx)
 	}
 	var until time.Time
 	for attempt := 0; ; attempt++ {
@@ -143,7 +151,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			}
 		}
 		start := time.Now()
-		cl, err := e.claim(ctx, c)
+		cl, err := e.claim(claimCtx, c)
 		c.storeTime += time.Since(start)
 		if err != nil {
 			return e.claimFailed(ctx, c, err)

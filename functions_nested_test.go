@@ -44,22 +44,47 @@ func TestNestedOnceSameKeyRunsOnce(t *testing.T) {
 
 // A context that carries a claim, kept past the Once that claimed it (by
 // a goroutine its function started), does not let a later Once with the
-// key run again: it replays the stored outcome.
+// key run again: it replays the stored outcome, whether the goroutine kept
+// the context as it was (ended with the work) or without its cancellation.
+// After a retryable error released the key, a Once on the ended context
+// returns its context error and runs nothing; one detached from the
+// cancellation runs again, as any call would.
 func TestClaimContextAfterOnceRunsOnce(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
-	var kept context.Context
-	var runs atomic.Int64
-	if _, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(ctx context.Context) error {
-		kept = context.WithoutCancel(ctx)
-		runs.Add(1)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ran, err := idempotency.Once(kept, f.srv, "op", "k", nil, func(context.Context) error { runs.Add(1); return nil })
-	if ran || err != nil || runs.Load() != 1 {
-		t.Fatalf("Once with the kept context after completion: ran %v, err %v, runs %d; want a replay", ran, err, runs.Load())
+	for _, tc := range []struct {
+		name     string
+		keep     func(context.Context) context.Context
+		released bool // the outer function failed with a retryable error
+		ran      bool
+		err      error
+	}{
+		{"kept as is", func(ctx context.Context) context.Context { return ctx }, false, false, nil},
+		{"kept without cancellation", context.WithoutCancel, false, false, nil},
+		{"kept as is, key released", func(ctx context.Context) context.Context { return ctx }, true, false, context.Canceled},
+		{"kept without cancellation, key released", context.WithoutCancel, true, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFnFixture(t)
+			var kept context.Context
+			var runs atomic.Int64
+			_, _ = idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(ctx context.Context) error {
+				kept = tc.keep(ctx)
+				runs.Add(1)
+				if tc.released {
+					return status.Error(codes.Unavailable, "try again")
+				}
+				return nil
+			})
+			ran, err := idempotency.Once(kept, f.srv, "op", "k", nil, func(context.Context) error { runs.Add(1); return nil })
+			wantRuns := int64(1)
+			if tc.ran {
+				wantRuns = 2
+			}
+			if ran != tc.ran || !errors.Is(err, tc.err) || (tc.err == nil && err != nil) || runs.Load() != wantRuns {
+				t.Fatalf("Once with the kept context after the run: ran %v, %v, runs %d; want ran %v, %v", ran, err, runs.Load(), tc.ran, tc.err)
+			}
+		})
 	}
 }
 
