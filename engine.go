@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -99,16 +97,15 @@ type call struct {
 // prepare fills in c for a call of name under policy m with the client's
 // key: the store key and the fingerprint of its requests ([fingerprintOf]),
 // both of the caller's scope and of m's namespace when it has one (ns,
-// else name), so a renamed method keeps its keys.
+// else name), so a renamed method keeps its keys. An error of the scope
+// or the fingerprint function is a [*hookFailure]: the gRPC edge answers it
+// ([engine.fail]), [Do] returns its cause wrapped.
 func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *methodConfig, key string, reqs ...proto.Message) error {
 	var scope string
 	if e.cfg.scope != nil {
 		var err error
 		if scope, err = e.cfg.scope(ctx); err != nil {
-			if st, ok := status.FromError(err); ok {
-				return st.Err()
-			}
-			return status.Error(codes.Internal, "idempotency: resolving the caller's scope failed")
+			return &hookFailure{scope: true, err: err}
 		}
 	}
 	id, kind := name, kindMethod
@@ -117,7 +114,7 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	}
 	fp, err := fingerprintOf(e.cfg.fingerprint, c.fpArray[:0], id, reqs)
 	if err != nil {
-		return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
+		return &hookFailure{err: err}
 	}
 	c.e, c.method, c.cfg, c.fingerprint = e, name, m, fp
 	c.key, c.anyName = storeKey(kind, id, scope, key), ns != ""

@@ -50,7 +50,9 @@ import (
 // errors.Is or [Reason]): [ErrKeyReused], [ErrKeyInUse],
 // [ErrStoreUnavailable], [ErrStoreFull], [ErrRecordCorrupt],
 // [ErrResponseNotRetained]; a missing or malformed key is a [*KeyError]
-// (ErrKeyMissing, ErrKeyInvalid). An empty op is [ErrMisconfigured]. A
+// (ErrKeyMissing, ErrKeyInvalid). An empty op is [ErrMisconfigured]. An
+// error of the scope or the fingerprint function is returned wrapped
+// (errors.Is finds it, and status.FromError a gRPC status it is). A
 // context error means ctx ended before fn started.
 func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error)) (resp Resp, replayed bool, err error) {
 	f := &fnCall[Resp]{fn: fn}
@@ -102,6 +104,10 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 	}
 	if err == nil {
 		err = e.prepare(ctx, c, op, op, m, key, req)
+	}
+	if hf, ok := err.(*hookFailure); ok {
+		// The caller's own function failed: its error, wrapped.
+		return nil, (*hookError)(hf)
 	}
 	if err != nil {
 		e.report(ctx, op, err, 0)
