@@ -62,12 +62,12 @@ type call struct {
 	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	storeTime   time.Duration
 	// respType is the type a replayed response decodes into; nil: the type
-	// the record names. anyName lets it decode a record that names another
-	// type (one renamed since, under a namespace).
-	respType protoreflect.MessageType
-	anyName  bool
-	isReplay bool // the answer is a stored outcome
-	streams  bool // the answer is a stream of messages (a server-streaming call)
+	// the record names. otherNames says which records that name another
+	// type decode into it (one renamed since, under a namespace).
+	respType   protoreflect.MessageType
+	otherNames otherNames
+	isReplay   bool // the answer is a stored outcome
+	streams    bool // the answer is a stream of messages (a server-streaming call)
 	// ownRequest: the request is the call's own ([Do]), not the outer
 	// call's again (an interceptor nested in another): nested in a claim,
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
@@ -117,7 +117,10 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 		return &hookFailure{err: err}
 	}
 	c.e, c.method, c.cfg, c.fingerprint = e, name, m, fp
-	c.key, c.anyName = storeKey(kind, id, scope, key), ns != ""
+	c.key = storeKey(kind, id, scope, key)
+	if ns != "" {
+		c.otherNames = anyOtherName
+	}
 	return nil
 }
 
