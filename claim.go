@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"reflect"
@@ -49,22 +50,38 @@ const (
 // claimedOutside reports whether ctx carries the claim of c's store key,
 // taken in the same store by an outer interceptor (or [Do]) whose work is
 // running: the call is wrapped twice (a platform-wide chain and a
-// service's own, or a selector), and the outer claim already covers it.
-// The inner interceptor then passes the call through, with no claim or
-// store write of its own; claiming again would find the outer claim and
-// refuse the call as in use. Interceptors over different stores, or whose
-// scopes give different store keys, each claim their own.
+// service's own, or a selector), or the work calls [Do] under its own
+// operation (a method's namespace is an operation: decision 70), and the
+// outer claim already covers it. The store key, not the method name,
+// decides: it names the operation, the scope and the client's key. The
+// inner interceptor then passes the call through, with no claim or store
+// write of its own; claiming again would find the outer claim and refuse
+// the call as in use. Interceptors over different stores, or whose scopes
+// give different store keys, each claim their own.
+//
+// A nested [Do] with another fingerprint than the outer claim's is
+// refused with [ErrKeyReused] while the outer work runs, as the store
+// would refuse it: the key stands for the outer request. A nested
+// interceptor's request is the outer call's (changed, at most, by an
+// interceptor between the two), and its fingerprint may differ only by
+// the two servers' fingerprint functions: it passes through.
 //
 // The outer claim covers one nested call: a second call with the key
-// nested in the same work (a Do called twice inside a Do of its
-// operation and key) gets [ErrKeyInUse], as the key is in flight. Once the
-// outer work has returned, a context that still carries its claim (kept
-// by a goroutine the work started) passes nothing through: the call
-// claims as any other, and replays the stored outcome.
+// nested in the same work (a Do called twice inside a Do of its operation
+// and key) gets [ErrKeyInUse], as the key is in flight. Once the outer
+// work has returned, a context that still carries its claim (kept by a
+// goroutine the work started) passes nothing through: the call claims as
+// any other ([engine.run]), and replays the stored outcome.
 func (e *engine) claimedOutside(ctx context.Context, c *call) (*call, error) {
 	outer, ok := ctx.Value(claimKey{}).(*call)
-	if !ok || outer.method != c.method || outer.key != c.key || !sameStore(outer.e.store, e.store) {
+	if !ok || outer.key != c.key || !sameStore(outer.e.store, e.store) {
 		return nil, nil
+	}
+	if c.ownRequest && !bytes.Equal(outer.fingerprint, c.fingerprint) {
+		if outer.nesting.working() {
+			return outer, ErrKeyReused
+		}
+		return outer, errNotNested
 	}
 	return outer, outer.nesting.enter()
 }
@@ -111,6 +128,13 @@ func (n *nesting) enter() error {
 		return ErrKeyInUse
 	}
 	return errNotNested
+}
+
+// working reports whether the claim's work runs.
+func (n *nesting) working() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state != nestClosed
 }
 
 // leave ends the nested call that enter let through.

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -64,12 +62,16 @@ type call struct {
 	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	storeTime   time.Duration
 	// respType is the type a replayed response decodes into; nil: the type
-	// the record names. anyName lets it decode a record that names another
-	// type (one renamed since, under a namespace).
-	respType protoreflect.MessageType
-	anyName  bool
-	isReplay bool // the answer is a stored outcome
-	streams  bool // the answer is a stream of messages (a server-streaming call)
+	// the record names. otherNames says which records that name another
+	// type decode into it (one renamed since, under a namespace).
+	respType   protoreflect.MessageType
+	otherNames otherNames
+	isReplay   bool // the answer is a stored outcome
+	streams    bool // the answer is a stream of messages (a server-streaming call)
+	// ownRequest: the request is the call's own ([Do]), not the outer
+	// call's again (an interceptor nested in another): nested in a claim,
+	// its fingerprint must be the claim's ([engine.claimedOutside]).
+	ownRequest bool
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent
@@ -95,16 +97,15 @@ type call struct {
 // prepare fills in c for a call of name under policy m with the client's
 // key: the store key and the fingerprint of its requests ([fingerprintOf]),
 // both of the caller's scope and of m's namespace when it has one (ns,
-// else name), so a renamed method keeps its keys.
+// else name), so a renamed method keeps its keys. An error of the scope
+// or the fingerprint function is a [*hookFailure]: the gRPC edge answers it
+// ([engine.fail]), [Do] returns its cause wrapped.
 func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *methodConfig, key string, reqs ...proto.Message) error {
 	var scope string
 	if e.cfg.scope != nil {
 		var err error
 		if scope, err = e.cfg.scope(ctx); err != nil {
-			if st, ok := status.FromError(err); ok {
-				return st.Err()
-			}
-			return status.Error(codes.Internal, "idempotency: resolving the caller's scope failed")
+			return &hookFailure{scope: true, err: err}
 		}
 	}
 	id, kind := name, kindMethod
@@ -113,10 +114,13 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	}
 	fp, err := fingerprintOf(e.cfg.fingerprint, c.fpArray[:0], id, reqs)
 	if err != nil {
-		return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
+		return &hookFailure{err: err}
 	}
 	c.e, c.method, c.cfg, c.fingerprint = e, name, m, fp
-	c.key, c.anyName = storeKey(kind, id, scope, key), ns != ""
+	c.key = storeKey(kind, id, scope, key)
+	if ns != "" {
+		c.otherNames = anyOtherName
+	}
 	return nil
 }
 
@@ -124,12 +128,20 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 // call nested in running work that holds the same claim passes through
 // under it ([engine.claimedOutside]).
 func (e *engine) run(ctx context.Context, c *call) (any, error) {
+	claimCtx := ctx
 	switch outer, err := e.claimedOutside(ctx, c); {
 	case outer != nil && err == nil:
 		defer outer.nesting.leave()
 		return c.t.bypass(ctx)
 	case outer != nil && !errors.Is(err, errNotNested):
 		return nil, err
+	case outer != nil:
+		// The outer work has returned, and ctx is its context, kept by a
+		// goroutine: it ended with the work, not because a caller gave
+		// up, so the claim's store call does not follow it, on any store
+		// (a replay needs no live context). ctx still decides whether
+		// anything runs (decision 97).
+		claimCtx = context.WithoutCancel(ctx)
 	}
 	var until time.Time
 	for attempt := 0; ; attempt++ {
@@ -139,7 +151,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			}
 		}
 		start := time.Now()
-		cl, err := e.claim(ctx, c)
+		cl, err := e.claim(claimCtx, c)
 		c.storeTime += time.Since(start)
 		if err != nil {
 			return e.claimFailed(ctx, c, err)

@@ -211,3 +211,52 @@ func Reason(err error) string {
 	}
 	return ""
 }
+
+// hookError is how [Do] returns an error of the scope function
+// ([WithScope]) or of the fingerprint function ([WithFingerprint]): it
+// says which one failed and wraps the cause, so errors.Is and errors.As
+// find it, and status.FromError and status.Code find a gRPC status the
+// cause is (or wraps) as the function returned it.
+type hookError struct {
+	scope bool // the scope function failed; else the fingerprint function
+	err   error
+}
+
+func (e *hookError) Error() string {
+	if e.scope {
+		return "idempotency: resolving the caller's scope: " + e.err.Error()
+	}
+	return "idempotency: computing the request fingerprint: " + e.err.Error()
+}
+
+// Unwrap returns the function's error.
+func (e *hookError) Unwrap() error { return e.err }
+
+// GRPCStatus returns the gRPC status of the function's error, nil when it
+// has none.
+func (e *hookError) GRPCStatus() *status.Status {
+	if st, ok := status.FromError(e.err); ok {
+		return st
+	}
+	return nil
+}
+
+// hookFailure is the [hookError] prepare returns, of a type of its own so
+// that only the gRPC edge ([engine.fail]) and [Do] see it: an error a
+// handler returns (one it had from Do, say) is never taken for it.
+type hookFailure hookError
+
+func (e *hookFailure) Error() string { return (*hookError)(e).Error() }
+
+// status is the gRPC edge's answer (decision 7): a scope function's gRPC
+// status as it is; INTERNAL, without the error's text, for any other
+// error of the scope function and every error of the fingerprint function.
+func (e *hookFailure) status() error {
+	if e.scope {
+		if st, ok := status.FromError(e.err); ok {
+			return st.Err()
+		}
+		return status.Error(codes.Internal, "idempotency: resolving the caller's scope failed")
+	}
+	return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
+}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -23,7 +24,11 @@ import (
 // later call with the key returns them with replayed true: the response
 // decoded into Resp from the same bytes, the error as the same status.
 // Any other error of fn, and a panic (which propagates), releases the
-// claim, so a later call runs fn again.
+// claim, so a later call runs fn again. A nil response of fn is Resp's
+// empty message, live as on a replay. A record of another message than
+// Resp's is [ErrRecordCorrupt], unless that message is unknown to this
+// process (renamed since); a Resp of *dynamicpb.Message replays a dynamic
+// message.
 //
 // op names the operation: it is the namespace of its keys (see
 // [MethodPolicy.Namespace]: a method with that namespace is the same
@@ -40,16 +45,19 @@ import (
 // the key in flight returns [ErrKeyInUse], or waits for the outcome under
 // [WithWaitForInFlight]. Scope ([WithScope]), fail-open ([WithFailOpen]),
 // the store timeout and the size limit ([WithMaxResponseBytes]) apply.
-// A Do with op and key called inside fn (on its context) runs its own
-// function under fn's claim, once: a second such call during fn's run
-// returns [ErrKeyInUse], and one after fn has returned claims as any
-// other call does, replaying fn's outcome.
+// A Do with op, key and req called inside fn (on its context, or on the
+// context of a method whose namespace is op) runs its own function under
+// that claim, once: a second such call during the run returns
+// [ErrKeyInUse], one with another req [ErrKeyReused], and one after the
+// run has returned claims as any other call does, replaying its outcome.
 //
 // Do's own errors are the library's sentinels, wrapped (test them with
 // errors.Is or [Reason]): [ErrKeyReused], [ErrKeyInUse],
 // [ErrStoreUnavailable], [ErrStoreFull], [ErrRecordCorrupt],
 // [ErrResponseNotRetained]; a missing or malformed key is a [*KeyError]
-// (ErrKeyMissing, ErrKeyInvalid). An empty op is [ErrMisconfigured]. A
+// (ErrKeyMissing, ErrKeyInvalid). An empty op is [ErrMisconfigured]. An
+// error of the scope or the fingerprint function is returned wrapped
+// (errors.Is finds it, and status.FromError a gRPC status it is). A
 // context error means ctx ended before fn started.
 func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error)) (resp Resp, replayed bool, err error) {
 	f := &fnCall[Resp]{fn: fn}
@@ -58,10 +66,32 @@ func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req 
 	if out != nil {
 		var ok bool
 		if resp, ok = out.(Resp); !ok {
-			err = fmt.Errorf("%w: the record holds a %T, not a %T", ErrRecordCorrupt, out, resp)
+			resp, err = asResp[Resp](s.e.cfg.files, &f.record, out)
 		}
 	}
 	return resp, f.isReplay, err
+}
+
+// asResp returns the response a replay decoded into out as a Resp: a
+// dynamic message of out's type when Resp is one (a replay decodes into
+// the generated type whenever it is linked in), decoded from the record's
+// bytes again. Any other Resp that out is not is a corrupt record.
+func asResp[Resp proto.Message](files *protoregistry.Files, rec *recordv1.Record, out any) (resp Resp, err error) {
+	msg, isMsg := out.(proto.Message)
+	if _, dynamic := any(resp).(*dynamicpb.Message); !dynamic || !isMsg {
+		return resp, fmt.Errorf("%w: the record holds a %T, not a %T", ErrRecordCorrupt, out, resp)
+	}
+	md := msg.ProtoReflect().Descriptor()
+	if d, err := files.FindDescriptorByName(md.FullName()); err == nil {
+		if fd, ok := d.(protoreflect.MessageDescriptor); ok {
+			md = fd // the descriptor the caller's dynamic messages are built on
+		}
+	}
+	m := dynamicpb.NewMessage(md)
+	if err := proto.Unmarshal(rec.GetResponse(), m); err != nil {
+		return resp, fmt.Errorf("%w: response of type %q: %w", ErrRecordCorrupt, md.FullName(), err)
+	}
+	return any(m).(Resp), nil
 }
 
 // Once runs fn once per (op, key, scope) across every process that shares
@@ -102,10 +132,17 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 	if err == nil {
 		err = e.prepare(ctx, c, op, op, m, key, req)
 	}
+	if hf, ok := err.(*hookFailure); ok {
+		// The caller's own function failed: its error, wrapped.
+		return nil, (*hookError)(hf)
+	}
 	if err != nil {
 		e.report(ctx, op, err, 0)
 		return nil, err
 	}
+	// A record of another message is another operation's, or another
+	// Resp's under op: a mistake, unless the message was renamed since.
+	c.otherNames, c.ownRequest = unknownName, true
 	out, err := e.run(ctx, c)
 	if err != nil {
 		e.report(ctx, op, err, c.storeTime)
@@ -133,10 +170,21 @@ type fnCall[Resp proto.Message] struct {
 
 func (f *fnCall[Resp]) bypass(ctx context.Context) (any, error) { return f.run(ctx) }
 
+// run runs the function. A nil response of a generated type is its
+// empty message, as a replay decodes the bytes stored for it, and as gRPC
+// sends a handler's; a nil response of no known type (a nil
+// *dynamicpb.Message, or a nil interface) cannot be stored, and is not
+// retained.
 func (f *fnCall[Resp]) run(ctx context.Context) (any, error) {
 	resp, err := f.fn(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if d, dynamic := any(resp).(*dynamicpb.Message); any(resp) == nil || (dynamic && d == nil) {
+		return nil, nil
+	}
+	if m := resp.ProtoReflect(); !m.IsValid() {
+		return m.Type().New().Interface(), nil
 	}
 	return resp, nil
 }

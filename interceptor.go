@@ -83,9 +83,13 @@ func setReplayMD(ctx context.Context, header, trailer map[string][]string) {
 }
 
 // fail reports the engine's own errors to the observer and turns them
-// into the status the client sees. Handler errors and replayed statuses pass
-// through unchanged.
+// into the status the client sees, and answers a failed scope or
+// fingerprint function as decision 7 says. Handler errors and replayed
+// statuses pass through unchanged.
 func (e *engine) fail(ctx context.Context, method string, err error, storeTime time.Duration) error {
+	if hf, ok := err.(*hookFailure); ok {
+		return hf.status()
+	}
 	f, own := e.report(ctx, method, err, storeTime)
 	if !own {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

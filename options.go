@@ -107,9 +107,9 @@ func (c *config) notNegative(option, what string, d time.Duration) {
 // WithScope sets the function that returns the caller's scope, for example
 // the authenticated principal or tenant. Keys are namespaced by scope, so
 // one caller can never read another caller's answer by sending the same key.
-// An error from scope is returned to the caller as is when it is a gRPC
-// status, and as INTERNAL otherwise. Default: every caller shares the empty
-// scope.
+// The interceptors return an error from scope to the caller as is when it
+// is a gRPC status, and as INTERNAL otherwise; [Do] returns it wrapped.
+// Default: every caller shares the empty scope.
 func WithScope(scope func(context.Context) (string, error)) ServerOption {
 	return serverOptionFunc(func(c *config) { c.scope = scope })
 }
@@ -220,7 +220,9 @@ func WithStoredCodes(cs ...codes.Code) ServerOption {
 }
 
 // WithFingerprint replaces the request fingerprint, for example to leave
-// out volatile fields such as a client timestamp. Default [Fingerprint].
+// out volatile fields such as a client timestamp. An error from f fails
+// the call before the store is touched: INTERNAL from the interceptors,
+// wrapped from [Do]. Default [Fingerprint].
 // A nil f makes [UnaryServerInterceptor] panic.
 func WithFingerprint(f FingerprintFunc) ServerOption {
 	return serverOptionFunc(func(c *config) {

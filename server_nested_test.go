@@ -17,11 +17,13 @@ import (
 // chain and a service's own, or a selector): over the same store with the
 // same scope, the inner one recognises the claim the outer one took for
 // this call and passes it through, so the handler runs once and the call
-// succeeds, and its retry replays. Over different stores (comparable or
+// succeeds, and its retry replays, also when the two compute fingerprints
+// with different functions (the request is the same). Over different stores (comparable or
 // not) or with different scopes, each claims and stores its own record.
 func TestNestedInterceptors(t *testing.T) {
 	t.Parallel()
 	tenant := idempotency.WithScope(func(context.Context) (string, error) { return "tenant-1", nil })
+	otherFingerprint := idempotency.WithFingerprint(func(string, protoMessage) ([]byte, error) { return []byte("the inner server's"), nil })
 	uncomparable := func(s store.Store) store.Store { return uncomparableStore{Store: s} }
 	tests := []struct {
 		name      string
@@ -35,6 +37,7 @@ func TestNestedInterceptors(t *testing.T) {
 		{name: "different stores", innerB: true, wantClaims: [2]int{2, 1}, wantCompletes: [2]int{1, 1}},
 		{name: "uncomparable stores", wrap: uncomparable, innerB: true, wantClaims: [2]int{2, 1}, wantCompletes: [2]int{1, 1}},
 		{name: "different scopes", innerOpts: []idempotency.ServerOption{tenant}, wantClaims: [2]int{3, 0}, wantCompletes: [2]int{2, 0}},
+		{name: "different fingerprint functions", innerOpts: []idempotency.ServerOption{otherFingerprint}, wantClaims: [2]int{2, 0}, wantCompletes: [2]int{1, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,14 +21,11 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// Do and Once over the real stores: the function runs once per key across
-// goroutines and two Server values, every call gets its response byte for
-// byte, another request with the key is refused, a deterministic error is
-// replayed, a retryable one releases the key, and Once reports whether it
-// ran.
-func TestFunctionsOverStores(t *testing.T) {
-	t.Parallel()
-	for name, newStore := range map[string]func(t *testing.T) store.Store{
+// functionStores returns a constructor per store over the network: the
+// Redis store on a redis-server of its own, and the PostgreSQL store on a
+// table of its own.
+func functionStores() map[string]func(t *testing.T) store.Store {
+	return map[string]func(t *testing.T) store.Store{
 		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
 		"postgres": func(t *testing.T) store.Store {
 			l := newPGLedger(t)
@@ -35,7 +33,17 @@ func TestFunctionsOverStores(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
-	} {
+	}
+}
+
+// Do and Once over the real stores: the function runs once per key across
+// goroutines and two Server values, every call gets its response byte for
+// byte, another request with the key is refused, a deterministic error is
+// replayed, a retryable one releases the key, and Once reports whether it
+// ran.
+func TestFunctionsOverStores(t *testing.T) {
+	t.Parallel()
+	for name, newStore := range functionStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			st := newStore(t)
@@ -93,6 +101,42 @@ func TestFunctionsOverStores(t *testing.T) {
 				})
 				if ran != want || (i > 0 && err != nil) {
 					t.Fatalf("retryable error, call %d: ran %v, %v; want ran %v", i+1, ran, err, want)
+				}
+			}
+		})
+	}
+}
+
+// A Once on its function's context, kept past the run (by a goroutine the
+// function started), gets the answer decision 97 gives on every store:
+// a replay of the stored outcome, though that context ended with the run;
+// after a retryable error released the key, the context error, and
+// nothing runs. The store is called on a context that does not end with
+// the run (the memory store, which reads no context, answered so already).
+func TestFunctionsKeptContext(t *testing.T) {
+	t.Parallel()
+	for name, newStore := range functionStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := idempotency.NewServer(newStore(t))
+			for i, tc := range []struct {
+				released bool
+				want     error
+			}{{false, nil}, {true, context.Canceled}} {
+				key := "k-" + strconv.Itoa(i)
+				var kept context.Context
+				var runs atomic.Int64
+				_, _ = idempotency.Once(t.Context(), srv, "orders.ship", key, nil, func(ctx context.Context) error {
+					kept = ctx
+					runs.Add(1)
+					if tc.released {
+						return status.Error(codes.Unavailable, "broker down")
+					}
+					return nil
+				})
+				ran, err := idempotency.Once(kept, srv, "orders.ship", key, nil, func(context.Context) error { runs.Add(1); return nil })
+				if ran || !errors.Is(err, tc.want) || (tc.want == nil && err != nil) || runs.Load() != 1 {
+					t.Fatalf("released %v: Once on the kept context: ran %v, %v, runs %d; want %v and no run", tc.released, ran, err, runs.Load(), tc.want)
 				}
 			}
 		})
