@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/grpc-idempotency/idempotency"
 	httpv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/http/v1"
@@ -71,7 +72,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, err)
 		return
 	case key == "":
-		h.next.ServeHTTP(&recorder{w: w}, r) // no copy kept (max 0), replay header stripped
+		rec := &recorder{w: w} // no copy kept, replay header stripped
+		defer rec.finish()
+		h.next.ServeHTTP(rec, r)
 		return
 	}
 	req, err := h.c.request(r)
@@ -82,7 +85,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var rec *recorder
 	resp, replayed, err := idempotency.Do(r.Context(), h.s, h.c.operation, key, req,
 		func(ctx context.Context) (*httpv1.Response, error) {
-			rec = &recorder{w: w, max: h.c.maxResponse}
+			rec = newRecorder(w, h.c.maxResponse)
+			defer rec.finish()
 			h.next.ServeHTTP(rec, r.WithContext(ctx))
 			out := rec.outcome()
 			if !h.c.keep(rec.status) {
@@ -176,7 +180,11 @@ func replay(w http.ResponseWriter, resp *httpv1.Response) {
 		return
 	}
 	for _, f := range resp.GetHeaders() {
-		h[f.GetName()] = f.GetValues()
+		// A record an earlier version stored may hold the marker in
+		// another letter case.
+		if name := f.GetName(); !strings.EqualFold(name, ReplayedHeader) {
+			h[name] = f.GetValues()
+		}
 	}
 	if _, set := h["Content-Length"]; !set && len(resp.GetBody()) > 0 {
 		h.Set("Content-Length", strconv.Itoa(len(resp.GetBody())))
