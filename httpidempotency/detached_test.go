@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
 )
 
@@ -79,4 +82,49 @@ func TestDetachedAnswerStoredWhole(t *testing.T) {
 			e.wantRuns(t, 1)
 		})
 	}
+}
+
+// A duplicate waiting for the key in flight (WithWaitForInFlight) whose
+// request context ends first, at a deadline a layer in front set, gets
+// 409 with Retry-After: its client is still there, and must not get an
+// empty success while the original runs.
+func TestWaitPastOuterDeadline(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	e := newEnv(t, setup{
+		handler: func(w http.ResponseWriter, r *http.Request) {
+			close(started)
+			<-release // until the duplicate has its answer
+			created(w, r)
+		},
+		server: []idempotency.ServerOption{idempotency.WithWaitForInFlight(time.Minute)},
+		outer: func(next http.Handler) http.Handler { // a timeout layer
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if d, err := time.ParseDuration(r.Header.Get("X-Timeout")); err == nil {
+					ctx, cancel := context.WithTimeout(r.Context(), d)
+					defer cancel()
+					r = r.WithContext(ctx)
+				}
+				next.ServeHTTP(w, r)
+			})
+		},
+	})
+	t.Cleanup(free) // before the server closes, should the test fail
+	first := make(chan response, 1)
+	go func() { first <- e.post(t, "/orders", "{}", "k") }()
+	<-started
+	req := e.request(t, http.MethodPost, "/orders", "{}", "k")
+	req.Header.Set("X-Timeout", "50ms")
+	dup := e.send(t, req)
+	wantProblem(t, dup, http.StatusConflict, idempotency.ReasonKeyInUse)
+	if got := dup.header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	free()
+	if r := <-first; r.status != http.StatusCreated {
+		t.Fatalf("the original: %d %s", r.status, r.body)
+	}
+	e.wantRuns(t, 1)
 }
