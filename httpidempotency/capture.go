@@ -79,10 +79,11 @@ func (rec *recorder) WriteHeader(code int) {
 }
 
 // stripReplayed removes [ReplayedHeader] from h in every letter case a
-// handler can set through the map.
+// handler can set through the map, as a header or a trailer (a declared
+// one, or one named with [http.TrailerPrefix]).
 func stripReplayed(h http.Header) {
 	for name := range h {
-		if len(name) == len(ReplayedHeader) && strings.EqualFold(name, ReplayedHeader) {
+		if strings.EqualFold(strings.TrimPrefix(name, http.TrailerPrefix), ReplayedHeader) {
 			delete(h, name)
 		}
 	}
@@ -184,14 +185,11 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // other methods (deadlines, full duplex).
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
-// finish strips [ReplayedHeader] from a response the handler has not
-// sent when it returns or panics: net/http, or a recovery layer in front,
-// sends the headers as they are.
-func (rec *recorder) finish() {
-	if rec.status == 0 {
-		stripReplayed(rec.w.Header())
-	}
-}
+// finish strips [ReplayedHeader] from the response when the handler
+// returns or panics: net/http, or a recovery layer in front, sends the
+// headers of a response not yet sent, and the trailers of any, as they
+// are.
+func (rec *recorder) finish() { stripReplayed(rec.w.Header()) }
 
 // outcome returns the response as the handler answered it, once it has
 // returned; a handler that wrote nothing sends 200 now, as net/http would.

@@ -17,8 +17,8 @@ import (
 // A live answer never says it was replayed, keyed or not, whatever the
 // handler does with the header: set it in any letter case through the
 // header map, then write, send early hints first, write nothing at all,
-// or panic (a recovery layer in front answers). A replay carries the
-// header once, "true".
+// panic (a recovery layer in front answers), or send it as a trailer. A
+// replay carries the header once, "true".
 func TestReplayedHeaderNeverLive(t *testing.T) {
 	t.Parallel()
 	sets := map[string]func(h http.Header){
@@ -26,14 +26,20 @@ func TestReplayedHeaderNeverLive(t *testing.T) {
 		"lowercase": func(h http.Header) { h["idempotent-replayed"] = []string{"yes"} },
 		"uppercase": func(h http.Header) { h["IDEMPOTENT-REPLAYED"] = []string{"yes"} },
 	}
-	answers := map[string]func(w http.ResponseWriter){
-		"nothing": func(http.ResponseWriter) {},
-		"write":   func(w http.ResponseWriter) { _, _ = w.Write([]byte("done")) },
-		"103 then write": func(w http.ResponseWriter) {
+	answers := map[string]func(w http.ResponseWriter, set func(http.Header)){
+		"nothing": func(http.ResponseWriter, func(http.Header)) {},
+		"write":   func(w http.ResponseWriter, _ func(http.Header)) { _, _ = w.Write([]byte("done")) },
+		"103 then write": func(w http.ResponseWriter, _ func(http.Header)) {
 			w.WriteHeader(http.StatusEarlyHints)
 			_, _ = w.Write([]byte("done"))
 		},
-		"panic": func(http.ResponseWriter) { panic("handler failed") },
+		"panic": func(http.ResponseWriter, func(http.Header)) { panic("handler failed") },
+		"trailers": func(w http.ResponseWriter, set func(http.Header)) {
+			w.Header().Set("Trailer", httpidempotency.ReplayedHeader)
+			_, _ = w.Write([]byte("done"))
+			set(w.Header()) // the declared trailer's value
+			w.Header()[http.TrailerPrefix+"idempotent-replayed"] = []string{"yes"}
+		},
 	}
 	recovery := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +62,7 @@ func TestReplayedHeaderNeverLive(t *testing.T) {
 					t.Parallel()
 					e := newEnv(t, setup{outer: recovery, handler: func(w http.ResponseWriter, _ *http.Request) {
 						set(w.Header())
-						answer(w)
+						answer(w, set)
 					}})
 					var keys []string
 					if keyed {
@@ -71,8 +77,8 @@ func TestReplayedHeaderNeverLive(t *testing.T) {
 						},
 					}))
 					live := e.send(t, req)
-					if got := live.header.Values(httpidempotency.ReplayedHeader); len(got) != 0 || len(early) != 0 {
-						t.Fatalf("live answer %d with %s %q (on 1xx: %q)", live.status, httpidempotency.ReplayedHeader, got, early)
+					if got, trailer := live.header.Values(httpidempotency.ReplayedHeader), live.trailer.Values(httpidempotency.ReplayedHeader); len(got) != 0 || len(early) != 0 || len(trailer) != 0 {
+						t.Fatalf("live answer %d with %s %q (on 1xx: %q, as a trailer: %q)", live.status, httpidempotency.ReplayedHeader, got, early, trailer)
 					}
 					if !keyed || answerName == "panic" {
 						return
