@@ -30,9 +30,11 @@ type recorder struct {
 	// handler started; header is what the handler set, changed or removed
 	// (nil values) of them, when it sent the status.
 	outer, header http.Header
-	typed         bool // the live answer stated its Content-Type
-	trailers      bool // the handler declared trailers
-	body          bytes.Buffer
+	// sniffed: net/http sniffed the live answer's Content-Type, as it
+	// does for a body without a type, an encoding or a transfer coding.
+	sniffed  bool
+	trailers bool // the handler declared trailers
+	body     bytes.Buffer
 	// lost: the response cannot be replayed as a client got it.
 	lost bool
 	// gone is the first error of the live client's connection (or of a
@@ -72,7 +74,8 @@ func (rec *recorder) WriteHeader(code int) {
 	rec.status = code
 	if rec.keep {
 		rec.header = handlerHeaders(rec.outer, h)
-		_, rec.typed = h["Content-Type"]
+		_, typed := h["Content-Type"]
+		rec.sniffed = !typed && h.Get("Content-Encoding") == "" && h.Get("Transfer-Encoding") == ""
 		_, rec.trailers = h["Trailer"]
 	}
 	rec.w.WriteHeader(code)
@@ -201,7 +204,7 @@ func (rec *recorder) outcome() *httpv1.Response {
 		return &httpv1.Response{NotRetained: true}
 	}
 	h := rec.header
-	if !rec.typed && rec.body.Len() > 0 {
+	if rec.sniffed && rec.body.Len() > 0 {
 		// net/http sniffs the type of the first bytes it sends, the same
 		// bytes a replay sends first: store what it sent.
 		h.Set("Content-Type", http.DetectContentType(rec.body.Bytes()))

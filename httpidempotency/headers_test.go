@@ -253,4 +253,21 @@ func TestCompression(t *testing.T) {
 		}
 		e.wantRuns(t, 1)
 	})
+	// net/http does not sniff an encoded body's type: neither does the
+	// stored copy.
+	t.Run("inside, no Content-Type", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, setup{handler: func(w http.ResponseWriter, r *http.Request) {
+			gzipLayer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = w.Write([]byte("<html><body>ok</body></html>"))
+			})).ServeHTTP(w, r)
+		}})
+		first := post(e, "gzip")
+		retry := post(e, "gzip")
+		if retry.header.Get(httpidempotency.ReplayedHeader) != "true" ||
+			!slices.Equal(retry.header.Values("Content-Type"), first.header.Values("Content-Type")) {
+			t.Fatalf("Content-Type live %q, replayed %q", first.header.Values("Content-Type"), retry.header.Values("Content-Type"))
+		}
+		e.wantRuns(t, 1)
+	})
 }
