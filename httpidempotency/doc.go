@@ -8,9 +8,10 @@
 // [idempotency.Server] with the gRPC interceptor:
 //
 //	srv := idempotency.NewServer(store)
+//	idem := httpidempotency.Middleware(srv)
 //	mux := http.NewServeMux()
-//	mux.Handle("POST /orders", createOrder)
-//	http.ListenAndServe(addr, httpidempotency.Middleware(srv)(mux))
+//	mux.Handle("POST /orders", idem(createOrder)) // after routing
+//	http.ListenAndServe(addr, mux)
 //
 // It is built on [idempotency.Do]: one protocol for every entry point.
 //
@@ -29,13 +30,17 @@
 // # Responses
 //
 // The handler's response goes to the client as it writes it, and a copy
-// is stored when its status is kept ([WithKeptStatuses]: below 500 except
-// 408, 425 and 429). A retry gets the stored status, headers and body byte
-// for byte, with Idempotent-Replayed: true; a live answer never carries
-// that header. A response that cannot be replayed whole (a body longer
-// than [WithMaxResponseBytes], one streamed with Flush, hijacked, or with
-// trailers) completes its key as not retained: a retry gets a problem
-// saying so, never a truncated copy.
+// is stored when its status is kept ([WithKeptStatuses]; [DefaultKeep]:
+// below 500 except 307, 308, 401, 403, 404, 405, 408, 425 and 429, so
+// place the middleware after routing and authentication). The copy holds the
+// headers the handler set, not those of the layers in front, and the
+// whole body, even when the client left before the handler wrote it. A
+// retry gets the stored status, headers and body byte for byte, with
+// Idempotent-Replayed: true, beside the headers its own layers in front
+// set; a live answer never carries that header. A response that cannot
+// be replayed whole (a body longer than [WithMaxResponseBytes], one
+// streamed with Flush, hijacked, or with trailers) completes its key as
+// not retained: a retry gets a problem saying so, never a truncated copy.
 //
 // # Errors
 //

@@ -71,9 +71,10 @@ func created(w http.ResponseWriter, r *http.Request) {
 
 // response is what an HTTP call returned.
 type response struct {
-	status int
-	header http.Header
-	body   string
+	status  int
+	header  http.Header
+	body    string
+	trailer http.Header
 }
 
 // post sends body to path with the given key header lines (none for a
@@ -108,7 +109,7 @@ func (e *env) send(t *testing.T, req *http.Request) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b), trailer: resp.Trailer}
 }
 
 // wantProblem checks that r is a problem of the package's type with the

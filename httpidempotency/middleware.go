@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/grpc-idempotency/idempotency"
 	httpv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/http/v1"
@@ -21,18 +22,26 @@ import (
 // is claimed under that key with [idempotency.Do]: its handler runs once,
 // detached from the client's cancellation; the response goes to the client
 // as the handler writes it, and a copy is stored unless its status says a
-// retry may get another answer ([WithKeptStatuses]), in which case the
-// claim is released. A retry gets the stored status, headers and body
-// byte for byte with [ReplayedHeader]: true. Requests of other methods,
-// and keyless requests unless [WithKeyRequired], pass through.
+// retry may get another answer, or that no handler ran ([WithKeptStatuses],
+// [DefaultKeep]), in which case the claim is released. The copy holds the
+// headers the handler set, not those of the layers in front, and the
+// whole body even when the client has left. A retry gets the stored
+// status, headers and body byte for byte with [ReplayedHeader]: true,
+// beside the headers its own layers in front set. Requests of other
+// methods, and keyless requests unless [WithKeyRequired], pass through.
 //
 // Refusals are RFC 9457 problems ([WriteProblem]): 400 for a missing or
-// invalid key, 409 with Retry-After while the key is in flight, 422 for a
-// key reused with another request, 503 with Retry-After when the store is
-// unavailable or full, 413 for a body longer than [WithMaxRequestBytes].
-// The server's options apply: its scope ([idempotency.WithScope]) reads
-// the request's context, its retention, lease, handler timeout and stored
-// outcome bound hold for these keys as for gRPC calls.
+// invalid key, 409 with Retry-After while the key is in flight (also to a
+// request whose context ended while it waited), 422 for a key reused with
+// another request, 503 with Retry-After when the store is unavailable or
+// full, 413 for a body longer than [WithMaxRequestBytes] or an
+// http.MaxBytesHandler's bound, and the status of its gRPC code for a
+// scope error ([StatusOf]). Retry-After is the server's
+// [idempotency.WithRetryAfter]. The server's options apply: its scope
+// ([idempotency.WithScope]) reads the request's context, its retention,
+// lease, handler timeout and stored outcome bound hold for these keys as
+// for gRPC calls. Place it after routing and authentication: see
+// [DefaultKeep].
 //
 // It has the shape of every net/http middleware, so routers and chains
 // (http.ServeMux, chi, alice) take it as it is. It panics when s is nil or
@@ -68,10 +77,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, err := h.c.keyOf(r)
 	switch {
 	case err != nil:
-		WriteProblem(w, err)
+		h.writeProblem(w, r, err)
 		return
 	case key == "":
-		h.next.ServeHTTP(&recorder{w: w}, r) // no copy kept (max 0), replay header stripped
+		rec := &recorder{w: w} // no copy kept, replay header stripped
+		defer rec.finish()
+		h.next.ServeHTTP(rec, r)
 		return
 	}
 	req, err := h.c.request(r)
@@ -82,7 +93,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var rec *recorder
 	resp, replayed, err := idempotency.Do(r.Context(), h.s, h.c.operation, key, req,
 		func(ctx context.Context) (*httpv1.Response, error) {
-			rec = &recorder{w: w, max: h.c.maxResponse}
+			rec = newRecorder(w, h.c.maxResponse)
+			defer rec.finish()
 			h.next.ServeHTTP(rec, r.WithContext(ctx))
 			out := rec.outcome()
 			if !h.c.keep(rec.status) {
@@ -94,16 +106,33 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case rec != nil:
 		// The handler ran here and the client has its answer.
 	case err != nil:
-		if r.Context().Err() != nil {
-			return // nobody is listening
-		}
 		if replayed { // an outcome too large for the server's bound
 			w.Header().Set(ReplayedHeader, "true")
 		}
-		WriteProblem(w, err)
+		h.writeProblem(w, r, err)
 	case replayed:
 		replay(w, resp)
 	}
+}
+
+// writeProblem answers err, the refusal of a request whose handler did
+// not run here, with its problem, and a Retry-After the server's
+// [idempotency.WithRetryAfter] sets unless err carries its own.
+//
+// A request whose context ended before its handler started (a deadline
+// set by a layer in front passed while it waited for the key in flight,
+// or for the store) is answered as the key in flight: its client may
+// still be there, and must send the same key again. A client that left
+// gets nothing either way.
+func (h *handler) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		err = idempotency.ErrKeyInUse
+	}
+	p := ProblemOf(err)
+	if _, ok := retryInfo(err); !ok {
+		p.RetryAfter = h.s.RetryAfter()
+	}
+	p.Write(w)
 }
 
 // keyOf returns the key of r, "" when it has none and none is required.
@@ -153,9 +182,13 @@ func (c *config) request(r *http.Request) (*httpv1.Request, error) {
 // writeRequestError answers a request the middleware could not read or
 // fingerprint; nothing was claimed.
 func writeRequestError(w http.ResponseWriter, err error) {
+	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.Is(err, ErrRequestTooLarge):
 		WriteProblem(w, err)
+	case errors.As(err, &tooLarge): // an http.MaxBytesHandler in front
+		Problem{Type: ProblemType, Title: http.StatusText(http.StatusRequestEntityTooLarge), Status: http.StatusRequestEntityTooLarge,
+			Detail: "the request body is longer than the server accepts"}.Write(w)
 	case errors.Is(err, errFingerprint):
 		Problem{Type: ProblemType, Title: http.StatusText(500), Status: 500, Detail: err.Error()}.Write(w)
 	default: // reading the body failed: the client went away or sent garbage
@@ -176,7 +209,11 @@ func replay(w http.ResponseWriter, resp *httpv1.Response) {
 		return
 	}
 	for _, f := range resp.GetHeaders() {
-		h[f.GetName()] = f.GetValues()
+		// A record an earlier version stored may hold the marker in
+		// another letter case.
+		if name := f.GetName(); !strings.EqualFold(name, ReplayedHeader) {
+			h[name] = f.GetValues()
+		}
 	}
 	if _, set := h["Content-Length"]; !set && len(resp.GetBody()) > 0 {
 		h.Set("Content-Length", strconv.Itoa(len(resp.GetBody())))

@@ -214,9 +214,11 @@ func TestRequestTooLargeClaimsNothing(t *testing.T) {
 	e.wantRuns(t, 1)
 }
 
-// Responses the draft's retry may change (5xx, 408, 425, 429) release the
-// claim: a retry runs the handler again. Every other status is kept and
-// replayed.
+// Responses a retry may not get again (5xx, 408, 425, 429), those a
+// router or an authentication layer gives before any handler runs (401,
+// 403, 404, 405) and those that send the request elsewhere (307, 308)
+// release the claim: a retry runs the handler again. Every
+// other status is kept and replayed.
 func TestKeptStatuses(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -224,8 +226,11 @@ func TestKeptStatuses(t *testing.T) {
 		kept   bool
 	}{
 		{http.StatusOK, true}, {http.StatusCreated, true}, {http.StatusNoContent, true},
-		{http.StatusBadRequest, true}, {http.StatusNotFound, true}, {http.StatusConflict, true},
-		{http.StatusUnprocessableEntity, true},
+		{http.StatusFound, true}, {http.StatusSeeOther, true},
+		{http.StatusTemporaryRedirect, false}, {http.StatusPermanentRedirect, false}, {http.StatusBadRequest, true}, {http.StatusConflict, true},
+		{http.StatusGone, true}, {http.StatusRequestEntityTooLarge, true}, {http.StatusUnprocessableEntity, true},
+		{http.StatusUnauthorized, false}, {http.StatusForbidden, false}, {http.StatusNotFound, false},
+		{http.StatusMethodNotAllowed, false},
 		{http.StatusRequestTimeout, false}, {http.StatusTooEarly, false}, {http.StatusTooManyRequests, false},
 		{http.StatusInternalServerError, false}, {http.StatusBadGateway, false}, {http.StatusServiceUnavailable, false},
 	} {

@@ -174,12 +174,32 @@ func WithKeptStatuses(keep func(status int) bool) Option {
 	}
 }
 
-// DefaultKeep keeps every response below 500 except 408 Request Timeout,
-// 425 Too Early and 429 Too Many Requests: those and the 5xx say that a
-// retry may get another answer, so their claim is released.
+// DefaultKeep keeps every response below 500 except three kinds, whose
+// claim is released so that a retry with the same key runs the handler
+// again:
+//
+//   - 401 Unauthorized, 403 Forbidden, 404 Not Found and 405 Method Not
+//     Allowed: the answers of a router or an authentication layer that
+//     the middleware wraps, given before any handler started. Kept, they
+//     would answer the key for the retention period, after the route is
+//     deployed or the client has signed in (Stripe saves a result only
+//     once an endpoint started executing).
+//   - 307 Temporary Redirect and 308 Permanent Redirect: "send this
+//     request again there", so nothing was done here; http.ServeMux
+//     answers so a path that lacks its trailing slash, and the client
+//     follows with the same key.
+//   - 408 Request Timeout, 425 Too Early and 429 Too Many Requests: like
+//     the 5xx, they say that a retry may get another answer.
+//
+// A handler's own 401, 403, 404 or 405 is therefore not kept either:
+// place the middleware after routing and authentication, and give
+// [WithKeptStatuses] a function that keeps them if the handler acts
+// before it answers so.
 func DefaultKeep(status int) bool {
 	switch status {
-	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusMethodNotAllowed,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect,
+		http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
 		return false
 	}
 	return status < 500

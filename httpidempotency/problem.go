@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
@@ -70,16 +71,23 @@ var statusOfReason = map[string]int{
 //	IDEMPOTENCY_RESUME_INVALID           400 Bad Request
 //	IDEMPOTENCY_REQUEST_TOO_LARGE        413 Request Entity Too Large
 //
-// Any other error is 500. retryAfter is the google.rpc.RetryInfo delay err
-// carries, else [idempotency.DefaultRetryAfter] for a 409 or 503, else 0;
-// a Retry-After header is due on a 409, 429 or 503 answer.
+// Any other gRPC status, wrapped or not (a [idempotency.WithScope]
+// function's UNAUTHENTICATED, say), has the HTTP status of its code in
+// google.rpc's mapping, as grpc-gateway answers it: 401 UNAUTHENTICATED,
+// 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED and ALREADY_EXISTS,
+// 400 INVALID_ARGUMENT, FAILED_PRECONDITION and OUT_OF_RANGE, 429
+// RESOURCE_EXHAUSTED, 499 CANCELLED, 501 UNIMPLEMENTED, 503 UNAVAILABLE,
+// 504 DEADLINE_EXCEEDED, 500 the others. Any other error is 500.
+// retryAfter is the google.rpc.RetryInfo delay err carries, else
+// [idempotency.DefaultRetryAfter] for a 409, 429 or 503, else 0; a
+// Retry-After header is due on a 409, 429 or 503 answer.
 func StatusOf(err error) (status int, retryAfter time.Duration) {
 	code, ok := statusOfReason[idempotency.Reason(err)]
 	if !ok && errors.Is(err, ErrRequestTooLarge) {
 		code, ok = http.StatusRequestEntityTooLarge, true
 	}
 	if !ok {
-		code = http.StatusInternalServerError
+		code = statusOfCode(err)
 	}
 	if d, ok := retryInfo(err); ok {
 		return code, d
@@ -88,6 +96,51 @@ func StatusOf(err error) (status int, retryAfter time.Duration) {
 		return code, idempotency.DefaultRetryAfter
 	}
 	return code, 0
+}
+
+// statusOfCode returns the HTTP status of err's gRPC code, 500 when err
+// is not a gRPC status.
+func statusOfCode(err error) int {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return http.StatusInternalServerError
+	}
+	switch st.Code() {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.AlreadyExists, codes.Aborted:
+		return http.StatusConflict
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Canceled:
+		return statusClientClosedRequest
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	default: // OK (a status error cannot be OK), UNKNOWN, INTERNAL, DATA_LOSS
+		return http.StatusInternalServerError
+	}
+}
+
+// statusClientClosedRequest is google.rpc's HTTP status of CANCELLED,
+// which net/http does not name.
+const statusClientClosedRequest = 499
+
+// titleOf is the title of a problem with HTTP status code.
+func titleOf(code int) string {
+	if code == statusClientClosedRequest {
+		return "Client Closed Request"
+	}
+	return http.StatusText(code)
 }
 
 // retryInfo returns the google.rpc.RetryInfo delay of a gRPC status error.
@@ -131,15 +184,20 @@ type Problem struct {
 
 // ProblemOf returns the problem of err, with [StatusOf]'s status and
 // Retry-After. Its detail is the message of err's sentinel (the
-// [idempotency.KeyError]'s text for a refused key, the status message for
-// a gRPC status): backend error text wrapped inside never reaches the
+// [idempotency.KeyError]'s text for a refused key, the status's own
+// message for a gRPC status, not the text of errors wrapped around it),
+// else the title: backend error text wrapped inside never reaches the
 // client.
 func ProblemOf(err error) Problem {
 	code, after := StatusOf(err)
-	return Problem{
-		Type: ProblemType, Title: http.StatusText(code), Status: code,
+	p := Problem{
+		Type: ProblemType, Title: titleOf(code), Status: code,
 		Detail: detailOf(err), Reason: reasonOf(err), RetryAfter: after,
 	}
+	if p.Detail == "" { // a status without a message
+		p.Detail = p.Title
+	}
+	return p
 }
 
 func reasonOf(err error) string {
@@ -167,8 +225,11 @@ func detailOf(err error) string {
 			return s.Error()
 		}
 	}
-	if st, ok := status.FromError(err); ok && err != nil {
-		return st.Message()
+	// The status's own message: status.FromError would give a wrapped
+	// status the text of every error around it.
+	var gs interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &gs) && gs.GRPCStatus() != nil {
+		return gs.GRPCStatus().Message()
 	}
 	return http.StatusText(http.StatusInternalServerError)
 }

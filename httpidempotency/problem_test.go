@@ -48,7 +48,19 @@ func TestStatusOf(t *testing.T) {
 		{"not the library's", errors.New("boom"), http.StatusInternalServerError, 0},
 		{"gRPC status with RetryInfo", grpcStatus(codes.Aborted, idempotency.ReasonKeyInUse, 1500*time.Millisecond), http.StatusConflict, 1500 * time.Millisecond},
 		{"gRPC status with RetryInfo 0", grpcStatus(codes.ResourceExhausted, idempotency.ReasonStoreFull, 0), http.StatusServiceUnavailable, 0},
-		{"gRPC status without ErrorInfo", status.Error(codes.Aborted, "x"), http.StatusInternalServerError, 0},
+		// Statuses that are not the library's (a scope function's) take
+		// their code's status, wrapped or not.
+		{"gRPC status without ErrorInfo", status.Error(codes.Aborted, "x"), http.StatusConflict, idempotency.DefaultRetryAfter},
+		{"unauthenticated, wrapped", fmt.Errorf("scope: %w", status.Error(codes.Unauthenticated, "x")), http.StatusUnauthorized, 0},
+		{"permission denied", status.Error(codes.PermissionDenied, "x"), http.StatusForbidden, 0},
+		{"not found", status.Error(codes.NotFound, "x"), http.StatusNotFound, 0},
+		{"resource exhausted", status.Error(codes.ResourceExhausted, "x"), http.StatusTooManyRequests, idempotency.DefaultRetryAfter},
+		{"cancelled", status.Error(codes.Canceled, "x"), 499, 0},
+		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "x"), http.StatusGatewayTimeout, 0},
+		{"unavailable", status.Error(codes.Unavailable, "x"), http.StatusServiceUnavailable, idempotency.DefaultRetryAfter},
+		{"unimplemented", status.Error(codes.Unimplemented, "x"), http.StatusNotImplemented, 0},
+		{"internal", status.Error(codes.Internal, "x"), http.StatusInternalServerError, 0},
+		{"unknown", status.Error(codes.Unknown, "x"), http.StatusInternalServerError, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +68,29 @@ func TestStatusOf(t *testing.T) {
 			code, after := httpidempotency.StatusOf(tt.err)
 			if code != tt.status || after != tt.retryAfter {
 				t.Fatalf("StatusOf = %d, %v; want %d, %v", code, after, tt.status, tt.retryAfter)
+			}
+		})
+	}
+}
+
+// A problem's detail is a status's own message, never the text of the
+// errors wrapped around it; a status without one gets the title.
+func TestProblemOfWrappedStatus(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		err   error
+		title string
+		want  string
+	}{
+		{"wrapped", fmt.Errorf("scope of tenant 42 at 10.0.0.7: %w", status.Error(codes.Unauthenticated, "sign in first")), "Unauthorized", "sign in first"},
+		{"no message", status.Error(codes.PermissionDenied, ""), "Forbidden", "Forbidden"},
+		{"cancelled", status.Error(codes.Canceled, ""), "Client Closed Request", "Client Closed Request"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if p := httpidempotency.ProblemOf(tt.err); p.Title != tt.title || p.Detail != tt.want {
+				t.Fatalf("title %q, detail %q; want %q, %q", p.Title, p.Detail, tt.title, tt.want)
 			}
 		})
 	}

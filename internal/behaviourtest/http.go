@@ -34,7 +34,7 @@ func newHTTP(t *testing.T, e *env) entryPoint {
 		code := http.StatusOK
 		switch a {
 		case refuse, bulkyRefuse:
-			code = http.StatusForbidden
+			code = http.StatusUnprocessableEntity
 		case flake:
 			code = http.StatusServiceUnavailable
 		}

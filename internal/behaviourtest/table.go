@@ -65,8 +65,9 @@ func evict() step               { return step{op: opEvict} }
 var (
 	// ran: the work ran for the call and answered.
 	ran = want{ran: true, grpc: "OK", fn: "OK", http: 200}
-	// refused: the work's deterministic error, PERMISSION_DENIED (403).
-	refused = want{ran: true, grpc: "PermissionDenied", fn: "PermissionDenied", http: 403}
+	// refused: the work's deterministic error, PERMISSION_DENIED; over
+	// HTTP a kept 4xx, 422 (DefaultKeep does not keep 403: decision 113).
+	refused = want{ran: true, grpc: "PermissionDenied", fn: "PermissionDenied", http: 422}
 	// flaked: the work's retryable error, UNAVAILABLE (503).
 	flaked = want{ran: true, grpc: "Unavailable", fn: "Unavailable", http: 503}
 	// crashed: the work panicked; a recovery interceptor answers INTERNAL,

@@ -12,11 +12,11 @@ type act int
 
 const (
 	answer      act = iota // a response: "run n" (HTTP 200)
-	refuse                 // a deterministic error: PERMISSION_DENIED "run n" (HTTP 403)
+	refuse                 // a deterministic error: PERMISSION_DENIED "run n" (HTTP 422)
 	flake                  // a retryable error: UNAVAILABLE "run n" (HTTP 503)
 	crash                  // a panic
 	bulky                  // a response over the size limit (HTTP 200)
-	bulkyRefuse            // a deterministic error over the size limit (HTTP 403)
+	bulkyRefuse            // a deterministic error over the size limit (HTTP 422)
 )
 
 // hold is what one execution waits for before it answers.
