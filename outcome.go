@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -74,9 +75,8 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 			rec.Response = nil // the buffer goes back to the pool
 			putBuffer(respBuf)
 		}()
-		*respBuf, err = deterministic.MarshalAppend((*respBuf)[:0], msg)
 		rec.Outcome = recordv1.Outcome_OUTCOME_RESPONSE
-		rec.ResponseType = string(msg.ProtoReflect().Descriptor().FullName())
+		*respBuf, rec.ResponseType, err = encodeMessage((*respBuf)[:0], msg)
 		rec.Response = *respBuf
 		size += len(*respBuf)
 	}
@@ -95,6 +95,23 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	*data, _ = record.AppendEncode((*data)[:0], rec)
 	e.observe(ctx, c.method, DecisionNotRetained, 0, err)
 	return data
+}
+
+// encodeMessage appends msg's deterministic encoding to b and returns it
+// with msg's full name. A message that panics as it encodes (a nil
+// *dynamicpb.Message, which has no descriptor) is an error like any other
+// that does not encode: once a handler has run, nothing may panic between
+// its answer and its stored outcome, which would leave its claim in
+// flight until the lease ends and then run it again.
+func encodeMessage(b []byte, msg proto.Message) (_ []byte, name string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("idempotency: encoding the response panicked: %v", v)
+		}
+	}()
+	name = string(msg.ProtoReflect().Descriptor().FullName())
+	b, err = deterministic.MarshalAppend(b, msg)
+	return b, name, err
 }
 
 // recordStatus is the record form of a handler's error.

@@ -299,7 +299,7 @@ func (s *streamed) add(m any, limit int) {
 		s.drop(errNotProto)
 		return
 	}
-	b, err := deterministic.Marshal(msg)
+	b, _, err := encodeMessage(nil, msg)
 	switch {
 	case err != nil:
 		s.drop(err)
