@@ -1,0 +1,364 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// Defaults and bounds of the server options.
+const (
+	DefaultRetention = 24 * time.Hour
+	MinRetention     = time.Hour
+	// MaxRetention is the longest retention, ten years (87600h): longer
+	// ones, from any source (an option, a proto option, whose durations
+	// over about 292 years come out as math.MaxInt64, or a
+	// [MethodPolicy]), are lowered to it.
+	MaxRetention = 87600 * time.Hour
+	DefaultLease = 60 * time.Second
+	// MinLease is the shortest lease: renewal runs every lease/3 and retries
+	// a failed renewal until the lease would run out, which needs room for
+	// store round trips and scheduling delays. Shorter leases are raised to
+	// it.
+	MinLease = 100 * time.Millisecond
+	// MaxLease is the longest lease, a day: a server that dies holding a
+	// claim blocks its key for at most that long. Longer leases, from any
+	// source, are lowered to it.
+	MaxLease = 24 * time.Hour
+	// DefaultHandlerTimeout bounds a claimed handler whose caller has gone;
+	// see [WithHandlerTimeout].
+	DefaultHandlerTimeout   = time.Minute
+	DefaultMaxResponseBytes = 4 << 20
+	// DefaultMaxStreamRequestBytes bounds the requests of a keyed
+	// client-streaming or server-streaming call; see
+	// [WithMaxStreamRequestBytes].
+	DefaultMaxStreamRequestBytes = 4 << 20
+	DefaultRetryAfter            = time.Second
+	// DefaultStoreTimeout bounds every store call; see [WithStoreTimeout].
+	DefaultStoreTimeout = 10 * time.Second
+)
+
+// DefaultStoredCodes are the error codes a handler's error is stored and
+// replayed for: the outcome would be the same on a retry.
+var DefaultStoredCodes = []codes.Code{
+	codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
+}
+
+type config struct {
+	sharedConfig
+	scope            func(context.Context) (string, error)
+	retention        time.Duration
+	lease            time.Duration
+	wait             time.Duration
+	failOpen         bool
+	maxResponseBytes int
+	maxStreamRequest int // bytes of a keyed stream's requests
+	storedCodes      [17]bool
+	fingerprint      FingerprintFunc // nil: Fingerprint, computed into the call's own array
+	methods          map[string]MethodPolicy
+	ops              map[string]MethodPolicy // of Do and Once, by operation
+	observer         Observer
+	files            *protoregistry.Files
+	retryAfter       time.Duration
+	storeTimeout     time.Duration
+	handlerTimeout   time.Duration
+	cancellation     Cancellation
+	cache            *replayCacheConfig // nil: no replay cache
+}
+
+func newConfig(opts []ServerOption) *config {
+	c := &config{
+		sharedConfig:     sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
+		retention:        DefaultRetention,
+		lease:            DefaultLease,
+		maxResponseBytes: DefaultMaxResponseBytes,
+		maxStreamRequest: DefaultMaxStreamRequestBytes,
+		observer:         nopObserver{},
+		files:            protoregistry.GlobalFiles,
+		retryAfter:       DefaultRetryAfter,
+		storeTimeout:     DefaultStoreTimeout,
+		handlerTimeout:   DefaultHandlerTimeout,
+		cancellation:     CancellationDetached,
+	}
+	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
+	for _, o := range opts {
+		o.applyToServer(c)
+	}
+	return c
+}
+
+// positive records an error of option unless d is positive.
+func (c *config) positive(option, what string, d time.Duration) {
+	if d <= 0 {
+		c.invalid(option, "%s must be positive, got %v", what, d)
+	}
+}
+
+// notNegative records an error of option when d is negative.
+func (c *config) notNegative(option, what string, d time.Duration) {
+	if d < 0 {
+		c.invalid(option, "%s must not be negative, got %v", what, d)
+	}
+}
+
+// WithScope sets the function that returns the caller's scope, for example
+// the authenticated principal or tenant. Keys are namespaced by scope, so
+// one caller can never read another caller's answer by sending the same key.
+// The interceptors return an error from scope to the caller as is when it
+// is a gRPC status, and as INTERNAL otherwise; [Do] returns it wrapped.
+// Default: every caller shares the empty scope.
+func WithScope(scope func(context.Context) (string, error)) ServerOption {
+	return serverOptionFunc(func(c *config) { c.scope = scope })
+}
+
+// WithRetention keeps completed outcomes for d, for methods whose proto
+// option or [WithMethodPolicy] does not say. Default [DefaultRetention]
+// (24h); values below [MinRetention] (1h) are raised to it, values above
+// [MaxRetention] (87600h, ten years) lowered to it; zero or negative makes
+// [UnaryServerInterceptor] panic.
+func WithRetention(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.positive("WithRetention", "retention", d)
+		c.retention = d
+	})
+}
+
+// WithLease sets how long an in-flight claim lives without renewal, for
+// methods whose proto option or [WithMethodPolicy] does not say. The lease
+// is renewed every d/3 while the handler runs and until its outcome is
+// stored, so d bounds how long a crashed server blocks a key, not how long a
+// handler may run. Default [DefaultLease] (60s); values below [MinLease]
+// (100ms) are raised to it, values above [MaxLease] (24h) lowered to it;
+// zero or negative makes [UnaryServerInterceptor] panic.
+func WithLease(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.positive("WithLease", "lease", d)
+		c.lease = d
+	})
+}
+
+// WithWaitForInFlight makes a duplicate that finds its key in flight wait up
+// to d (and never past its own deadline) for the original's outcome and
+// replay it, instead of failing at once with ABORTED. Waiters in the same
+// process are woken the moment the original finishes; waiters elsewhere
+// poll the store with backoff. Default 0: reject at once. A negative d
+// makes [UnaryServerInterceptor] panic.
+func WithWaitForInFlight(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.notNegative("WithWaitForInFlight", "wait", d)
+		c.wait = d
+	})
+}
+
+// WithFailOpen runs the handler without deduplication when the store
+// cannot be reached, and reports [DecisionFailOpen] to the observer.
+// Default: fail closed with UNAVAILABLE and [ReasonStoreUnavailable].
+func WithFailOpen() ServerOption {
+	return serverOptionFunc(func(c *config) { c.failOpen = true })
+}
+
+// WithMaxResponseBytes sets the largest outcome that is stored for replay:
+// the encoded response or error status, with the header and trailer keys
+// and values. A larger outcome is returned to the caller, and its key is
+// completed with a record that replays FAILED_PRECONDITION with
+// [ReasonResponseNotRetained], so a retry never runs the handler twice.
+// Default [DefaultMaxResponseBytes] (4 MiB). A negative n makes
+// [UnaryServerInterceptor] panic.
+func WithMaxResponseBytes(n int) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxResponseBytes", "size must not be negative, got %d", n)
+		}
+		c.maxResponseBytes = n
+	})
+}
+
+// WithMaxStreamRequestBytes bounds the requests of a keyed streaming call
+// ([Server.StreamServerInterceptor]), which are read and held before the
+// handler runs so they can be fingerprinted: each message counts its
+// encoded size plus 5 bytes (its gRPC frame header, so that a stream of
+// empty messages is bounded too). A stream over n bytes fails with
+// INVALID_ARGUMENT and [ReasonStreamTooLarge] before anything is claimed
+// or the handler runs; a retry with the same requests fails the same way.
+// Calls without a key are not read ahead, and not bounded. Default
+// [DefaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
+// panic.
+func WithMaxStreamRequestBytes(n int) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if n < 0 {
+			c.invalid("WithMaxStreamRequestBytes", "size must not be negative, got %d", n)
+		}
+		c.maxStreamRequest = n
+	})
+}
+
+// WithStoredCodes replaces the set of error codes whose errors are stored
+// and replayed. Errors with any other code release the claim, so a retry
+// runs the handler again. Default [DefaultStoredCodes].
+//
+// [UnaryServerInterceptor] panics when cs holds codes.OK or a code outside
+// 1..16, or UNAVAILABLE or ABORTED: the codes the retry protocol uses
+// (store unavailable, key in use), which clients retry, so a stored one
+// would replay a temporary failure to every retry for the whole retention.
+func WithStoredCodes(cs ...codes.Code) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.storedCodes = [17]bool{}
+		for _, code := range cs {
+			switch {
+			case code == codes.OK || int(code) >= len(c.storedCodes):
+				c.invalid("WithStoredCodes", "%v is not an error code (want 1..16)", code)
+			case code == codes.Unavailable || code == codes.Aborted:
+				c.invalid("WithStoredCodes", "%v is a code the retry protocol uses: a stored one would be replayed to every retry", code)
+			default:
+				c.storedCodes[code] = true
+			}
+		}
+	})
+}
+
+// WithFingerprint replaces the request fingerprint, for example to leave
+// out volatile fields such as a client timestamp. An error from f fails
+// the call before the store is touched: INTERNAL from the interceptors,
+// wrapped from [Do]. Default [Fingerprint].
+// A nil f makes [UnaryServerInterceptor] panic.
+func WithFingerprint(f FingerprintFunc) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if f == nil {
+			c.invalid("WithFingerprint", "fingerprint function must not be nil")
+		}
+		c.fingerprint = f
+	})
+}
+
+// WithMethodPolicy sets the policy of one method (full name,
+// "/pkg.Service/Method"), overriding its proto options field by field: the
+// zero value of a field keeps what the proto says. Default: the proto
+// options alone. Naming a method of gRPC's own services (proto package
+// "grpc" or "grpc.*"), which the interceptor otherwise leaves alone, makes
+// it take part.
+//
+// [NewServer] checks the policy of every method named here when it is
+// built, and panics with a [*MethodConfigError] naming the
+// method and its proto file when it cannot work: a KeyField (or the
+// proto's key_field) that is not a singular string field of the request,
+// or a streaming method. A name the descriptor registry ([WithDescriptors])
+// does not have is accepted and applied when the method is called; its
+// KeyField is checked against the first request, and a bad one fails the
+// method's calls closed. [Server.Validate] reports names a server does not
+// serve. A negative Lease, Retention or HandlerTimeout, or a Mode or
+// Cancellation that is none of their constants, makes it panic too,
+// naming the method.
+func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.checkPolicy("WithMethodPolicy", fullMethod, p)
+		if c.methods == nil {
+			c.methods = make(map[string]MethodPolicy)
+		}
+		c.methods[fullMethod] = p
+	})
+}
+
+// checkPolicy records an error of option when a field of p, the policy of
+// name, holds a value no setting has: a negative duration, or a Mode or
+// Cancellation beyond its constants.
+func (c *config) checkPolicy(option, name string, p MethodPolicy) {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Lease", p.Lease}, {"Retention", p.Retention}, {"HandlerTimeout", p.HandlerTimeout}} {
+		if f.d < 0 {
+			c.invalid(option, "%s: %s must not be negative, got %v", name, f.name, f.d)
+		}
+	}
+	if p.Mode < ModeUnspecified || p.Mode > ModeDisabled {
+		c.invalid(option, "%s: Mode must be one of the Mode constants, got Mode(%d)", name, int(p.Mode))
+	}
+	if p.Cancellation < CancellationUnspecified || p.Cancellation > CancellationCaller {
+		c.invalid(option, "%s: Cancellation must be one of the Cancellation constants, got Cancellation(%d)", name, int(p.Cancellation))
+	}
+}
+
+// WithObserver sets the observer told of every decision. Default: none.
+func WithObserver(o Observer) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if o != nil {
+			c.observer = o
+		}
+	})
+}
+
+// WithDescriptors resolves method options from files instead of
+// protoregistry.GlobalFiles, for example a registry built with
+// protodesc.NewFiles from a descriptor set. Key fields are looked up on each
+// request's own descriptor, and a replayed response whose type has no
+// generated Go type linked in is decoded into a dynamicpb message of the
+// descriptor files holds, so files need not hold the generated types.
+// Default protoregistry.GlobalFiles. A nil files makes [NewServer] panic.
+func WithDescriptors(files *protoregistry.Files) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if files == nil {
+			c.invalid("WithDescriptors", "descriptor registry must not be nil")
+		}
+		c.files = files
+	})
+}
+
+// WithRetryAfter sets the delay the server asks a client to wait before
+// retrying, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer,
+// on an in-flight rejection ([ReasonKeyInUse]) and when the store is
+// unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
+// clients do not hammer a store that is down. Default [DefaultRetryAfter]
+// (1s). A negative d makes [UnaryServerInterceptor] panic.
+func WithRetryAfter(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.notNegative("WithRetryAfter", "delay", d)
+		c.retryAfter = d
+	})
+}
+
+// WithStoreTimeout bounds every store call the interceptor makes. A claim
+// is bounded by d and by the caller's deadline. Storing an outcome and
+// releasing a claim happen after the handler ran, so they are detached from
+// the caller's cancellation (a caller who leaves never strands a claim) and
+// retried through transient store errors for up to d in all, each attempt
+// bounded by the remaining time and by a third of the lease. A lease
+// renewal is bounded by d, by a third of the lease and by the time left on
+// the lease. Default [DefaultStoreTimeout] (10s). Zero or negative makes
+// [UnaryServerInterceptor] panic.
+func WithStoreTimeout(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.positive("WithStoreTimeout", "store timeout", d)
+		c.storeTimeout = d
+	})
+}
+
+// WithHandlerTimeout bounds a claimed handler whose caller has gone. A
+// handler running under a claim is not cancelled when its caller cancels or
+// its deadline passes, since stopping a charge halfway and letting the
+// retry charge again is exactly what idempotency must prevent: it runs on a
+// context that keeps the caller's values but not its cancellation, and its
+// outcome is stored as usual. That context's deadline is d after the
+// handler starts, or the caller's own deadline when that is later. Default
+// [DefaultHandlerTimeout] (1m); zero or negative makes
+// [UnaryServerInterceptor] panic. See [WithCallerCancellation] for the
+// opt-out.
+func WithHandlerTimeout(d time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		c.positive("WithHandlerTimeout", "handler timeout", d)
+		c.handlerTimeout = d
+	})
+}
+
+// WithCallerCancellation cancels claimed handlers when their caller cancels
+// or its deadline passes, as gRPC does without this interceptor. Use it for
+// handlers whose work is atomic with their error (one database transaction
+// that rolls back when its context ends): the cancellation error releases
+// the claim, and a retry runs the handler again. [MethodPolicy] sets it per
+// method. Default: handlers are detached from their caller
+// ([WithHandlerTimeout]).
+func WithCallerCancellation() ServerOption {
+	return serverOptionFunc(func(c *config) { c.cancellation = CancellationCaller })
+}
