@@ -194,3 +194,20 @@ func (*fnCall[Resp]) capture(ctx context.Context) context.Context { return ctx }
 func (*fnCall[Resp]) recorded() (header, trailer []*recordv1.Metadata) { return nil, nil }
 
 func (*fnCall[Resp]) replayed(context.Context, *recordv1.Record) {}
+
+// operations resolves the policy of every operation named by
+// [WithOperationPolicy], and the one every other operation shares.
+func (c *config) operations() (named map[string]*methodConfig, other *methodConfig) {
+	build := func(p MethodPolicy) *methodConfig {
+		m := c.defaults()
+		m.mode = ModeRequired
+		m.override(p)
+		m.clamp()
+		return m
+	}
+	named = make(map[string]*methodConfig, len(c.ops))
+	for op, p := range c.ops {
+		named[op] = build(p)
+	}
+	return named, build(MethodPolicy{})
+}

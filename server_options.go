@@ -362,3 +362,78 @@ func WithHandlerTimeout(d time.Duration) ServerOption {
 func WithCallerCancellation() ServerOption {
 	return serverOptionFunc(func(c *config) { c.cancellation = CancellationCaller })
 }
+
+// WithReplayCache keeps up to maxEntries completed outcomes, taking up to
+// maxBytes in all, in this process, in front of the store: a replay of a
+// cached key makes no store call. Default: no cache; every replay asks the
+// store.
+//
+// The cache holds completed outcomes only. It is filled from a completed
+// entry a claim found in the store, after its record decoded, and from
+// this server's own stored outcome once the store has accepted it; never
+// from an in-flight or a released key, nor from an outcome a handler
+// recorded in its own transaction ([TxOutcome]: its key is cached when it
+// is next replayed from the store). A cached key is checked against the
+// request's fingerprint as a store hit is: another request gets
+// [ErrKeyReused]. Every entry point of one [Server] (its interceptors,
+// [Do], [Once]) shares its cache; each Server has its own.
+//
+// An entry expires at the record's completion time plus the method's
+// retention as this server resolves it when the entry is filled, or ttl
+// after it is filled, whichever comes first, so the cache never replays a
+// record its retention has ended. A record that leaves the store before
+// then (deleted, swept, migrated away, evicted by a bounded store) still
+// replays from each server's cache that holds it until that entry
+// expires: ttl bounds how long, on each server. Entries are evicted least
+// recently used first when either bound is reached; an entry counts its
+// store key, fingerprint and record bytes plus [ReplayCacheEntryOverhead],
+// and a record larger than maxBytes is not cached. A replay from the cache
+// is a [DecisionReplayed] event with [Event.Cached] set and no store time.
+//
+// A maxEntries, maxBytes or ttl that is zero or negative makes [NewServer]
+// panic.
+func WithReplayCache(maxEntries int, maxBytes int64, ttl time.Duration) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		switch {
+		case maxEntries <= 0:
+			c.invalid("WithReplayCache", "maxEntries must be positive, got %d", maxEntries)
+		case maxBytes <= 0:
+			c.invalid("WithReplayCache", "maxBytes must be positive, got %d", maxBytes)
+		default:
+			c.positive("WithReplayCache", "ttl", ttl)
+		}
+		c.cache = &replayCacheConfig{maxEntries: maxEntries, maxBytes: maxBytes, ttl: ttl}
+	})
+}
+
+// WithOperationPolicy sets the policy of the work [Do] and [Once] run
+// under op: Retention, Lease, Cancellation and HandlerTimeout, each
+// overriding the server-wide setting when set. Default: the server-wide
+// settings. An operation is not a method: [Server.Validate] does not look
+// for it among the methods a server serves.
+//
+// It panics, naming op, on an empty op, a negative duration, a
+// Cancellation that is none of its constants, and on the
+// fields that mean nothing for an operation: Mode (the work always runs
+// under a key), KeyField (the key is an argument) and Namespace (op is the
+// namespace).
+func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		const option = "WithOperationPolicy"
+		switch {
+		case op == "":
+			c.invalid(option, "the operation name must not be empty")
+		case p.Mode != ModeUnspecified:
+			c.invalid(option, "%s: Mode must be unset: Do and Once always run under a key", op)
+		case p.KeyField != "":
+			c.invalid(option, "%s: KeyField must be empty: Do and Once take the key as an argument", op)
+		case p.Namespace != "":
+			c.invalid(option, "%s: Namespace must be empty: the operation is its own namespace", op)
+		}
+		c.checkPolicy(option, op, p)
+		if c.ops == nil {
+			c.ops = make(map[string]MethodPolicy)
+		}
+		c.ops[op] = p
+	})
+}
