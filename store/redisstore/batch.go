@@ -54,6 +54,16 @@ type batcher struct {
 	inFlight int
 	progress time.Time // when a batch last came back, or a lane opened on an idle batcher
 	queue    []*request
+
+	hooks batcherHooks
+}
+
+// batcherHooks are called, when set, at steps of a queued request, so
+// that this package's tests can order other events around them without
+// sleeping. They are nil outside those tests.
+type batcherHooks struct {
+	queued  func(key string) // a request has joined the queue
+	waiting func(key string) // a sent request's caller left; it waits for its round trip
 }
 
 // Lanes: batches a batcher keeps on the wire at once, normally and while
@@ -65,9 +75,8 @@ const (
 )
 
 // do sends r, alone or with the calls queued with it, and returns once its
-// results are in r. It returns an error, and leaves r alone, only when the
-// caller's context ended first: sent then says whether r had gone out
-// (its command may still run) or was dropped from the queue unsent.
+// results are in r. It returns an error, with wasSent false, only when
+// the caller's context ended while r was queued: r was dropped unsent.
 func (b *batcher) do(r *request) (wasSent bool, err error) {
 	if b.start() {
 		return b.lead(r)
@@ -81,7 +90,10 @@ func (b *batcher) do(r *request) (wasSent bool, err error) {
 	r.done = make(chan struct{})
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
-	return r.await()
+	if b.hooks.queued != nil {
+		b.hooks.queued(r.key)
+	}
+	return b.await(r)
 }
 
 // start takes a lane if one is free.
@@ -139,22 +151,29 @@ func (r *request) own() {
 	}
 }
 
-// await waits for a queued request's results or its context's end.
-func (r *request) await() (bool, error) {
+// await waits for a queued request's results. When the caller's context
+// ends first, a request still queued is dropped, unsent, with the
+// context's error. One already sent is waited for all the same, as a
+// lone call waits for its own round trip: until its reply is in, its
+// command may still run, so its caller cannot know what it did, and
+// anything the caller sent to undo it (the release after a failed claim)
+// could run before it and leave a claim nobody owns. The wait is bounded
+// as the batch's round trip is: by the latest of its requests' deadlines
+// and by the client's timeouts.
+func (b *batcher) await(r *request) (bool, error) {
 	select {
 	case <-r.done:
 		return true, nil
 	case <-r.ctx.Done():
 	}
-	select {
-	case <-r.done:
-		return true, nil
-	default:
-	}
 	if r.state.CompareAndSwap(queued, abandoned) {
 		return false, r.ctx.Err()
 	}
-	return true, r.ctx.Err()
+	if b.hooks.waiting != nil {
+		b.hooks.waiting(r.key)
+	}
+	<-r.done
+	return true, nil
 }
 
 // drain sends the queued calls, one batch at a time, until the queue is

@@ -27,7 +27,10 @@ import (
 // releases, fenced by the claim's fresh token, the claim it may have made
 // after all (see Failed claims in the package documentation), so that it
 // never leaves behind a claim nobody owns. A context already done is
-// reported before anything is sent.
+// reported before anything is sent; a context that ends once the claim
+// was sent does not cut its round trip short (see Shared round trips in
+// the package documentation): Claim returns what the claim did, possibly
+// a won claim, for the caller to release.
 func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	ms, err := millis("lease", lease)
 	if err != nil {

@@ -1,0 +1,203 @@
+package redisstore_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+)
+
+// holdSets is a go-redis hook that holds the SET of a key given a gate
+// until the gate opens: until then the command has not reached Redis, as
+// if it were still on the wire. It reports each SET it holds on entered.
+type holdSets struct {
+	mu      sync.Mutex
+	gates   map[string]*gate
+	entered chan string
+}
+
+// gate holds the SET of one key until open is closed; landed is closed
+// once its round trip is over.
+type gate struct {
+	open, landed chan struct{}
+}
+
+func newHoldSets() *holdSets {
+	return &holdSets{gates: map[string]*gate{}, entered: make(chan string, 16)}
+}
+
+// hold gives the SET of rkey a gate, closed until its open is closed.
+func (h *holdSets) hold(rkey string) *gate {
+	g := &gate{open: make(chan struct{}), landed: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gates[rkey] = g
+	return g
+}
+
+// gateOf returns the gate of cmd, a SET of a key given one, or nil.
+func (h *holdSets) gateOf(cmd redis.Cmder) (string, *gate) {
+	args := cmd.Args()
+	if cmd.Name() != "set" || len(args) < 2 {
+		return "", nil
+	}
+	rkey, _ := args[1].(string)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return rkey, h.gates[rkey]
+}
+
+func (h *holdSets) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdSets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		rkey, g := h.gateOf(cmd)
+		if g == nil {
+			return next(ctx, cmd)
+		}
+		h.entered <- rkey
+		<-g.open
+		defer close(g.landed)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdSets) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if rkey, g := h.gateOf(cmd); g != nil {
+				h.entered <- rkey
+				<-g.open
+				defer close(g.landed)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestQueuedClaimSentThenCallerLeaves: claims hold every lane a batcher
+// opens (their SETs held before they reach Redis), a further claim
+// queues, and a batch sends it; its caller's context ends while its SET
+// is on the wire. Claim waits for that round trip, as a lone call does,
+// and returns the claim its SET made: the key is never left in flight
+// with nobody owning it. (A Claim that returned the context's error at
+// once released the key before its SET landed, and the SET then held the
+// key, owned by nobody, for the whole lease.)
+func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	rdb := srv.Client()
+	hold := newHoldSets()
+	rdb.AddHook(hold)
+	st := redisstore.New(rdb)
+	queued, waiting := make(chan string, 16), make(chan string, 16)
+	st.SetBatchHooks(func(rkey string) { queued <- rkey }, func(rkey string) { waiting <- rkey })
+	ctx := t.Context()
+
+	type result struct {
+		c   store.ClaimResult
+		err error
+	}
+	type claim struct {
+		key    string
+		gate   *gate
+		cancel context.CancelFunc
+		done   chan result
+	}
+	start := func() claim {
+		key := newKey(t)
+		cctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		c := claim{key: key, gate: hold.hold(redisstore.DefaultPrefix + key), cancel: cancel, done: make(chan result, 1)}
+		go func() {
+			r, err := st.Claim(cctx, key, fp(), longTTL)
+			c.done <- result{r, err}
+		}()
+		return c
+	}
+	won := func(c claim) {
+		t.Helper()
+		if r := <-c.done; r.err != nil || !r.c.Won() {
+			t.Fatalf("Claim of a new key = %+v, %v; want it won", r.c, r.err)
+		}
+	}
+
+	// Claims go out at once while a lane is free (two, and up to eight
+	// once no batch has come back for a while), each held before Redis;
+	// the first to find every lane busy queues.
+	var leads []claim
+	var victim claim
+	for victim.done == nil {
+		c := start()
+		rkey := redisstore.DefaultPrefix + c.key
+		select {
+		case got := <-hold.entered:
+			if got != rkey || len(leads) == redisstore.MaxLanes {
+				t.Fatalf("%q went out with %d lanes busy, want the claim of %q with fewer than %d", got, len(leads), rkey, redisstore.MaxLanes)
+			}
+			leads = append(leads, c)
+		case got := <-queued:
+			if got != rkey {
+				t.Fatalf("%q queued, want the claim of %q", got, rkey)
+			}
+			victim = c
+		}
+	}
+	t.Logf("%d claims on the wire, one queued", len(leads))
+
+	// The first lead's return sends the queue, the victim alone, from a
+	// goroutine that keeps its lane; the others' returns free their lanes.
+	close(leads[0].gate.open)
+	won(leads[0])
+	if rkey := <-hold.entered; rkey != redisstore.DefaultPrefix+victim.key {
+		t.Fatalf("sent %q, want the queued claim", rkey)
+	}
+	for _, c := range leads[1:] {
+		close(c.gate.open)
+		won(c)
+	}
+
+	// The victim's caller leaves while its SET is on the wire, with a lane
+	// free for anything it sends next.
+	victim.cancel()
+	var r result
+	select {
+	case r = <-victim.done:
+		// Returned before its SET reached Redis: let it land now.
+		close(victim.gate.open)
+		<-victim.gate.landed
+	case <-waiting:
+		close(victim.gate.open)
+		r = <-victim.done
+	}
+
+	// Whatever Claim returned, nobody but its caller may own the key.
+	check := redisstore.New(srv.Client())
+	if r.err != nil {
+		if c, err := check.Claim(ctx, victim.key, fp(), longTTL); err != nil || !c.Won() {
+			t.Fatalf("Claim returned %v before its SET landed; the SET then left the key in flight, owned by nobody: a new claim = %+v, %v", r.err, c, err)
+		}
+		t.Fatalf("Claim whose caller left after it was sent = %v; want it to wait for its round trip", r.err)
+	}
+	if !r.c.Won() {
+		t.Fatalf("Claim of a new key whose caller left after it was sent = %+v; want it won", r.c)
+	}
+	v, err := srv.Client().Get(ctx, redisstore.DefaultPrefix+victim.key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, owner, err := redisstore.DecodeValue(v); err != nil || e.State != store.StateInFlight || owner != r.c.Token {
+		t.Fatalf("key holds %+v owned by %q (%v); want it in flight under the returned token %q", e, owner, err, r.c.Token)
+	}
+	if err := st.Release(ctx, victim.key, r.c.Token); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := check.Claim(ctx, victim.key, fp(), longTTL); err != nil || !c.Won() {
+		t.Fatalf("Claim after its owner released it = %+v, %v; want it won", c, err)
+	}
+}
