@@ -49,6 +49,9 @@ const (
 // that one broken connection does not hold up every call to the node.
 type batcher struct {
 	send func(ctx context.Context, reqs []*request)
+	// stallAfter is the stallAfter constant, except in tests of this
+	// package that open lanes at will. Guarded by mu.
+	stallAfter time.Duration
 
 	mu       sync.Mutex
 	inFlight int
@@ -117,7 +120,7 @@ func (b *batcher) take() bool {
 
 // free reports whether a call may open a lane. Callers hold mu.
 func (b *batcher) free() bool {
-	return b.inFlight < lanes || (b.inFlight < maxLanes && time.Since(b.progress) > stallAfter)
+	return b.inFlight < lanes || (b.inFlight < maxLanes && time.Since(b.progress) > b.stallAfter)
 }
 
 // lead sends r at once, in its caller's goroutine, on the slot it took.

@@ -120,8 +120,10 @@ func (c claim) resent(ctx context.Context) (store.ClaimResult, error) {
 		return store.ClaimResult{Token: c.token}, nil
 	}
 	r := newScriptRequest(ctx, extendScript, c.rkey, true, c.token, c.ms)
-	if wasSent, err := c.s.runFenced(r); err != nil {
-		return c.failed(ctx, wasSent, err)
+	if _, err := c.s.runFenced(r); err != nil {
+		// The claim is there, under this token, whether or not the
+		// extension went out: release it.
+		return c.failed(ctx, true, err)
 	}
 	return c.won(ctx, r)
 }
@@ -132,8 +134,10 @@ func (c claim) resent(ctx context.Context) (store.ClaimResult, error) {
 // landed before memory ran out); a free key is [store.ErrFull].
 func (c claim) full(ctx context.Context, oom error) (store.ClaimResult, error) {
 	r := newRequest(ctx, c.rkey, false, "get", c.rkey)
-	if wasSent, err := c.s.do(ctx, r); err != nil {
-		return c.failed(ctx, wasSent, err)
+	if _, err := c.s.do(ctx, r); err != nil {
+		// An earlier send of the SET may have landed, whether or not the
+		// GET went out: release it.
+		return c.failed(ctx, true, err)
 	}
 	v, err := r.cmd.Text()
 	switch {
@@ -179,7 +183,7 @@ func (c claim) legacy(ctx context.Context) (store.ClaimResult, error) {
 }
 
 // failed returns err, after releasing the claim when it was sent and may
-// have landed.
+// have landed (or is known to be there).
 func (c claim) failed(ctx context.Context, wasSent bool, err error) (store.ClaimResult, error) {
 	if wasSent {
 		c.s.releaseFailedClaim(ctx, c.rkey, c.token)

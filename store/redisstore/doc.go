@@ -149,9 +149,12 @@
 // the error, so that no claim nobody owns blocks the key for a whole
 // lease. The token is fresh and random: the release can delete nothing but
 // this very claim, and deletes nothing at all when the claim did not land.
-// It is skipped only when nothing was sent (a context already done, or a
-// queued call whose context ended) and when Redis answered OOM with
-// nothing under the key.
+// It is skipped only when the SET was never sent (a context already done,
+// or a queued call whose context ended) and when Redis answered OOM with
+// nothing under the key. A command the claim needs after its SET (the GET
+// under OOM, the extension of a resent claim with [WithMinReplicas]) that
+// fails, or is dropped unsent because its caller left, releases the same
+// way.
 //
 // The release is best effort and bounded by 500 ms, go-redis's retries
 // included. When Redis is simply down, it fails like the claim did and

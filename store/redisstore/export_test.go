@@ -50,3 +50,12 @@ const MaxLanes = maxLanes
 func (s *Store) SetBatchHooks(queued, waiting func(key string)) {
 	s.batch.hooks = batcherHooks{queued: queued, waiting: waiting}
 }
+
+// SetStallAfter sets how long the batches on the wire of s's batcher must
+// have taken before arriving calls open more lanes: a negative d opens
+// them at once (up to MaxLanes), math.MaxInt64 never.
+func (s *Store) SetStallAfter(d time.Duration) {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	s.batch.stallAfter = d
+}

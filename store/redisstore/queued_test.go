@@ -2,8 +2,12 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -199,5 +203,125 @@ func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
 	}
 	if c, err := check.Claim(ctx, victim.key, fp(), longTTL); err != nil || !c.Won() {
 		t.Fatalf("Claim after its owner released it = %+v, %v; want it won", c, err)
+	}
+}
+
+// TestResentClaimCallerLeaves: a claim that finds its own token (go-redis
+// resent it after losing the first reply) may need one more round trip:
+// with WithMinReplicas it extends its lease with a WAIT of its own, and on
+// a Redis out of memory, which refuses the SET, a GET reads the key. When
+// its caller's context ends while that command is still queued, the
+// command is never sent; the claim is there all the same, so Claim
+// releases it before returning the context's error: the key is free, not
+// in flight for a whole lease with nobody owning it.
+func TestResentClaimCallerLeaves(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string                                       // redis-server's
+		opts []redisstore.Option                            // the store's
+		fill func(ctx context.Context, s *redistest.Server) // after the first send
+	}{
+		{
+			name: "extension with WithMinReplicas",
+			// No replica: every WAIT counts none, after its timeout.
+			opts: []redisstore.Option{redisstore.WithMinReplicas(1, 10*time.Millisecond)},
+		},
+		{
+			name: "read after OOM",
+			args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"},
+			fill: func(ctx context.Context, s *redistest.Server) { s.FillMemory(ctx, "fill:") },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.StartServer(t, tc.args...)
+			ctx := t.Context()
+			key, token, fingerprint := newKey(t), "resent-claim-token", fp()
+			rkey := redisstore.DefaultPrefix + key
+			// The first send landed: the key is in flight under the
+			// claim's token.
+			first := redisstore.New(srv.Client())
+			if err := first.LoadScripts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := first.ClaimWithToken(ctx, key, token, fingerprint, longTTL); err != nil || c.Token != token {
+				t.Fatalf("first send = %+v, %v", c, err)
+			}
+			if tc.fill != nil {
+				tc.fill(ctx, srv)
+			}
+
+			rdb := srv.Client()
+			hold := newHoldSets()
+			rdb.AddHook(hold)
+			st := redisstore.New(rdb, tc.opts...)
+			queued := make(chan string, 16)
+			st.SetBatchHooks(func(rkey string) { queued <- rkey }, nil)
+
+			// The resend and two claims of other keys go out at once, each
+			// on a lane of its own, held before Redis; then the batcher
+			// keeps to its two lanes, both taken once the resend is back.
+			st.SetStallAfter(-1)
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			resend := hold.hold(rkey)
+			done := make(chan error, 1)
+			go func() {
+				c, err := st.ClaimWithToken(cctx, key, token, fingerprint, longTTL)
+				if err == nil {
+					err = fmt.Errorf("resent claim whose caller left = %+v, want the context's error", c)
+				}
+				done <- err
+			}()
+			if got := <-hold.entered; got != rkey {
+				t.Fatalf("held %q, want the resend", got)
+			}
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			var others []*gate
+			for range 2 {
+				k := newKey(t)
+				others = append(others, hold.hold(redisstore.DefaultPrefix+k))
+				wg.Go(func() { _, _ = st.Claim(ctx, k, fp(), longTTL) }) // fails: no replica, or no memory
+				if got := <-hold.entered; got != redisstore.DefaultPrefix+k {
+					t.Fatalf("held %q, want the claim of %q", got, k)
+				}
+			}
+			st.SetStallAfter(math.MaxInt64)
+
+			// The resend finds its own token, or OOM; its next command
+			// queues, and its caller leaves.
+			close(resend.open)
+			if got := <-queued; got != rkey {
+				t.Fatalf("queued %q, want the resend's next command", got)
+			}
+			cancel()
+			// The command is dropped, unsent, and Claim returns, or first
+			// queues the release of its claim: only then do the other
+			// claims come back and free a lane.
+			var err error
+			select {
+			case err = <-done:
+			case got := <-queued:
+				if got != rkey {
+					t.Fatalf("queued %q, want the release of the resend's claim", got)
+				}
+			}
+			for _, g := range others {
+				close(g.open)
+			}
+			if err == nil {
+				err = <-done
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("resent claim whose caller left = %v, want context.Canceled", err)
+			}
+			if n := srv.Client().Exists(ctx, rkey).Val(); n != 0 {
+				v, _ := srv.Client().Get(ctx, rkey).Result()
+				e, owner, _ := redisstore.DecodeValue(v)
+				t.Fatalf("Claim returned the context's error and left the key %s under %q, owned by nobody", e.State, owner)
+			}
+		})
 	}
 }
