@@ -65,8 +65,7 @@ type batcher struct {
 // that this package's tests can order other events around them without
 // sleeping. They are nil outside those tests.
 type batcherHooks struct {
-	queued  func(key string) // a request has joined the queue
-	waiting func(key string) // a sent request's caller left; it waits for its round trip
+	queued func(key string) // a request has joined the queue
 }
 
 // Lanes: batches a batcher keeps on the wire at once, normally and while
@@ -78,8 +77,9 @@ const (
 )
 
 // do sends r, alone or with the calls queued with it, and returns once its
-// results are in r. It returns an error, with wasSent false, only when
-// the caller's context ended while r was queued: r was dropped unsent.
+// results are in r. It returns an error, and leaves r alone, only when the
+// caller's context ended first: sent then says whether r had gone out
+// (its command may still run) or was dropped from the queue unsent.
 func (b *batcher) do(r *request) (wasSent bool, err error) {
 	if b.start() {
 		return b.lead(r)
@@ -154,29 +154,47 @@ func (r *request) own() {
 	}
 }
 
-// await waits for a queued request's results. When the caller's context
-// ends first, a request still queued is dropped, unsent, with the
-// context's error. One already sent is waited for all the same, as a
-// lone call waits for its own round trip: until its reply is in, its
-// command may still run, so its caller cannot know what it did, and
-// anything the caller sent to undo it (the release after a failed claim)
-// could run before it and leave a claim nobody owns. The wait is bounded
-// as the batch's round trip is: by the latest of its requests' deadlines
-// and by the client's timeouts.
+// await waits for a queued request's results or its context's end. When
+// the context ends first, a request still queued is dropped, unsent; one
+// already sent may still run, and its results come in r later, when r.done
+// is closed (see afterRoundTrip).
 func (b *batcher) await(r *request) (bool, error) {
 	select {
 	case <-r.done:
 		return true, nil
 	case <-r.ctx.Done():
 	}
+	select {
+	case <-r.done:
+		return true, nil
+	default:
+	}
 	if r.state.CompareAndSwap(queued, abandoned) {
 		return false, r.ctx.Err()
 	}
-	if b.hooks.waiting != nil {
-		b.hooks.waiting(r.key)
+	return true, r.ctx.Err()
+}
+
+// afterRoundTrip runs f once r's round trip is over, r having been sent
+// (by [Store.do], with or without an error): at once for a request sent
+// by its caller, whose call returned after its round trip, and for a
+// queued request whose results are in; for a queued request whose caller
+// left once it had gone out in a batch, from a goroutine of its own when
+// the batch is back (go-redis may still be sending it, or resending it
+// after a broken connection).
+func (r *request) afterRoundTrip(f func()) {
+	if r.done != nil {
+		select {
+		case <-r.done:
+		default:
+			go func() {
+				<-r.done
+				f()
+			}()
+			return
+		}
 	}
-	<-r.done
-	return true, nil
+	f()
 }
 
 // drain sends the queued calls, one batch at a time, until the queue is

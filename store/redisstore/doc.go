@@ -72,14 +72,13 @@
 // redialled and resent by go-redis), arriving calls open more batches, up
 // to eight, so one broken connection does not hold up every call. A caller
 // whose context ends while its call is queued gets its context's error at
-// once, and its command is never sent. Once its call went out in a batch,
-// it waits for that round trip, as a lone call waits for its own, and gets
-// what its command did: until the reply is in, the command may still run,
-// and a release sent meanwhile could run before the claim it was meant to
-// undo. So a Claim whose caller left after it was sent returns the claim
-// its SET made, which the caller (the interceptor does) releases. The wait
-// is bounded as the batch's round trip is, by the latest deadline among
-// its calls and the client's timeouts. [WithoutPipelining] turns this off.
+// once, and its command is never sent; a caller whose context ends once its
+// call went out in a batch also gets its context's error at once, and its
+// command may still run: go-redis may still be sending the batch, or
+// resending it after a broken connection. A claim is then released, as
+// after any failed claim, but only once that batch is back, so that the
+// release never runs before the claim it undoes. [WithoutPipelining]
+// turns this off.
 //
 // On a Cluster, the store sends each call to the client of the master that
 // owns its key (ClusterClient.MasterForKey), so that a WAIT

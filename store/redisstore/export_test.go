@@ -43,12 +43,11 @@ func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerpri
 // MaxLanes is how many batches a batcher keeps on the wire at most.
 const MaxLanes = maxLanes
 
-// SetBatchHooks sets hooks on the batcher of s (a Store on a single node,
-// pipelining on), before its first call: queued is called with the key of
-// a call that joins the queue, waiting with the key of a sent call whose
-// caller's context ended, as it starts waiting for its round trip.
-func (s *Store) SetBatchHooks(queued, waiting func(key string)) {
-	s.batch.hooks = batcherHooks{queued: queued, waiting: waiting}
+// SetBatchHooks sets a hook on the batcher of s (a Store on a single
+// node, pipelining on), before its first call: queued is called with the
+// key of each call that joins the queue.
+func (s *Store) SetBatchHooks(queued func(key string)) {
+	s.batch.hooks = batcherHooks{queued: queued}
 }
 
 // SetStallAfter sets how long the batches on the wire of s's batcher must

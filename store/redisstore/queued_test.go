@@ -18,7 +18,8 @@ import (
 
 // holdSets is a go-redis hook that holds the SET of a key given a gate
 // until the gate opens: until then the command has not reached Redis, as
-// if it were still on the wire. It reports each SET it holds on entered.
+// if it were still on the wire. It reports each SET it holds on entered,
+// and the first script run on a gated key (a release) on its gate.
 type holdSets struct {
 	mu      sync.Mutex
 	gates   map[string]*gate
@@ -26,9 +27,11 @@ type holdSets struct {
 }
 
 // gate holds the SET of one key until open is closed; landed is closed
-// once its round trip is over.
+// once its round trip is over, scripted once a script on the key (EVALSHA
+// or EVAL) has come back.
 type gate struct {
-	open, landed chan struct{}
+	open, landed, scripted chan struct{}
+	scriptOnce             sync.Once
 }
 
 func newHoldSets() *holdSets {
@@ -37,36 +40,46 @@ func newHoldSets() *holdSets {
 
 // hold gives the SET of rkey a gate, closed until its open is closed.
 func (h *holdSets) hold(rkey string) *gate {
-	g := &gate{open: make(chan struct{}), landed: make(chan struct{})}
+	g := &gate{open: make(chan struct{}), landed: make(chan struct{}), scripted: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gates[rkey] = g
 	return g
 }
 
-// gateOf returns the gate of cmd, a SET of a key given one, or nil.
-func (h *holdSets) gateOf(cmd redis.Cmder) (string, *gate) {
+// gateOf returns the gate of the key cmd works on, if it has one, and
+// whether cmd is its SET.
+func (h *holdSets) gateOf(cmd redis.Cmder) (g *gate, rkey string, isSet bool) {
 	args := cmd.Args()
-	if cmd.Name() != "set" || len(args) < 2 {
-		return "", nil
+	switch name := cmd.Name(); {
+	case name == "set" && len(args) > 1:
+		rkey, _ = args[1].(string)
+		isSet = true
+	case (name == "evalsha" || name == "eval") && len(args) > 3:
+		rkey, _ = args[3].(string)
+	default:
+		return nil, "", false
 	}
-	rkey, _ := args[1].(string)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return rkey, h.gates[rkey]
+	return h.gates[rkey], rkey, isSet
 }
 
 func (h *holdSets) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *holdSets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		rkey, g := h.gateOf(cmd)
-		if g == nil {
+		g, rkey, isSet := h.gateOf(cmd)
+		switch {
+		case g == nil:
 			return next(ctx, cmd)
+		case isSet:
+			h.entered <- rkey
+			<-g.open
+			defer close(g.landed)
+		default:
+			defer g.scriptOnce.Do(func() { close(g.scripted) })
 		}
-		h.entered <- rkey
-		<-g.open
-		defer close(g.landed)
 		return next(ctx, cmd)
 	}
 }
@@ -74,10 +87,15 @@ func (h *holdSets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *holdSets) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if rkey, g := h.gateOf(cmd); g != nil {
+			g, rkey, isSet := h.gateOf(cmd)
+			switch {
+			case g == nil:
+			case isSet:
 				h.entered <- rkey
 				<-g.open
 				defer close(g.landed)
+			default:
+				defer g.scriptOnce.Do(func() { close(g.scripted) })
 			}
 		}
 		return next(ctx, cmds)
@@ -87,11 +105,11 @@ func (h *holdSets) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // TestQueuedClaimSentThenCallerLeaves: claims hold every lane a batcher
 // opens (their SETs held before they reach Redis), a further claim
 // queues, and a batch sends it; its caller's context ends while its SET
-// is on the wire. Claim waits for that round trip, as a lone call does,
-// and returns the claim its SET made: the key is never left in flight
-// with nobody owning it. (A Claim that returned the context's error at
-// once released the key before its SET landed, and the SET then held the
-// key, owned by nobody, for the whole lease.)
+// is on the wire. Claim returns the context's error at once, and releases
+// the claim its SET may make only once that SET is back: the key is not
+// left in flight with nobody owning it. (The release used to go out at
+// once, on a free lane, and land first; the SET then held the key, owned
+// by nobody, for the whole lease.)
 func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t)
@@ -99,8 +117,11 @@ func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
 	hold := newHoldSets()
 	rdb.AddHook(hold)
 	st := redisstore.New(rdb)
-	queued, waiting := make(chan string, 16), make(chan string, 16)
-	st.SetBatchHooks(func(rkey string) { queued <- rkey }, func(rkey string) { waiting <- rkey })
+	if err := st.LoadScripts(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan string, 16)
+	st.SetBatchHooks(func(rkey string) { queued <- rkey })
 	ctx := t.Context()
 
 	type result struct {
@@ -169,40 +190,24 @@ func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
 	// The victim's caller leaves while its SET is on the wire, with a lane
 	// free for anything it sends next.
 	victim.cancel()
-	var r result
+	if r := <-victim.done; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Claim whose caller left after it was sent = %+v, %v; want context.Canceled", r.c, r.err)
+	}
+	var early bool
 	select {
-	case r = <-victim.done:
-		// Returned before its SET reached Redis: let it land now.
-		close(victim.gate.open)
-		<-victim.gate.landed
-	case <-waiting:
-		close(victim.gate.open)
-		r = <-victim.done
+	case <-victim.gate.scripted:
+		early = true
+	default:
 	}
-
-	// Whatever Claim returned, nobody but its caller may own the key.
-	check := redisstore.New(srv.Client())
-	if r.err != nil {
-		if c, err := check.Claim(ctx, victim.key, fp(), longTTL); err != nil || !c.Won() {
-			t.Fatalf("Claim returned %v before its SET landed; the SET then left the key in flight, owned by nobody: a new claim = %+v, %v", r.err, c, err)
-		}
-		t.Fatalf("Claim whose caller left after it was sent = %v; want it to wait for its round trip", r.err)
+	close(victim.gate.open) // the SET lands
+	<-victim.gate.landed
+	if early {
+		c, err := redisstore.New(srv.Client()).Claim(ctx, victim.key, fp(), longTTL)
+		t.Fatalf("the claim was released before its SET landed, which left the key in flight, owned by nobody: a new claim = %+v, %v", c, err)
 	}
-	if !r.c.Won() {
-		t.Fatalf("Claim of a new key whose caller left after it was sent = %+v; want it won", r.c)
-	}
-	v, err := srv.Client().Get(ctx, redisstore.DefaultPrefix+victim.key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e, owner, err := redisstore.DecodeValue(v); err != nil || e.State != store.StateInFlight || owner != r.c.Token {
-		t.Fatalf("key holds %+v owned by %q (%v); want it in flight under the returned token %q", e, owner, err, r.c.Token)
-	}
-	if err := st.Release(ctx, victim.key, r.c.Token); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := check.Claim(ctx, victim.key, fp(), longTTL); err != nil || !c.Won() {
-		t.Fatalf("Claim after its owner released it = %+v, %v; want it won", c, err)
+	<-victim.gate.scripted // the release, after the SET
+	if n := srv.Client().Exists(ctx, redisstore.DefaultPrefix+victim.key).Val(); n != 0 {
+		t.Fatal("the key stayed in flight, owned by nobody, after Claim returned the context's error")
 	}
 }
 
@@ -257,7 +262,7 @@ func TestResentClaimCallerLeaves(t *testing.T) {
 			rdb.AddHook(hold)
 			st := redisstore.New(rdb, tc.opts...)
 			queued := make(chan string, 16)
-			st.SetBatchHooks(func(rkey string) { queued <- rkey }, nil)
+			st.SetBatchHooks(func(rkey string) { queued <- rkey })
 
 			// The resend and two claims of other keys go out at once, each
 			// on a lane of its own, held before Redis; then the batcher
