@@ -66,7 +66,8 @@
 // A CompleteTx that changes no row usually means the claim was lost
 // ([store.ErrLeaseLost]). But a transaction that cannot see the claim's
 // row changes none either; the store then looks at its own table through
-// its own pool (bounded by 500 ms), and when the claim is still there, in
+// its own pool (when it has a connection free, within 500 ms), and when
+// the claim is still there, in
 // flight, the error says what is wrong instead, and does not match
 // ErrLeaseLost: the transaction runs on another database, its search_path
 // finds another table of the store's table name, or it took its snapshot

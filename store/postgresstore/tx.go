@@ -108,8 +108,9 @@ const diagnoseTimeout = 500 * time.Millisecond
 // name, or one whose snapshot was taken before the claim. A retry would
 // fail the same way, so the store looks at its own table through its own
 // pool: when the claim is still there, live and in flight, the error says
-// what is wrong instead. When the store cannot tell (its pool does not
-// answer within diagnoseTimeout), the claim counts as lost.
+// what is wrong instead. When the store cannot tell (its pool has no free
+// connection, or does not answer within diagnoseTimeout), the claim counts
+// as lost.
 func (s *Store) notCompleted(ctx context.Context, tx pgx.Tx, key, token string) error {
 	lost := fmt.Errorf("postgresstore: complete in transaction %x in %s: %w", key, s.table, store.ErrLeaseLost)
 	var (
@@ -117,6 +118,9 @@ func (s *Store) notCompleted(ctx context.Context, tx pgx.Tx, key, token string) 
 		db, txDB       string
 		table, txTable *int64
 	)
+	if st := s.pool.Stat(); st.IdleConns() == 0 && st.TotalConns() >= st.MaxConns() {
+		return lost // no connection to look with; do not wait for one
+	}
 	dctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
 	if err := s.queryRow(dctx, s.sql.held, []any{[]byte(key), []byte(token), s.table}, &held, &db, &table); err != nil || !held {
