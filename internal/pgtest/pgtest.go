@@ -86,14 +86,64 @@ func DatabaseURL() (string, error) {
 	if pkg.err != nil {
 		return "", pkg.err
 	}
-	name := pkg.cfg.Database
+	return urlOf(pkg.cfg.Database), nil
+}
+
+// urlOf returns the server's URL with the database name replaced by name.
+func urlOf(name string) string {
 	u, err := url.Parse(serverURL())
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		// A keyword/value string: a later dbname wins.
-		return serverURL() + " dbname=" + name, nil
+		return serverURL() + " dbname=" + name
 	}
 	u.Path = "/" + name
-	return u.String(), nil
+	return u.String()
+}
+
+// NewDatabase creates a database of tb's own, beside the package's, runs
+// each of settings on it as ALTER DATABASE name SET setting (for example
+// "default_transaction_isolation = 'serializable'", which applies to the
+// connections opened after it), and drops it when tb ends. It returns a
+// connection string for it, for tests of what differs between databases;
+// the pools on it must be closed before tb's cleanup drops it, which
+// pools made after this call by [PoolFrom] are.
+func NewDatabase(tb testing.TB, settings ...string) string {
+	tb.Helper()
+	URL(tb) // the server is there, or tb is skipped or failed
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(serverURL())
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	raw := pkg.cfg.Database + "_" + strings.ToLower(rand.Text()[:6])
+	name := pgx.Identifier{raw}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("pgtest: creating database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err == nil {
+			defer func() { _ = conn.Close(context.Background()) }()
+			_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		}
+		if err != nil {
+			tb.Errorf("pgtest: dropping database %s: %v", name, err)
+		}
+	})
+	for _, set := range settings {
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+name+" SET "+set); err != nil {
+			tb.Fatalf("pgtest: ALTER DATABASE %s SET %s: %v", name, set, err)
+		}
+	}
+	return urlOf(raw)
 }
 
 // Config returns a pool configuration for the package's database with at

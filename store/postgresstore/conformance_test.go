@@ -17,25 +17,34 @@ import (
 
 // TestConformance runs the shared suite on one store, with its sweeper
 // deleting expired rows every 50ms while the cases run: on the default
-// table in the search_path, on a schema-qualified table of its own, and in
-// the pgx query exec modes that use no prepared statement (for PgBouncer).
+// table in the search_path, on a schema-qualified table of its own, in
+// the pgx query exec modes that use no prepared statement (for PgBouncer),
+// and on connections whose default isolation is stricter than READ
+// COMMITTED (each step then asks for READ COMMITTED).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		table bool
-		mode  pgx.QueryExecMode
+		name      string
+		table     bool
+		mode      pgx.QueryExecMode
+		isolation string // default_transaction_isolation, when not the server's
 	}{
-		{"default table", false, pgx.QueryExecModeCacheStatement},
-		{"schema-qualified table", true, pgx.QueryExecModeCacheStatement},
+		{"default table", false, pgx.QueryExecModeCacheStatement, ""},
+		{"schema-qualified table", true, pgx.QueryExecModeCacheStatement, ""},
 		// What PgBouncer before 1.21 needs: no prepared statements.
-		{"exec mode", true, pgx.QueryExecModeExec},
-		{"simple protocol", true, pgx.QueryExecModeSimpleProtocol},
+		{"exec mode", true, pgx.QueryExecModeExec, ""},
+		{"simple protocol", true, pgx.QueryExecModeSimpleProtocol, ""},
+		{"serializable by default", true, pgx.QueryExecModeCacheStatement, "serializable"},
+		{"repeatable read by default, exec mode", true, pgx.QueryExecModeExec, "repeatable read"},
+		{"serializable by default, simple protocol", true, pgx.QueryExecModeSimpleProtocol, "serializable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := pgtest.Config(t, 8)
 			cfg.ConnConfig.DefaultQueryExecMode = tc.mode
+			if tc.isolation != "" {
+				cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = tc.isolation
+			}
 			pool := pgtest.PoolFrom(t, cfg)
 			opts := []postgresstore.Option{postgresstore.WithSweepInterval(50 * time.Millisecond)}
 			if tc.table {

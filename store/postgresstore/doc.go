@@ -17,9 +17,8 @@
 // # One statement per step
 //
 // Claim, Complete, Release and Extend are each one SQL statement, one round
-// trip, run as an autocommit statement under READ COMMITTED (PostgreSQL's
-// default isolation; set no stricter default_transaction_isolation for the
-// store's connections). Claim is one statement that always returns the
+// trip, run as a transaction of its own under READ COMMITTED (see
+// Isolation below). Claim is one statement that always returns the
 // key's row. When the key holds a live completed row, its first step
 // returns that row as the statement's snapshot sees it, and nothing else
 // runs: a replay writes nothing, takes no row lock, is given no
@@ -63,6 +62,42 @@
 // completed row) or roll back (and then see the claim in flight). No
 // statement of the store ever raises a unique violation inside a user's
 // transaction: CompleteTx is an UPDATE.
+//
+// A CompleteTx that changes no row usually means the claim was lost
+// ([store.ErrLeaseLost]). But a transaction that cannot see the claim's
+// row changes none either; the store then looks at its own table through
+// its own pool (when it has a connection free, within 500 ms), and when
+// the claim is still there, in
+// flight, the error says what is wrong instead, and does not match
+// ErrLeaseLost: the transaction runs on another database, its search_path
+// finds another table of the store's table name, or it took its snapshot
+// (REPEATABLE READ or SERIALIZABLE) before the call was claimed. A
+// transaction that does not see the table at all gets an error saying so.
+//
+// # Isolation
+//
+// The store's steps are written for READ COMMITTED, PostgreSQL's default:
+// a step that waits for a row's lock then sees the row as the transaction
+// holding it left it. Under REPEATABLE READ or SERIALIZABLE the same step
+// fails with a serialization error instead, which a storm of duplicates
+// makes common. When the store's connections default to a stricter
+// isolation (default_transaction_isolation set by ALTER DATABASE, ALTER
+// ROLE, postgresql.conf or the pool's RuntimeParams), each step runs as
+// BEGIN ISOLATION LEVEL READ COMMITTED, the statement and COMMIT, sent
+// together in one round trip; the connections' default, and so every other
+// statement on them, is left as it is. The store learns of the stricter
+// default from [Store.Migrate], or from a step's first serialization
+// failure, which it then runs again that way (PostgreSQL rolled the failed
+// statement back).
+//
+// CompleteTx runs inside the handler's transaction, whose isolation the
+// handler chooses. Under REPEATABLE READ or SERIALIZABLE, its UPDATE fails
+// with a serialization error (SQLSTATE 40001, wrapped) when the row
+// changed after the transaction's snapshot: a duplicate's claim rewrites
+// an in-flight row, and a lease renewal extends it. Nothing is recorded
+// then: treat it as a failed commit, roll back and return a retryable
+// error (UNAVAILABLE); the interceptor releases the claim and the retry
+// runs the handler again.
 //
 // # Sweeping
 //

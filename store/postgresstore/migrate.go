@@ -25,12 +25,16 @@ const migrateLockKey = 0x6964656d706f74
 
 // Migrate creates the store's table and its index when they are missing,
 // with the DDL of [Schema] under the table name of [WithTable]. It is safe
-// to call on every start, from many servers at once: it runs in one
-// transaction under a transaction-scoped advisory lock, and changes
-// nothing when the table is there.
+// to call on every start, from many servers at once: it runs in one READ
+// COMMITTED transaction under a transaction-scoped advisory lock, and
+// changes nothing when the table is there. It also reads the connection's
+// default isolation: when it is REPEATABLE READ or SERIALIZABLE, every
+// step of the store asks for READ COMMITTED from then on (see the package
+// documentation).
 func (s *Store) Migrate(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockKey)); err != nil {
+	var level string
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, "SELECT current_setting('default_transaction_isolation'), pg_advisory_xact_lock($1)", int64(migrateLockKey)).Scan(&level, nil); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, schemaFor(s.cfg.table))
@@ -38,6 +42,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("postgresstore: migrate %s: %w", s.table, err)
+	}
+	if stricterThanReadCommitted(level) {
+		s.readCommitted.Store(true)
 	}
 	return nil
 }

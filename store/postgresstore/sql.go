@@ -19,6 +19,10 @@ const (
 // microseconds ($n::bigint).
 type statements struct {
 	claim, complete, completeTx, release, extend, sweep string
+
+	// held and whereAmI tell why a CompleteTx changed no row (see
+	// Store.notCompleted).
+	held, whereAmI string
 }
 
 func newStatements(table pgx.Identifier) statements {
@@ -103,6 +107,18 @@ SELECT EXISTS (SELECT 1 FROM released)
 		extend: r.Replace(`
 UPDATE {t} SET expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`),
+
+		// held answers whether the token still holds the key's live
+		// in-flight row, with the database and the table ($3, the name
+		// the store uses) that the connection sees.
+		held: r.Replace(`
+SELECT EXISTS (
+	SELECT 1 FROM {t} WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()
+), current_database(), to_regclass($3::text)::oid::bigint`),
+
+		// whereAmI returns the database and the table ($1, the name the
+		// store uses) that the connection sees.
+		whereAmI: `SELECT current_database(), to_regclass($1::text)::oid::bigint`,
 
 		// sweep deletes up to $1 expired rows, oldest first, skipping rows
 		// another transaction holds (a claim taking one over, a handler's

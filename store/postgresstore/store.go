@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,6 +24,11 @@ type Store struct {
 	sql   statements
 	cfg   config
 
+	// readCommitted is set once the store knows that its connections
+	// default to a stricter isolation than READ COMMITTED: each step then
+	// asks for READ COMMITTED (see isolation.go).
+	readCommitted atomic.Bool
+
 	stop      context.CancelFunc
 	sweeping  sync.WaitGroup
 	closeOnce sync.Once
@@ -36,10 +42,11 @@ var _ store.Store = (*Store)(nil)
 // call: run [Store.Migrate] at start-up, or apply [Schema] with your own
 // migration tool. New panics when an option is invalid.
 //
-// Each step runs as one autocommit statement on a connection of pool under
-// READ COMMITTED, PostgreSQL's default isolation: set no stricter
-// default_transaction_isolation for the store's connections. See the
-// package documentation for PgBouncer.
+// Each step runs as one statement on a connection of pool, under READ
+// COMMITTED: when the connections default to a stricter isolation, each
+// step asks for READ COMMITTED in a transaction of its own, and the
+// connections' default is left as it is (see Isolation in the package
+// documentation). See the package documentation for PgBouncer.
 func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	c := newConfig(opts)
 	if c.err != nil {
@@ -92,7 +99,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		fp    []byte
 		data  []byte
 	)
-	err = s.pool.QueryRow(ctx, s.sql.claim, []byte(key), []byte(token), fingerprint, us).Scan(&won, &state, &fp, &data)
+	err = s.queryRow(ctx, s.sql.claim, []any{[]byte(key), []byte(token), fingerprint, us}, &won, &state, &fp, &data)
 	if err != nil {
 		if mayHaveLanded(err) {
 			s.releaseFailedClaim(ctx, key, token)
@@ -156,7 +163,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 		return s.fail("release", key, err)
 	}
 	var ok bool
-	if err := s.pool.QueryRow(ctx, s.sql.release, []byte(key), []byte(token)).Scan(&ok); err != nil {
+	if err := s.queryRow(ctx, s.sql.release, []any{[]byte(key), []byte(token)}, &ok); err != nil {
 		return s.fail("release", key, err)
 	}
 	if !ok {
@@ -181,7 +188,7 @@ func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
 	if err := ctx.Err(); err != nil {
 		return s.fail(op, string(key), err)
 	}
-	tag, err := s.pool.Exec(ctx, sql, args...)
+	tag, err := s.exec(ctx, sql, args...)
 	if err != nil {
 		return s.fail(op, string(key), err)
 	}

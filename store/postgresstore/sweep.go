@@ -14,7 +14,7 @@ import (
 // as absent to every step; sweeping only reclaims its space. Call it in a
 // loop until it returns fewer rows than the batch to clear a backlog.
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.sweep, s.cfg.sweepBatch)
+	tag, err := s.exec(ctx, s.sql.sweep, s.cfg.sweepBatch)
 	if err != nil {
 		return 0, fmt.Errorf("postgresstore: sweep %s: %w", s.table, err)
 	}

@@ -49,11 +49,23 @@ const (
 // that one broken connection does not hold up every call to the node.
 type batcher struct {
 	send func(ctx context.Context, reqs []*request)
+	// stallAfter is the stallAfter constant, except in tests of this
+	// package that open lanes at will. Guarded by mu.
+	stallAfter time.Duration
 
 	mu       sync.Mutex
 	inFlight int
 	progress time.Time // when a batch last came back, or a lane opened on an idle batcher
 	queue    []*request
+
+	hooks batcherHooks
+}
+
+// batcherHooks are called, when set, at steps of a queued request, so
+// that this package's tests can order other events around them without
+// sleeping. They are nil outside those tests.
+type batcherHooks struct {
+	queued func(key string) // a request has joined the queue
 }
 
 // Lanes: batches a batcher keeps on the wire at once, normally and while
@@ -81,7 +93,10 @@ func (b *batcher) do(r *request) (wasSent bool, err error) {
 	r.done = make(chan struct{})
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
-	return r.await()
+	if b.hooks.queued != nil {
+		b.hooks.queued(r.key)
+	}
+	return b.await(r)
 }
 
 // start takes a lane if one is free.
@@ -105,7 +120,7 @@ func (b *batcher) take() bool {
 
 // free reports whether a call may open a lane. Callers hold mu.
 func (b *batcher) free() bool {
-	return b.inFlight < lanes || (b.inFlight < maxLanes && time.Since(b.progress) > stallAfter)
+	return b.inFlight < lanes || (b.inFlight < maxLanes && time.Since(b.progress) > b.stallAfter)
 }
 
 // lead sends r at once, in its caller's goroutine, on the slot it took.
@@ -139,8 +154,11 @@ func (r *request) own() {
 	}
 }
 
-// await waits for a queued request's results or its context's end.
-func (r *request) await() (bool, error) {
+// await waits for a queued request's results or its context's end. When
+// the context ends first, a request still queued is dropped, unsent; one
+// already sent may still run, and its results come in r later, when r.done
+// is closed (see afterRoundTrip).
+func (b *batcher) await(r *request) (bool, error) {
 	select {
 	case <-r.done:
 		return true, nil
@@ -155,6 +173,28 @@ func (r *request) await() (bool, error) {
 		return false, r.ctx.Err()
 	}
 	return true, r.ctx.Err()
+}
+
+// afterRoundTrip runs f once r's round trip is over, r having been sent
+// (by [Store.do], with or without an error): at once for a request sent
+// by its caller, whose call returned after its round trip, and for a
+// queued request whose results are in; for a queued request whose caller
+// left once it had gone out in a batch, from a goroutine of its own when
+// the batch is back (go-redis may still be sending it, or resending it
+// after a broken connection).
+func (r *request) afterRoundTrip(f func()) {
+	if r.done != nil {
+		select {
+		case <-r.done:
+		default:
+			go func() {
+				<-r.done
+				f()
+			}()
+			return
+		}
+	}
+	f()
 }
 
 // drain sends the queued calls, one batch at a time, until the queue is

@@ -27,7 +27,10 @@ import (
 // releases, fenced by the claim's fresh token, the claim it may have made
 // after all (see Failed claims in the package documentation), so that it
 // never leaves behind a claim nobody owns. A context already done is
-// reported before anything is sent.
+// reported before anything is sent. A caller whose context ends once its
+// claim went out in a shared round trip gets its context's error at once;
+// the release then follows that round trip (see Shared round trips in the
+// package documentation).
 func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
 	ms, err := millis("lease", lease)
 	if err != nil {
@@ -67,7 +70,7 @@ func (c claim) run(ctx context.Context) (store.ClaimResult, error) {
 	wait := c.s.minReplicas > 0
 	r := newRequest(ctx, c.rkey, wait, "set", c.rkey, c.value, "nx", "get", "px", c.ms)
 	if wasSent, err := c.s.do(ctx, r); err != nil {
-		return c.failed(ctx, wasSent, err)
+		return c.notDone(ctx, r, wasSent, err)
 	}
 	v, err := r.cmd.Text()
 	switch {
@@ -117,8 +120,10 @@ func (c claim) resent(ctx context.Context) (store.ClaimResult, error) {
 		return store.ClaimResult{Token: c.token}, nil
 	}
 	r := newScriptRequest(ctx, extendScript, c.rkey, true, c.token, c.ms)
-	if wasSent, err := c.s.runFenced(r); err != nil {
-		return c.failed(ctx, wasSent, err)
+	if _, err := c.s.runFenced(r); err != nil {
+		// The claim is there, under this token, whether or not the
+		// extension went out: release it.
+		return c.failed(ctx, true, err)
 	}
 	return c.won(ctx, r)
 }
@@ -129,8 +134,10 @@ func (c claim) resent(ctx context.Context) (store.ClaimResult, error) {
 // landed before memory ran out); a free key is [store.ErrFull].
 func (c claim) full(ctx context.Context, oom error) (store.ClaimResult, error) {
 	r := newRequest(ctx, c.rkey, false, "get", c.rkey)
-	if wasSent, err := c.s.do(ctx, r); err != nil {
-		return c.failed(ctx, wasSent, err)
+	if _, err := c.s.do(ctx, r); err != nil {
+		// An earlier send of the SET may have landed, whether or not the
+		// GET went out: release it.
+		return c.failed(ctx, true, err)
 	}
 	v, err := r.cmd.Text()
 	switch {
@@ -150,7 +157,7 @@ func (c claim) full(ctx context.Context, oom error) (store.ClaimResult, error) {
 func (c claim) legacy(ctx context.Context) (store.ClaimResult, error) {
 	r := newScriptRequest(ctx, legacyClaimScript, c.rkey, c.s.minReplicas > 0, c.value, c.ms)
 	if wasSent, err := c.s.do(ctx, r); err != nil {
-		return c.failed(ctx, wasSent, err)
+		return c.notDone(ctx, r, wasSent, err)
 	}
 	reply, err := r.cmd.Result()
 	switch {
@@ -176,10 +183,25 @@ func (c claim) legacy(ctx context.Context) (store.ClaimResult, error) {
 }
 
 // failed returns err, after releasing the claim when it was sent and may
-// have landed.
+// have landed (or is known to be there).
 func (c claim) failed(ctx context.Context, wasSent bool, err error) (store.ClaimResult, error) {
 	if wasSent {
 		c.s.releaseFailedClaim(ctx, c.rkey, c.token)
+	}
+	return store.ClaimResult{}, err
+}
+
+// notDone returns err, the error of [Store.do] for r, a request that makes
+// the claim (the SET, or the legacy claim script). When r went out in a
+// batch and its caller's context then ended, r is still on its way:
+// go-redis may be sending it, or resending it after a broken connection,
+// and it may land after Claim has returned. Its release then waits for
+// r's round trip, in a goroutine of its own, so that it never runs before
+// the claim it undoes (and the caller does not wait for a round trip it
+// has left).
+func (c claim) notDone(ctx context.Context, r *request, wasSent bool, err error) (store.ClaimResult, error) {
+	if wasSent {
+		r.afterRoundTrip(func() { c.s.releaseFailedClaim(ctx, c.rkey, c.token) })
 	}
 	return store.ClaimResult{}, err
 }

@@ -74,8 +74,11 @@
 // whose context ends while its call is queued gets its context's error at
 // once, and its command is never sent; a caller whose context ends once its
 // call went out in a batch also gets its context's error at once, and its
-// command may still run (a claim is then released, as after any failed
-// claim). [WithoutPipelining] turns this off.
+// command may still run: go-redis may still be sending the batch, or
+// resending it after a broken connection. A claim is then released, as
+// after any failed claim, but only once that batch is back, so that the
+// release never runs before the claim it undoes. [WithoutPipelining]
+// turns this off.
 //
 // On a Cluster, the store sends each call to the client of the master that
 // owns its key (ClusterClient.MasterForKey), so that a WAIT
@@ -145,9 +148,12 @@
 // the error, so that no claim nobody owns blocks the key for a whole
 // lease. The token is fresh and random: the release can delete nothing but
 // this very claim, and deletes nothing at all when the claim did not land.
-// It is skipped only when nothing was sent (a context already done, or a
-// queued call whose context ended) and when Redis answered OOM with
-// nothing under the key.
+// It is skipped only when the SET was never sent (a context already done,
+// or a queued call whose context ended) and when Redis answered OOM with
+// nothing under the key. A command the claim needs after its SET (the GET
+// under OOM, the extension of a resent claim with [WithMinReplicas]) that
+// fails, or is dropped unsent because its caller left, releases the same
+// way.
 //
 // The release is best effort and bounded by 500 ms, go-redis's retries
 // included. When Redis is simply down, it fails like the claim did and

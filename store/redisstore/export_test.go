@@ -42,3 +42,19 @@ func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerpri
 
 // MaxLanes is how many batches a batcher keeps on the wire at most.
 const MaxLanes = maxLanes
+
+// SetBatchHooks sets a hook on the batcher of s (a Store on a single
+// node, pipelining on), before its first call: queued is called with the
+// key of each call that joins the queue.
+func (s *Store) SetBatchHooks(queued func(key string)) {
+	s.batch.hooks = batcherHooks{queued: queued}
+}
+
+// SetStallAfter sets how long the batches on the wire of s's batcher must
+// have taken before arriving calls open more lanes: a negative d opens
+// them at once (up to MaxLanes), math.MaxInt64 never.
+func (s *Store) SetStallAfter(d time.Duration) {
+	s.batch.mu.Lock()
+	defer s.batch.mu.Unlock()
+	s.batch.stallAfter = d
+}

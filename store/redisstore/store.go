@@ -74,7 +74,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 
 // newBatcher returns the batcher of requests sent to c.
 func (s *Store) newBatcher(c client) *batcher {
-	return &batcher{send: func(ctx context.Context, reqs []*request) { s.send(ctx, c, reqs) }}
+	return &batcher{send: func(ctx context.Context, reqs []*request) { s.send(ctx, c, reqs) }, stallAfter: stallAfter}
 }
 
 // LoadScripts loads the store's Lua scripts into the script cache of Redis
