@@ -3,16 +3,28 @@
 # and [text](path#anchor) outside code blocks, the path exists (relative to
 # the linking file) and, for a Markdown target, the anchor is one of its
 # headings as GitHub names them (lower case, punctuation dropped, spaces to
-# hyphens, "-1", "-2" for repeats). Links with a scheme (https:, mailto:)
+# hyphens, "-1", "-2" for repeats) or an explicit <a id="anchor"></a> (or
+# <a name="anchor">) outside code. Links with a scheme (https:, mailto:)
 # are not checked. Usage: scripts/check-links.sh [file.md ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The anchors of a Markdown file's headings, one per line.
+# The anchors of a Markdown file's headings and <a id> tags, one per line.
 anchors() {
   LC_ALL=C awk '
     /^[ \t]*(```|~~~)/ { code = !code; next }
-    code || !/^#{1,6}[ \t]/ { next }
+    code { next }
+    {
+      s = $0
+      gsub(/`[^`]*`/, "", s) # inline code
+      while (match(s, /<a (id|name)="[^"]+"/)) {
+        a = substr(s, RSTART, RLENGTH - 1)
+        sub(/^<a (id|name)="/, "", a)
+        print a
+        s = substr(s, RSTART + RLENGTH)
+      }
+    }
+    !/^#{1,6}[ \t]/ { next }
     {
       h = $0
       sub(/^#+[ \t]+/, "", h); sub(/[ \t]+#*[ \t]*$/, "", h)
@@ -64,7 +76,7 @@ for f in "${files[@]}"; do
       continue
     fi
     if [ -n "$anchor" ] && [[ "$file" == *.md ]] && ! anchors "$file" | grep -qxF -- "$anchor"; then
-      echo "$f:$line: $target: no heading with that anchor" >&2
+      echo "$f:$line: $target: no heading or <a id> with that anchor" >&2
       broken=$((broken + 1))
     fi
   done < <(links "$f")
