@@ -3,7 +3,6 @@ package idempotency
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -12,10 +11,6 @@ import (
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
-
-// errNotProto is why a response that is not a proto message (a custom
-// codec) is not retained.
-var errNotProto = errors.New("idempotency: the response is not a proto message")
 
 // errTooLarge is why an outcome over the size limit is not retained.
 var errTooLarge = errors.New("idempotency: the outcome is larger than the retention limit")
@@ -97,45 +92,10 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	return data
 }
 
-// encodeMessage appends msg's deterministic encoding to b and returns it
-// with msg's full name. A message that panics as it encodes (a nil
-// *dynamicpb.Message, which has no descriptor) is an error like any other
-// that does not encode: once a handler has run, nothing may panic between
-// its answer and its stored outcome, which would leave its claim in
-// flight until the lease ends and then run it again.
-func encodeMessage(b []byte, msg proto.Message) (_ []byte, name string, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("idempotency: encoding the response panicked: %v", v)
-		}
-	}()
-	name = string(msg.ProtoReflect().Descriptor().FullName())
-	b, err = deterministic.MarshalAppend(b, msg)
-	return b, name, err
-}
-
-// recordStatus is the record form of a handler's error.
-func recordStatus(herr error) *recordv1.Status {
-	p := status.Convert(herr).Proto()
-	return &recordv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
-}
-
 // notRetained reduces rec to a not-retained record, dropping everything
 // that may be what could not be kept.
 func notRetained(rec *recordv1.Record) {
 	rec.Outcome = recordv1.Outcome_OUTCOME_NOT_RETAINED
 	rec.ResponseType, rec.Response, rec.Status, rec.Messages = "", nil, nil, nil
 	rec.Header, rec.Trailer = nil, nil
-}
-
-// mdSize is the size of stored metadata: its keys and values.
-func mdSize(md []*recordv1.Metadata) int {
-	n := 0
-	for _, e := range md {
-		n += len(e.GetKey())
-		for _, v := range e.GetValues() {
-			n += len(v)
-		}
-	}
-	return n
 }

@@ -212,3 +212,15 @@ func fromRecordMD(md []*recordv1.Metadata, marked bool) metadata.MD {
 	}
 	return out
 }
+
+// mdSize is the size of stored metadata: its keys and values.
+func mdSize(md []*recordv1.Metadata) int {
+	n := 0
+	for _, e := range md {
+		n += len(e.GetKey())
+		for _, v := range e.GetValues() {
+			n += len(v)
+		}
+	}
+	return n
+}
