@@ -11,6 +11,67 @@ import (
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 )
 
+// reply is how a transport whose work answers once (a unary handler, a
+// client-streaming one, the function of [Do]) records and replays its
+// answer: one response message, or a stored error. It holds what a
+// replayed response decodes into.
+type reply struct {
+	mt     protoreflect.MessageType // nil: the type the record names, looked up in files
+	files  *protoregistry.Files     // the server's descriptors ([WithDescriptors])
+	others otherNames               // which records of another message decode into mt
+}
+
+// methodReply is the reply of a gRPC method under policy m: its response
+// type, nil when the descriptor registry does not have the method; under
+// a namespace, a record of any other message decodes into it.
+func methodReply(files *protoregistry.Files, m *methodConfig) reply {
+	r := reply{mt: m.responseType, files: files}
+	if m.namespace != "" {
+		r.others = anyOtherName
+	}
+	return r
+}
+
+// recordReply fills in rec with the answer resp, or with herr when it is
+// not nil, and returns their size: resp is encoded into buf.
+func recordReply(rec *recordv1.Record, resp any, herr error, buf *[]byte) (size int, err error) {
+	if herr != nil {
+		rec.Outcome = recordv1.Outcome_OUTCOME_ERROR
+		rec.Status = recordStatus(herr)
+		return proto.Size(rec.Status), nil
+	}
+	msg, ok := resp.(proto.Message)
+	if !ok {
+		return 0, errNotProto
+	}
+	rec.Outcome = recordv1.Outcome_OUTCOME_RESPONSE
+	*buf, rec.ResponseType, err = encodeMessage((*buf)[:0], msg)
+	rec.Response = *buf
+	return len(*buf), err
+}
+
+// replay returns the answer rec holds: the same message type and bytes,
+// or the same status with its details, or [ErrResponseNotRetained]. A
+// record of a server stream (a namespace shared by a server-streaming
+// method and one that answers once), or whose response does not decode,
+// is corrupt.
+func (r *reply) replay(rec *recordv1.Record) (any, error) {
+	switch rec.GetOutcome() {
+	case recordv1.Outcome_OUTCOME_RESPONSE:
+		resp, err := decodeResponse(r.files, r.mt, r.others, rec)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+		}
+		return resp, nil
+	case recordv1.Outcome_OUTCOME_ERROR:
+		return nil, replayedStatus(rec.GetStatus())
+	case recordv1.Outcome_OUTCOME_NOT_RETAINED:
+		return nil, ErrResponseNotRetained
+	default: // OUTCOME_STREAM; Decode admits no other.
+		return nil, fmt.Errorf("%w: outcome %v does not fit the call (server-streaming: false)", ErrRecordCorrupt, rec.GetOutcome())
+	}
+}
+
 // errNotProto is why a response that is not a proto message (a custom
 // codec) is not retained.
 var errNotProto = errors.New("idempotency: the response is not a proto message")
