@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
@@ -60,18 +59,12 @@ type call struct {
 	key         string // hashed store key
 	fingerprint []byte
 	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
-	storeTime   time.Duration
-	// respType is the type a replayed response decodes into; nil: the type
-	// the record names. otherNames says which records that name another
-	// type decode into it (one renamed since, under a namespace).
-	respType   protoreflect.MessageType
-	otherNames otherNames
-	isReplay   bool // the answer is a stored outcome
-	streams    bool // the answer is a stream of messages (a server-streaming call)
+	isReplay    bool                  // the answer is a stored outcome
 	// ownRequest: the request is the call's own ([Do]), not the outer
 	// call's again (an interceptor nested in another): nested in a claim,
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
 	ownRequest bool
+	storeTime  time.Duration
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent
@@ -118,9 +111,6 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	}
 	c.e, c.method, c.cfg, c.fingerprint = e, name, m, fp
 	c.key = storeKey(kind, id, scope, key)
-	if ns != "" {
-		c.otherNames = anyOtherName
-	}
 	return nil
 }
 

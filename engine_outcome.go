@@ -7,15 +7,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 )
-
-// errNotProto is why a response that is not a proto message (a custom
-// codec) is not retained.
-var errNotProto = errors.New("idempotency: the response is not a proto message")
 
 // errTooLarge is why an outcome over the size limit is not retained.
 var errTooLarge = errors.New("idempotency: the outcome is larger than the retention limit")
@@ -35,107 +30,58 @@ func (e *engine) keeps(herr error) bool {
 // pooled buffer, which the caller returns with putBuffer.
 //
 // It cannot fail: an outcome the record cannot hold in full (larger than
-// the size limit, or one that does not encode) becomes a not-retained
-// record, which replays FAILED_PRECONDITION with
+// the size limit, or one that does not encode, or whose encoding panics)
+// becomes a not-retained record, which replays FAILED_PRECONDITION with
 // [ReasonResponseNotRetained]. Once a handler has run under a claim, its
 // key is completed, never released for a second run.
 func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]byte {
 	now := time.Now()
 	c.completed.Seconds, c.completed.Nanos = now.Unix(), int32(now.Nanosecond())
+	data := getBuffer()
+	if err := e.encode(c, data, resp, herr); err != nil {
+		// A not-retained record holds only what every record holds and its
+		// outcome: it always encodes.
+		rec := c.stamp()
+		rec.Outcome = recordv1.Outcome_OUTCOME_NOT_RETAINED
+		*data, _ = record.AppendEncode((*data)[:0], rec)
+		e.observe(ctx, c.method, DecisionNotRetained, 0, err)
+	}
+	return data
+}
+
+// encode encodes into data the record of c's outcome, which c's transport
+// fills in ([transport.record]), and returns why it cannot be kept, if it
+// cannot: the transport's reason, the size bound, or a panic. Once a
+// handler has run, nothing may panic between its answer and its stored
+// outcome, which would leave its claim in flight until the lease ends and
+// then run it again.
+func (e *engine) encode(c *call, data *[]byte, resp any, herr error) (err error) {
+	rec, buf := c.stamp(), getBuffer()
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("idempotency: encoding the outcome panicked: %v", v)
+		}
+		rec.Reset() // it may refer to buf
+		putBuffer(buf)
+	}()
+	size, err := c.t.record(rec, resp, herr, buf)
+	if err == nil && size > e.cfg.maxResponseBytes {
+		err = errTooLarge
+	}
+	if err == nil {
+		*data, err = record.AppendEncode((*data)[:0], rec)
+	}
+	return err
+}
+
+// stamp resets c's record to what every record holds (a handler may build
+// more than one outcome: [NewTxOutcome]) and returns it.
+func (c *call) stamp() *recordv1.Record {
 	rec := &c.record
-	rec.Reset() // a handler may build more than one outcome (NewTxOutcome)
+	rec.Reset()
 	rec.Version = record.Version
 	rec.State = recordv1.State_STATE_COMPLETED
 	rec.Fingerprint = c.fingerprint
 	rec.CreatedAt, rec.CompletedAt = &c.createdAt, &c.completed
-	rec.Header, rec.Trailer = c.t.recorded()
-	size := mdSize(rec.Header) + mdSize(rec.Trailer)
-
-	var respBuf *[]byte
-	var err error
-	if st, ok := resp.(*streamed); ok {
-		// A server stream: its messages, and its final status when it
-		// ended in an error (a send grpc-go refused, else the handler's).
-		rec.Outcome, rec.ResponseType, rec.Messages = recordv1.Outcome_OUTCOME_STREAM, st.typ, st.msgs
-		size += st.size
-		err = st.err
-		if end := st.status(herr); end != nil {
-			rec.Status = recordStatus(end)
-			size += proto.Size(rec.Status)
-		}
-	} else if herr != nil {
-		rec.Outcome = recordv1.Outcome_OUTCOME_ERROR
-		rec.Status = recordStatus(herr)
-		size += proto.Size(rec.Status)
-	} else if msg, ok := resp.(proto.Message); !ok {
-		err = errNotProto
-	} else {
-		respBuf = getBuffer()
-		defer func() {
-			rec.Response = nil // the buffer goes back to the pool
-			putBuffer(respBuf)
-		}()
-		rec.Outcome = recordv1.Outcome_OUTCOME_RESPONSE
-		*respBuf, rec.ResponseType, err = encodeMessage((*respBuf)[:0], msg)
-		rec.Response = *respBuf
-		size += len(*respBuf)
-	}
-	if err == nil && size > e.cfg.maxResponseBytes {
-		err = errTooLarge
-	}
-	data := getBuffer()
-	if err == nil {
-		if *data, err = record.AppendEncode((*data)[:0], rec); err == nil {
-			return data
-		}
-	}
-	notRetained(rec)
-	// A not-retained record holds only a version, enums, the fingerprint
-	// and timestamps: it always encodes.
-	*data, _ = record.AppendEncode((*data)[:0], rec)
-	e.observe(ctx, c.method, DecisionNotRetained, 0, err)
-	return data
-}
-
-// encodeMessage appends msg's deterministic encoding to b and returns it
-// with msg's full name. A message that panics as it encodes (a nil
-// *dynamicpb.Message, which has no descriptor) is an error like any other
-// that does not encode: once a handler has run, nothing may panic between
-// its answer and its stored outcome, which would leave its claim in
-// flight until the lease ends and then run it again.
-func encodeMessage(b []byte, msg proto.Message) (_ []byte, name string, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("idempotency: encoding the response panicked: %v", v)
-		}
-	}()
-	name = string(msg.ProtoReflect().Descriptor().FullName())
-	b, err = deterministic.MarshalAppend(b, msg)
-	return b, name, err
-}
-
-// recordStatus is the record form of a handler's error.
-func recordStatus(herr error) *recordv1.Status {
-	p := status.Convert(herr).Proto()
-	return &recordv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
-}
-
-// notRetained reduces rec to a not-retained record, dropping everything
-// that may be what could not be kept.
-func notRetained(rec *recordv1.Record) {
-	rec.Outcome = recordv1.Outcome_OUTCOME_NOT_RETAINED
-	rec.ResponseType, rec.Response, rec.Status, rec.Messages = "", nil, nil, nil
-	rec.Header, rec.Trailer = nil, nil
-}
-
-// mdSize is the size of stored metadata: its keys and values.
-func mdSize(md []*recordv1.Metadata) int {
-	n := 0
-	for _, e := range md {
-		n += len(e.GetKey())
-		for _, v := range e.GetValues() {
-			n += len(v)
-		}
-	}
-	return n
+	return rec
 }

@@ -14,10 +14,6 @@ import (
 // open), or the context is not a handler's.
 var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 
-// errTxServerStream is NewTxOutcome's answer in a server-streaming handler.
-var errTxServerStream = errors.New("idempotency: a server-streaming call's outcome is the stream its handler sends, " +
-	"which the interceptor stores once the handler returns; it cannot be recorded in the handler's transaction")
-
 // TxOutcome is the outcome of the call a handler runs under, encoded
 // exactly as the interceptor would store it, for a store that shares a
 // database with the handler's side effects to write inside the handler's
@@ -81,8 +77,8 @@ func NewTxOutcome(ctx context.Context, resp proto.Message, herr error) (*TxOutco
 	if !ok {
 		return nil, ErrNoClaim
 	}
-	if c.streams {
-		return nil, errTxServerStream
+	if err := c.t.txRefused(); err != nil {
+		return nil, err
 	}
 	if herr != nil && !c.e.keeps(herr) {
 		return nil, fmt.Errorf("idempotency: %v is not a stored error: return it so the claim is released", herr)

@@ -145,6 +145,13 @@ func (s *captureStream) SetTrailer(md metadata.MD) error {
 	return nil
 }
 
+// record puts the captured header and trailer in rec and returns their
+// size.
+func (s *captureStream) record(rec *recordv1.Record) int {
+	rec.Header, rec.Trailer = s.recorded()
+	return mdSize(rec.Header) + mdSize(rec.Trailer)
+}
+
 // recorded returns the captured header and trailer in record form.
 func (s *captureStream) recorded() (header, trailer []*recordv1.Metadata) {
 	s.mu.Lock()
@@ -211,4 +218,16 @@ func fromRecordMD(md []*recordv1.Metadata, marked bool) metadata.MD {
 		out[ReplayedKey] = replayedMD[ReplayedKey]
 	}
 	return out
+}
+
+// mdSize is the size of stored metadata: its keys and values.
+func mdSize(md []*recordv1.Metadata) int {
+	n := 0
+	for _, e := range md {
+		n += len(e.GetKey())
+		for _, v := range e.GetValues() {
+			n += len(v)
+		}
+	}
+	return n
 }

@@ -60,13 +60,15 @@ import (
 // (errors.Is finds it, and status.FromError a gRPC status it is). A
 // context error means ctx ended before fn started.
 func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error)) (resp Resp, replayed bool, err error) {
-	f := &fnCall[Resp]{fn: fn}
-	f.t, f.respType = f, respType[Resp]()
+	// A record of another message is another operation's, or another
+	// Resp's under op: a mistake, unless the message was renamed since.
+	f := &fnCall[Resp]{fn: fn, reply: reply{mt: respType[Resp](), files: s.e.cfg.files, others: unknownName}}
+	f.t = f
 	out, err := s.e.do(ctx, &f.call, op, key, req)
 	if out != nil {
 		var ok bool
 		if resp, ok = out.(Resp); !ok {
-			resp, err = asResp[Resp](s.e.cfg.files, &f.record, out)
+			resp, err = asResp[Resp](s.e.cfg.files, &f.call.record, out)
 		}
 	}
 	return resp, f.isReplay, err
@@ -140,9 +142,7 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 		e.report(ctx, op, err, 0)
 		return nil, err
 	}
-	// A record of another message is another operation's, or another
-	// Resp's under op: a mistake, unless the message was renamed since.
-	c.otherNames, c.ownRequest = unknownName, true
+	c.ownRequest = true
 	out, err := e.run(ctx, c)
 	if err != nil {
 		e.report(ctx, op, err, c.storeTime)
@@ -162,10 +162,12 @@ func respType[Resp proto.Message]() protoreflect.MessageType {
 }
 
 // fnCall is a call of [Do]: the function, with nothing to capture or
-// replay besides its result. It is Do's [transport].
+// replay besides its result. It is Do's [transport]: its outcome is one
+// response or a stored error ([reply]).
 type fnCall[Resp proto.Message] struct {
 	call
-	fn func(ctx context.Context) (Resp, error)
+	fn    func(ctx context.Context) (Resp, error)
+	reply reply
 }
 
 func (f *fnCall[Resp]) bypass(ctx context.Context) (any, error) { return f.run(ctx) }
@@ -191,9 +193,15 @@ func (f *fnCall[Resp]) run(ctx context.Context) (any, error) {
 
 func (*fnCall[Resp]) capture(ctx context.Context) context.Context { return ctx }
 
-func (*fnCall[Resp]) recorded() (header, trailer []*recordv1.Metadata) { return nil, nil }
+func (*fnCall[Resp]) record(rec *recordv1.Record, resp any, herr error, buf *[]byte) (int, error) {
+	return recordReply(rec, resp, herr, buf)
+}
 
-func (*fnCall[Resp]) replayed(context.Context, *recordv1.Record) {}
+func (f *fnCall[Resp]) replay(_ context.Context, rec *recordv1.Record) (any, error) {
+	return f.reply.replay(rec)
+}
+
+func (*fnCall[Resp]) txRefused() error { return nil }
 
 // operations resolves the policy of every operation named by
 // [WithOperationPolicy], and the one every other operation shares.

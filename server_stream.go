@@ -59,10 +59,10 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 	if key == "" { // an OPTIONAL method whose key field is empty
 		return passThroughStream(srv, ss, handler, reqs, 0)
 	}
-	s := &streamCall{srv: srv, ss: ss, handler: handler, reqs: reqs, resume: resume}
-	s.t, s.respType, s.streams = s, m.responseType, info.IsServerStream
-	if s.streams {
-		s.sent.typ = string(m.responseType.Descriptor().FullName())
+	s := &streamCall{srv: srv, ss: ss, handler: handler, serverStream: info.IsServerStream, reqs: reqs, resume: resume}
+	s.t, s.reply = s, methodReply(e.cfg.files, m)
+	if s.serverStream {
+		s.sent.typ, s.sent.limit = string(m.responseType.Descriptor().FullName()), e.cfg.maxResponseBytes
 	}
 	if err := e.prepare(ctx, &s.call, name, m.namespace, m, key, reqs...); err != nil {
 		return e.fail(ctx, name, err, 0)

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -20,19 +21,26 @@ import (
 // handler sends. It is the stream interceptor's [transport].
 //
 // A client-streaming handler's one response is held, stored and sent
-// after the engine returns, as a unary response is. A server-streaming
-// handler's messages go to the caller as they are sent, and each is
-// recorded ([streamed]); the outcome is the whole stream.
+// after the engine returns, as a unary response is ([reply]). A
+// server-streaming handler's messages go to the caller as they are sent,
+// and each is recorded ([streamed]); the outcome is the whole stream and
+// its final status, replayed from an OUTCOME_STREAM record
+// ([replayedStream]). Either comes with the header and trailer the
+// handler set.
 type streamCall struct {
 	call
-	srv     any
-	ss      grpc.ServerStream // the caller's
-	handler grpc.StreamHandler
-	reqs    []proto.Message
-	resume  int           // messages the caller already has ([ResumeAfterKey])
-	md      captureStream // the header and trailer the handler sets
-	resp    any           // a client-streaming handler's response
-	sent    streamed      // a server-streaming handler's messages
+	srv          any
+	ss           grpc.ServerStream // the caller's
+	handler      grpc.StreamHandler
+	serverStream bool // the handler sends a stream of messages
+	reqs         []proto.Message
+	resume       int           // messages the caller already has ([ResumeAfterKey])
+	md           captureStream // the header and trailer the handler sets
+	// reply is a client stream's answer; its type (reply.mt) is also that
+	// of a server stream's messages.
+	reply reply
+	resp  any      // a client-streaming handler's response
+	sent  streamed // a server-streaming handler's messages
 }
 
 // bypass runs the handler without a claim (the store failing open, or a
@@ -47,7 +55,7 @@ func (s *streamCall) bypass(context.Context) (any, error) {
 // the server stream's record.
 func (s *streamCall) run(ctx context.Context) (any, error) {
 	err := s.handler(s.srv, &handlerStream{ServerStream: s.ss, ctx: ctx, reqs: s.reqs, buffered: true, call: s})
-	if s.streams {
+	if s.serverStream {
 		return &s.sent, err
 	}
 	return s.resp, err
@@ -62,12 +70,31 @@ func (s *streamCall) capture(ctx context.Context) context.Context {
 	return s.md.install(ctx)
 }
 
-func (s *streamCall) recorded() (header, trailer []*recordv1.Metadata) { return s.md.recorded() }
+// record records a client stream's answer, or a server stream's messages
+// and final status ([streamed.record]), and the header and trailer the
+// handler set.
+func (s *streamCall) record(rec *recordv1.Record, resp any, herr error, buf *[]byte) (size int, err error) {
+	if s.serverStream {
+		size, err = s.sent.record(rec, herr)
+	} else {
+		size, err = recordReply(rec, resp, herr, buf)
+	}
+	return size + s.md.record(rec), err
+}
 
-// replayed sets the replayed header and trailer: the replay marker goes
-// in the header of a response or a stream, and in the trailer of an
-// error, a stream's included.
-func (s *streamCall) replayed(_ context.Context, rec *recordv1.Record) {
+// replay returns the stored answer, which [streamCall.answer] sends, and
+// sets the stored header and trailer: the replay marker goes in the
+// header of a response or a stream, and in the trailer of an error, a
+// stream's included.
+func (s *streamCall) replay(_ context.Context, rec *recordv1.Record) (resp any, err error) {
+	if s.serverStream {
+		resp, err = replayStream(rec)
+	} else {
+		resp, err = s.reply.replay(rec)
+	}
+	if errors.Is(err, ErrRecordCorrupt) {
+		return nil, err
+	}
 	ok := rec.GetOutcome() == recordv1.Outcome_OUTCOME_RESPONSE
 	stream := rec.GetOutcome() == recordv1.Outcome_OUTCOME_STREAM
 	failed := !ok && rec.GetStatus().GetCode() != 0 || rec.GetOutcome() == recordv1.Outcome_OUTCOME_NOT_RETAINED
@@ -77,6 +104,21 @@ func (s *streamCall) replayed(_ context.Context, rec *recordv1.Record) {
 	if t := fromRecordMD(rec.GetTrailer(), failed); len(t) > 0 {
 		s.ss.SetTrailer(t)
 	}
+	return resp, err
+}
+
+// errTxServerStream is NewTxOutcome's answer in a server-streaming handler.
+var errTxServerStream = errors.New("idempotency: a server-streaming call's outcome is the stream its handler sends, " +
+	"which the interceptor stores once the handler returns; it cannot be recorded in the handler's transaction")
+
+// txRefused refuses a server stream's outcome, which is only whole once
+// the handler returns (decision 102); a client stream's one response is
+// recorded as a unary call's is.
+func (s *streamCall) txRefused() error {
+	if s.serverStream {
+		return errTxServerStream
+	}
+	return nil
 }
 
 // answer sends what the engine's answer holds that the handler has not
@@ -87,7 +129,7 @@ func (s *streamCall) replayed(_ context.Context, rec *recordv1.Record) {
 func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 	switch r := resp.(type) {
 	case replayedStream:
-		msgs, derr := r.decode(s.respType, s.resume)
+		msgs, derr := r.decode(s.reply.mt, s.resume)
 		if derr != nil {
 			return s.e.fail(ctx, s.method, derr, s.storeTime)
 		}
@@ -97,7 +139,7 @@ func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 			}
 		}
 	case proto.Message:
-		if err == nil && !s.streams {
+		if err == nil && !s.serverStream {
 			if serr := s.ss.SendMsg(r); serr != nil {
 				return serr
 			}
@@ -115,9 +157,23 @@ func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 	return nil
 }
 
-// replayedStream is the engine's answer for a replayed server stream: the
-// stored messages, which [streamCall.answer] sends.
+// replayedStream is the answer of a replayed server stream: the stored
+// messages, which [streamCall.answer] sends.
 type replayedStream [][]byte
+
+// replayStream returns the stream rec holds and its final status, or
+// [ErrResponseNotRetained]. A record of one answer (a namespace shared by
+// a server-streaming method and one that answers once) is corrupt.
+func replayStream(rec *recordv1.Record) (any, error) {
+	switch rec.GetOutcome() {
+	case recordv1.Outcome_OUTCOME_STREAM:
+		return replayedStream(rec.GetMessages()), replayedStatus(rec.GetStatus())
+	case recordv1.Outcome_OUTCOME_NOT_RETAINED:
+		return nil, ErrResponseNotRetained
+	default:
+		return nil, fmt.Errorf("%w: outcome %v does not fit the call (server-streaming: true)", ErrRecordCorrupt, rec.GetOutcome())
+	}
+}
 
 // decode decodes the messages after the first skip into mt, all of them
 // before any is sent, so a corrupt record sends none.
@@ -205,7 +261,7 @@ func (h *handlerStream) SendMsg(m any) error {
 		return nil
 	case s == nil:
 		return h.ServerStream.SendMsg(m)
-	case !s.streams:
+	case !s.serverStream:
 		s.resp = m
 		return nil
 	case s.sent.refused != nil:
@@ -219,7 +275,7 @@ func (h *handlerStream) SendMsg(m any) error {
 		}
 	}
 	s.md.messageSent()
-	s.sent.add(m, s.e.cfg.maxResponseBytes)
+	s.sent.add(m)
 	return nil
 }
 
@@ -269,6 +325,7 @@ func (h *handlerStream) SetTrailer(md metadata.MD) {
 // is not retained.
 type streamed struct {
 	typ   string // the method's response type
+	limit int    // the size limit ([WithMaxResponseBytes])
 	msgs  [][]byte
 	size  int
 	count int   // messages sent, recorded or not
@@ -289,7 +346,21 @@ func (s *streamed) status(herr error) error {
 	return herr
 }
 
-func (s *streamed) add(m any, limit int) {
+// record fills in rec with the stream: its messages, and its final status
+// when it ended in an error (a send grpc-go refused, else the handler's
+// herr). It returns their size, and why the stream cannot be retained, if
+// it cannot.
+func (s *streamed) record(rec *recordv1.Record, herr error) (int, error) {
+	rec.Outcome, rec.ResponseType, rec.Messages = recordv1.Outcome_OUTCOME_STREAM, s.typ, s.msgs
+	size := s.size
+	if end := s.status(herr); end != nil {
+		rec.Status = recordStatus(end)
+		size += proto.Size(rec.Status)
+	}
+	return size, s.err
+}
+
+func (s *streamed) add(m any) {
 	s.count++
 	if s.err != nil {
 		return
@@ -303,7 +374,7 @@ func (s *streamed) add(m any, limit int) {
 	switch {
 	case err != nil:
 		s.drop(err)
-	case s.size+len(b)+frameHeader > limit:
+	case s.size+len(b)+frameHeader > s.limit:
 		s.drop(errTooLarge)
 	default:
 		s.size += len(b) + frameHeader

@@ -16,12 +16,14 @@ import (
 
 // unaryCall is a unary gRPC call through the engine: the handler and its
 // request, and the stream that captures the header and trailer the
-// handler sets. It is the unary interceptor's [transport].
+// handler sets. It is the unary interceptor's [transport]: its outcome is
+// one response or a stored error ([reply]), with that header and trailer.
 type unaryCall struct {
 	call
 	req     any
 	handler grpc.UnaryHandler
 	stream  captureStream
+	reply   reply
 }
 
 // intercept is the unary server interceptor: it resolves the method's
@@ -42,8 +44,8 @@ func (e *engine) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if key == "" { // an OPTIONAL method called without a key
 		return passThrough(ctx, req, handler)
 	}
-	u := &unaryCall{req: req, handler: handler}
-	u.t, u.respType = u, m.responseType
+	u := &unaryCall{req: req, handler: handler, reply: methodReply(e.cfg.files, m)}
+	u.t = u
 	if err := e.prepare(ctx, &u.call, info.FullMethod, m.namespace, m, key, msg); err != nil {
 		return nil, e.fail(ctx, info.FullMethod, err, 0)
 	}
@@ -62,14 +64,25 @@ func (u *unaryCall) run(ctx context.Context) (any, error) { return u.handler(ctx
 
 func (u *unaryCall) capture(ctx context.Context) context.Context { return u.stream.install(ctx) }
 
-func (u *unaryCall) recorded() (header, trailer []*recordv1.Metadata) { return u.stream.recorded() }
-
-// replayed sets the replayed header and trailer, with the replay marker in
-// the header of a response and in the trailer of an error.
-func (u *unaryCall) replayed(ctx context.Context, rec *recordv1.Record) {
-	ok := rec.GetOutcome() == recordv1.Outcome_OUTCOME_RESPONSE
-	setReplayMD(ctx, fromRecordMD(rec.GetHeader(), ok), fromRecordMD(rec.GetTrailer(), !ok))
+// record records the handler's answer and the header and trailer it set.
+func (u *unaryCall) record(rec *recordv1.Record, resp any, herr error, buf *[]byte) (int, error) {
+	size, err := recordReply(rec, resp, herr, buf)
+	return size + u.stream.record(rec), err
 }
+
+// replay returns the stored answer and sets the stored header and trailer,
+// with the replay marker in the header of a response and in the trailer
+// of an error.
+func (u *unaryCall) replay(ctx context.Context, rec *recordv1.Record) (any, error) {
+	resp, err := u.reply.replay(rec)
+	if !errors.Is(err, ErrRecordCorrupt) {
+		ok := rec.GetOutcome() == recordv1.Outcome_OUTCOME_RESPONSE
+		setReplayMD(ctx, fromRecordMD(rec.GetHeader(), ok), fromRecordMD(rec.GetTrailer(), !ok))
+	}
+	return resp, err
+}
+
+func (*unaryCall) txRefused() error { return nil }
 
 // setReplayMD sets the replayed header and trailer. Errors are ignored as
 // grpc-go ignores them for handlers: they mean the stream is gone.
