@@ -66,7 +66,7 @@ func TestRedisStoreErrorPerAttempt(t *testing.T) {
 			}
 			attempts := map[string][]int{}
 			var total time.Duration
-			for _, e := range r.events.all() {
+			for _, e := range r.events.All() {
 				if e.Decision != idempotency.DecisionStoreError {
 					if e.Attempt != 0 {
 						t.Errorf("%v event with Attempt %d, want 0", e.Decision, e.Attempt)

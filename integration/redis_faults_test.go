@@ -50,7 +50,7 @@ func TestRedisStoreDown(t *testing.T) {
 	if n := closed.srv.Service.Executions(); n != 1 {
 		t.Fatalf("fail closed: handler ran %d times, want 1 (not while Redis is down)", n)
 	}
-	if closed.events.count(idempotency.DecisionStoreError) == 0 {
+	if closed.events.Count(idempotency.DecisionStoreError) == 0 {
 		t.Fatal("fail closed: no DecisionStoreError observed")
 	}
 	for range 2 { // no dedup without a store: both run
@@ -63,7 +63,7 @@ func TestRedisStoreDown(t *testing.T) {
 	if n := open.srv.Service.Executions(); n != 3 {
 		t.Fatalf("fail open: handler ran %d times, want 3 (1 before, 2 while down)", n)
 	}
-	if n := open.events.count(idempotency.DecisionFailOpen); n != 2 {
+	if n := open.events.Count(idempotency.DecisionFailOpen); n != 2 {
 		t.Fatalf("fail open: %d DecisionFailOpen events, want 2", n)
 	}
 
@@ -81,7 +81,7 @@ func TestRedisStoreDown(t *testing.T) {
 			t.Fatalf("%s, after restart: handler ran %d times for one key, want 1", name, n)
 		}
 	}
-	if n := open.events.count(idempotency.DecisionFailOpen); n != 2 {
+	if n := open.events.Count(idempotency.DecisionFailOpen); n != 2 {
 		t.Fatalf("fail open: %d DecisionFailOpen events after restart, want still 2", n)
 	}
 }
@@ -142,7 +142,7 @@ func TestRedisCorruptData(t *testing.T) {
 			for i := range 2 {
 				_, _, err := r.do(ctx, "k-corrupt", req)
 				wantReason(t, err, codes.Internal, idempotency.ReasonRecordCorrupt)
-				if i == 0 && r.events.count(idempotency.DecisionRecordCorrupt) != 1 {
+				if i == 0 && r.events.Count(idempotency.DecisionRecordCorrupt) != 1 {
 					t.Fatal("no DecisionRecordCorrupt observed")
 				}
 			}

@@ -36,14 +36,14 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 			ctx := redisCtx(t)
 			newClient := start(t)
 			var count sharedCounter
-			evs := make([]*watchedEvents, servers)
+			evs := make([]*events, servers)
 			for i := range evs {
-				evs[i] = &watchedEvents{}
+				evs[i] = &events{}
 			}
 			everyServerRejected := func(ctx context.Context, _ int64) {
 				for _, ev := range evs {
 					select {
-					case <-ev.seenCh(idempotency.DecisionInFlight):
+					case <-ev.Seen(idempotency.DecisionInFlight):
 					case <-time.After(10 * time.Second): // reported below as missing contention
 						return
 					case <-ctx.Done():
@@ -107,7 +107,7 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 				t.Fatalf("%d replayed answers, want %d (all but the executing caller)", replayed, callers-1)
 			}
 			for i, ev := range evs {
-				if ev.count(idempotency.DecisionInFlight) == 0 {
+				if ev.Count(idempotency.DecisionInFlight) == 0 {
 					t.Fatalf("server %d never saw the key in flight: no contention was tested", i)
 				}
 			}
@@ -166,7 +166,7 @@ func TestRedisCrashAndRetryElsewhere(t *testing.T) {
 	if n := count.load(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if n := b.events.count(idempotency.DecisionReplayed); n != 1 {
+	if n := b.events.Count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("server B observed %d replays, want 1", n)
 	}
 }

@@ -60,7 +60,7 @@ func TestRedisLeaseRenewed(t *testing.T) {
 
 	// Wait until the claim has lived past its lease, renewed.
 	waitFor(t, func() bool {
-		return time.Since(start) > redisLease+redisLease/3 && a.events.count(idempotency.DecisionLeaseRenewed) >= 3
+		return time.Since(start) > redisLease+redisLease/3 && a.events.Count(idempotency.DecisionLeaseRenewed) >= 3
 	})
 	_, _, err := b.do(ctx, "k-long", req)
 	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
@@ -74,10 +74,10 @@ func TestRedisLeaseRenewed(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if n := a.events.count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := a.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("%d DecisionLeaseLost, want none: the lease was renewed", n)
 	}
-	if n := a.events.count(idempotency.DecisionExecuted); n != 1 {
+	if n := a.events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d DecisionExecuted, want 1: the outcome should be stored", n)
 	}
 	resp, header, err := b.do(ctx, "k-long", req)
@@ -147,10 +147,10 @@ func TestRedisLeaseTakenOver(t *testing.T) {
 	if r.err != nil || r.resp.GetExecution() != 1 {
 		t.Fatalf("server A answered %v, %v; want its own execution 1", r.resp, r.err)
 	}
-	if n := a.events.count(idempotency.DecisionLeaseLost); n != 1 {
+	if n := a.events.Count(idempotency.DecisionLeaseLost); n != 1 {
 		t.Fatalf("server A observed %d DecisionLeaseLost, want 1", n)
 	}
-	if n := a.events.count(idempotency.DecisionExecuted); n != 0 {
+	if n := a.events.Count(idempotency.DecisionExecuted); n != 0 {
 		t.Fatalf("server A observed %d DecisionExecuted, want 0: its completion must be refused", n)
 	}
 	var completeErr error

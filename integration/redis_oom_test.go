@@ -71,8 +71,8 @@ func TestRedisOutOfMemory(t *testing.T) {
 	<-running // both claims granted
 
 	filled := rs.FillMemory(ctx, "filler:")
-	renewed := r.events.count(idempotency.DecisionLeaseRenewed)
-	waitFor(t, func() bool { return r.events.count(idempotency.DecisionLeaseRenewed) >= renewed+2 })
+	renewed := r.events.Count(idempotency.DecisionLeaseRenewed)
+	r.events.Wait(t, idempotency.DecisionLeaseRenewed, renewed+2)
 	_, _, err := r.do(ctx, "k-oom", charge)
 	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
 	_, _, err = r.do(ctx, "k-oom-new", charge)
@@ -92,7 +92,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 		idempotency.DecisionStoreError: 0,
 		idempotency.DecisionLeaseLost:  0,
 	} {
-		if n := r.events.count(o); n != want {
+		if n := r.events.Count(o); n != want {
 			t.Errorf("observer saw %d %s, want %d", n, o, want)
 		}
 	}

@@ -150,7 +150,7 @@ func TestObserverLeaseLost(t *testing.T) {
 		_, err := client.Required(ctx, &testingv1.DoRequest{Payload: "first"})
 		first <- err
 	}()
-	waitUntil(t, func() bool { return s.Service.Executions() == 1 })
+	s.Service.WaitExecutions(t, 1)
 	time.Sleep(2 * lease) // the first lease runs out unrenewed
 	if _, err := client.Required(ctx, &testingv1.DoRequest{Payload: "second"}); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func inFlight(t *testing.T, s *server) {
 		_, err := client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a", Sleep: durationpb.New(300 * time.Millisecond)})
 		done <- err
 	}()
-	waitUntil(t, func() bool { return s.Service.Executions() == 1 })
+	s.Service.WaitExecutions(t, 1)
 	_, err := client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a", Sleep: durationpb.New(300 * time.Millisecond)})
 	wantCode(t, err, codes.Aborted)
 	if err := <-done; err != nil {
@@ -202,17 +202,6 @@ func wantCode(t *testing.T, err error, want codes.Code) {
 	t.Helper()
 	if got := status.Code(err); got != want {
 		t.Fatalf("got %v (%v), want %v", got, err, want)
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
