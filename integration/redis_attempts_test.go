@@ -15,9 +15,10 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisStoreErrorPerAttempt proves issue 18, item 13. Redis stops while
-// the handler runs, so every attempt to store its outcome fails, and so does
-// every lease renewal in between when the lease is short. The observer gets
+// TestRedisStoreErrorPerAttempt: each failed store attempt is one
+// DecisionStoreError with its own StoreTime. Redis stops while the handler
+// runs, so every attempt to store its outcome fails, and so does every
+// lease renewal in between when the lease is short. The observer gets
 // exactly one DecisionStoreError per store call that failed (counted by a
 // faultstore around the real redisstore), numbered 1, 2, ... within its
 // step, each with that attempt's StoreTime alone: their sum is no more than

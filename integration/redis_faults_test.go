@@ -15,12 +15,11 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisStoreDown proves issue 3, item 4. With Redis stopped, a server
-// failing closed (the default) answers UNAVAILABLE with
-// IDEMPOTENCY_STORE_UNAVAILABLE and does not run the handler, while a server
-// built WithFailOpen runs it and tells the observer. After Redis restarts,
-// both serve again with dedup, with the same gRPC servers and the same
-// go-redis clients.
+// TestRedisStoreDown: with Redis stopped, a server failing closed (the
+// default) answers UNAVAILABLE with IDEMPOTENCY_STORE_UNAVAILABLE and does
+// not run the handler, while a server built WithFailOpen runs it and tells
+// the observer. After Redis restarts, both serve again with dedup, with the
+// same gRPC servers and the same go-redis clients.
 func TestRedisStoreDown(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -86,11 +85,11 @@ func TestRedisStoreDown(t *testing.T) {
 	}
 }
 
-// TestRedisCorruptData proves issue 3, item 6: values written straight into
-// Redis under the store's key of a completed call (a plain string, or the
-// store's entry with garbage over its first bytes) make the next call with
-// that key fail with INTERNAL and IDEMPOTENCY_RECORD_CORRUPT, without
-// running the handler, overwriting the value or panicking.
+// TestRedisCorruptData: values written straight into Redis under the
+// store's key of a completed call (a plain string, or the store's entry
+// with garbage over its first bytes) make the next call with that key fail
+// with INTERNAL and IDEMPOTENCY_RECORD_CORRUPT, without running the
+// handler, overwriting the value or panicking.
 func TestRedisCorruptData(t *testing.T) {
 	t.Parallel()
 	rs := redistest.StartServer(t)

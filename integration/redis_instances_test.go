@@ -17,9 +17,9 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisExactlyOnceAcrossInstances proves issue 3, item 2: four gRPC
-// servers, each with its own interceptor, store and go-redis client, share
-// one Redis (and again one Cluster). 200 callers send the same key and
+// TestRedisExactlyOnceAcrossInstances: a key executes once across four gRPC
+// servers that share one Redis (and again one Cluster), each with its own
+// interceptor, store and go-redis client. 200 callers send the same key and
 // request at once, spread over the four, and retry on
 // IDEMPOTENCY_KEY_IN_USE after the RetryInfo delay. The handler, counted
 // across the four servers, runs once, and all 200 get identical bytes.
@@ -116,11 +116,11 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 	}
 }
 
-// TestRedisCrashAndRetryElsewhere proves issue 3, item 3: server A runs the
-// handler and stores the outcome in Redis, then stops before its answer
-// reaches the client, so the client's first attempt fails. The retry with
-// the same key, sent to server B on the same Redis, is a replay, and the
-// handler has run once.
+// TestRedisCrashAndRetryElsewhere: a retry sent to another server after a
+// crash is a replay. Server A runs the handler and stores the outcome in
+// Redis, then stops before its answer reaches the client, so the client's
+// first attempt fails. The retry with the same key, sent to server B on the
+// same Redis, is a replay, and the handler has run once.
 func TestRedisCrashAndRetryElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)

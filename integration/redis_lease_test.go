@@ -20,12 +20,11 @@ import (
 // and long enough for a loaded machine to renew every lease/3.
 const redisLease = 300 * time.Millisecond
 
-// TestRedisLeaseRenewed proves the first half of issue 3, item 5: a handler
-// that runs three times its lease completes normally, its lease renewed in
-// Redis in the background. While it runs past its first lease, a duplicate
-// on another server is still rejected as in flight (the claim in Redis
-// outlived the unrenewed lease), and so is one after three leases;
-// afterwards a retry replays its answer.
+// TestRedisLeaseRenewed: a handler that runs three times its lease
+// completes normally, its lease renewed in Redis in the background. While
+// it runs past its first lease, a duplicate on another server is still
+// rejected as in flight (the claim in Redis outlived the unrenewed lease),
+// and so is one after three leases; afterwards a retry replays its answer.
 func TestRedisLeaseRenewed(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -90,12 +89,13 @@ func TestRedisLeaseRenewed(t *testing.T) {
 	}
 }
 
-// TestRedisLeaseTakenOver proves the second half of issue 3, item 5: server
-// A's renewals are stalled (faultstore.SkipExtend over the real store), so
-// its claim expires in Redis while its handler runs; server B then claims
-// the key, runs and completes. When A's handler finishes, A's completion is
-// refused by Redis (the owner token no longer matches), the observer sees
-// DecisionLeaseLost, and a third call replays B's answer, not A's.
+// TestRedisLeaseTakenOver: a claim whose lease ran out unrenewed is taken
+// over, and its first owner's completion refused. Server A's renewals are
+// stalled (faultstore.SkipExtend over the real store), so its claim expires
+// in Redis while its handler runs; server B then claims the key, runs and
+// completes. When A's handler finishes, A's completion is refused by Redis
+// (the owner token no longer matches), the observer sees DecisionLeaseLost,
+// and a third call replays B's answer, not A's.
 func TestRedisLeaseTakenOver(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)

@@ -27,13 +27,13 @@ var redisBackends = map[string]func(t *testing.T) func() redis.UniversalClient{
 	},
 }
 
-// TestRedisRoundTrips proves issue 3, item 1: through the interceptor, an
-// executed call costs exactly two Redis round trips (claim, complete) and a
-// replay exactly one, with no renewal round trip when the handler finishes
-// inside a third of the lease. A handler held past lease/3 shows that the
-// count does see renewals: one more round trip per renewal. The claim is
-// a native SET, which a replay needs and nothing more (issue 12); the
-// completion and the renewals are one EVALSHA each.
+// TestRedisRoundTrips: through the interceptor, an executed call costs
+// exactly two Redis round trips (claim, complete) and a replay exactly one,
+// with no renewal round trip when the handler finishes inside a third of
+// the lease. A handler held past lease/3 shows that the count does see
+// renewals: one more round trip per renewal. The claim is a native SET,
+// which a replay needs and nothing more; the completion and the renewals
+// are one EVALSHA each.
 //
 // Round trips are counted by redistest.RoundTrips on the go-redis client
 // the store uses. Connection handshakes (HELLO, CLIENT SETINFO, READONLY…)

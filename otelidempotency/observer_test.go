@@ -207,7 +207,7 @@ func wantCode(t *testing.T, err error, want codes.Code) {
 
 // A completion that fails twice and lands on its third attempt is one
 // store_error decision, not two, beside the executed one; the store
-// histogram records each failed attempt's time once (issue 18, item 13).
+// histogram records each failed attempt's time once.
 func TestObserverStoreErrorCountsSteps(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, nil)
