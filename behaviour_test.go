@@ -5,7 +5,6 @@ import (
 
 	"github.com/grpc-idempotency/idempotency/internal/behaviourtest"
 	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // TestBehaviour runs docs/semantics.md's table against every entry point
@@ -14,8 +13,7 @@ import (
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
 	behaviourtest.Run(t, func(t *testing.T) store.Store {
-		mem := memorystore.New()
-		t.Cleanup(func() { _ = mem.Close() })
+		mem := memStore(t)
 		return mem
 	})
 }

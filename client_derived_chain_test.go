@@ -12,7 +12,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // chainLease is the upstream lease: how long the key of a handler that
@@ -41,8 +40,7 @@ func newChainRig(t *testing.T, downstreamOpts ...idempotency.ClientOption) *chai
 		return downstream.Do(ctx, req)
 	}
 
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t)
 	storeA := faultstore.New(mem)
 	dies := func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		resp, err := forward(ctx, m, req)

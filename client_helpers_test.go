@@ -17,14 +17,15 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
-// clientRig is a bufconn server running the real server interceptor over a
-// memory store. Outside it sit a recorder of every attempt and an optional
-// fault layer: recorder → fault → idempotency → handler.
+// clientRig is the test service behind the real server interceptor over a
+// memory store ([testkit.Serve]). Outside it sit a recorder of every
+// attempt and an optional fault layer: recorder → fault → idempotency →
+// handler.
 type clientRig struct {
 	srv      *testserver.Server
 	attempts *attemptLog
@@ -43,18 +44,15 @@ func newClientRig(t *testing.T, cfg rigConfig) *clientRig {
 	t.Helper()
 	mem := cfg.store
 	if mem == nil {
-		m := memorystore.New()
-		t.Cleanup(func() { _ = m.Close() })
-		mem = m
+		mem = memStore(t)
 	}
 	log := &attemptLog{}
-	chain := []grpc.UnaryServerInterceptor{log.record}
+	outer := []grpc.UnaryServerInterceptor{log.record}
 	if cfg.fault != nil {
-		chain = append(chain, cfg.fault)
+		outer = append(outer, cfg.fault)
 	}
-	chain = append(chain, idempotency.UnaryServerInterceptor(mem, cfg.server...))
-	srv := testserver.NewWith(t, &testserver.Service{Handler: cfg.handler}, cfg.register, grpc.ChainUnaryInterceptor(chain...))
-	return &clientRig{srv: srv, attempts: log}
+	r := testkit.Serve(t, testkit.Config{Handler: cfg.handler, Store: mem, Options: cfg.server, Outer: outer, Register: cfg.register})
+	return &clientRig{srv: r.Server, attempts: log}
 }
 
 // client dials the rig with the client interceptors given, chained in that

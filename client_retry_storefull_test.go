@@ -34,8 +34,7 @@ func TestClientRetriesStoreFull(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mem := memorystore.New(memorystore.WithMaxEntries(1))
-			t.Cleanup(func() { _ = mem.Close() })
+			mem := memStore(t, memorystore.WithMaxEntries(1))
 			filler, err := mem.Claim(t.Context(), "filler", nil, time.Hour)
 			if err != nil || !filler.Won() {
 				t.Fatalf("filling the store: won=%v err=%v", filler.Won(), err)

@@ -126,7 +126,7 @@ func (r *streamRig) cutFirst(t *testing.T, where int) (at int, cut func()) {
 			}
 		}
 		return 0, func() {
-			waitFor(t, func() bool { return r.events.count(idempotency.DecisionExecuted) == 1 })
+			r.events.Wait(t, idempotency.DecisionExecuted, 1)
 			r.proxy.CutAll()
 			r.proxy.Resume()
 		}

@@ -99,7 +99,7 @@ func TestStreamClientResumesAfterCut(t *testing.T) {
 			if finished {
 				r.proxy.Stall() // the rest is sent but never arrives
 				close(release)
-				waitFor(t, func() bool { return r.events.count(idempotency.DecisionExecuted) == 1 })
+				r.events.Wait(t, idempotency.DecisionExecuted, 1)
 				r.proxy.CutAll()
 				r.proxy.Resume()
 			} else {
@@ -128,8 +128,8 @@ func TestStreamClientResumesAfterCut(t *testing.T) {
 			if h, err := stream.Header(); err != nil || idempotency.Replayed(h, nil) || !slices.Equal(h.Get("x-execution"), []string{"1"}) {
 				t.Fatalf("Header() = %v, %v; want the first attempt's, unmarked", h, err)
 			}
-			if r.events.count(idempotency.DecisionReplayed) != 1 {
-				t.Fatalf("%d replays, want the retry's", r.events.count(idempotency.DecisionReplayed))
+			if r.events.Count(idempotency.DecisionReplayed) != 1 {
+				t.Fatalf("%d replays, want the retry's", r.events.Count(idempotency.DecisionReplayed))
 			}
 		})
 	}

@@ -44,7 +44,7 @@ func TestReplayCacheExpiry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				fs := faultstore.New(newMemStore(t))
+				fs := faultstore.New(memStore(t))
 				cached := newFixtureOn(t, fs, nil, idempotency.WithRetention(retention), idempotency.WithReplayCache(100, 1<<20, tc.ttl))
 				first := cached
 				if tc.fillAt > 0 {
@@ -101,7 +101,7 @@ func TestReplayCacheConcurrent(t *testing.T) {
 		mu.Unlock()
 		return testserver.Echo(ctx, m, req)
 	}
-	fs := faultstore.New(newMemStore(t))
+	fs := faultstore.New(memStore(t))
 	opts := []idempotency.ServerOption{idempotency.WithReplayCache(3, 1<<20, time.Hour), idempotency.WithWaitForInFlight(time.Minute)}
 	servers := []*fixture{newFixtureOn(t, fs, count, opts...), newFixtureOn(t, fs, count, opts...)}
 

@@ -112,7 +112,7 @@ func TestReplayCacheKeyReused(t *testing.T) {
 	if f.storeCalls() != before {
 		t.Fatalf("a reused key on a cached key made store calls %v", f.store.Calls()[before:])
 	}
-	if f.events.count(idempotency.DecisionKeyReused) != 1 {
+	if f.events.Count(idempotency.DecisionKeyReused) != 1 {
 		t.Fatal("observer not told of the reused key")
 	}
 }
@@ -191,7 +191,7 @@ func TestReplayCacheSkipsLostLease(t *testing.T) {
 	if _, err := f.client.Do(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if f.events.count(idempotency.DecisionLeaseLost) != 1 {
+	if f.events.Count(idempotency.DecisionLeaseLost) != 1 {
 		t.Fatal("the completion was not refused: the test proves nothing")
 	}
 	resp, err := f.client.Do(ctx, req)
@@ -302,7 +302,7 @@ func TestReplayCacheConfigPanics(t *testing.T) {
 					t.Fatalf("panic %v; want one naming WithReplayCache and %s", msg, name)
 				}
 			}()
-			idempotency.NewServer(newMemStore(t), opt)
+			idempotency.NewServer(memStore(t), opt)
 		})
 	}
 }

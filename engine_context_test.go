@@ -57,7 +57,7 @@ func TestHandlerContextEndsUnwatched(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			lost := make(chan struct{}, 1)
-			fs := faultstore.New(newMemStore(t))
+			fs := faultstore.New(memStore(t))
 			results := make(chan error, 1)
 			h := func(ctx context.Context, _ string, _ *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 				c, _ := idempotency.ClaimFromContext(ctx)

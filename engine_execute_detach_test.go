@@ -79,7 +79,7 @@ func TestDeadlineThenManualRetryChargesOnce(t *testing.T) {
 	if n := charges.Load(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}
-	if n := f.events.count(idempotency.DecisionReplayed); n != 1 {
+	if n := f.events.Count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("%d replays, want the retry replayed", n)
 	}
 }
@@ -121,7 +121,7 @@ func TestCallerCancellationOptOut(t *testing.T) {
 			if err := <-sawCancel; !errors.Is(err, context.Canceled) {
 				t.Fatalf("handler context ended with %v, want its caller's cancellation", err)
 			}
-			waitFor(t, func() bool { return f.events.count(idempotency.DecisionReleased) == 1 })
+			f.events.Wait(t, idempotency.DecisionReleased, 1)
 			if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 			if took := time.Since(start); took < timeout {
 				t.Fatalf("handler ended after %v, before the handler timeout", took)
 			}
-			waitFor(t, func() bool { return f.events.count(idempotency.DecisionReleased) == 1 })
+			f.events.Wait(t, idempotency.DecisionReleased, 1)
 		})
 	}
 }
@@ -207,7 +207,7 @@ func TestCancellationDetachedOverridesServer(t *testing.T) {
 	if _, err := f.client.Do(gone, &testingv1.DoRequest{Payload: "p"}); status.Code(err) != codes.Canceled {
 		t.Fatalf("first call: %v, want CANCELED", err)
 	}
-	waitFor(t, func() bool { return f.events.count(idempotency.DecisionExecuted) == 1 })
+	f.events.Wait(t, idempotency.DecisionExecuted, 1)
 	resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 	if err != nil || resp.GetPayload() != "p" {
 		t.Fatalf("retry: %v, %v; want the stored response", resp, err)

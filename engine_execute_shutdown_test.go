@@ -15,7 +15,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // The shutdown tests run in a synctest bubble: synctest.Wait returns once
@@ -41,8 +40,7 @@ const shutdownLease = 3 * time.Second
 
 func newShutdownRig(t *testing.T, serverOpts ...grpc.ServerOption) *shutdownRig {
 	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t)
 	r := &shutdownRig{
 		storeA:   faultstore.New(mem),
 		started:  make(chan struct{}),

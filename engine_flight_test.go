@@ -58,7 +58,7 @@ func TestInFlightDuplicateIsAborted(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if f.events.count(idempotency.DecisionInFlight) != 1 {
+	if f.events.Count(idempotency.DecisionInFlight) != 1 {
 		t.Fatal("observer not told of the in-flight rejection")
 	}
 }

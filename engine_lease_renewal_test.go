@@ -80,7 +80,7 @@ func TestStalledRenewalRetriedBeforeLeaseEnds(t *testing.T) {
 	if n, most := g.runs.Load(), g.maxRunning.Load(); n != 1 || most != 1 {
 		t.Fatalf("handler ran %d times, %d at once; want once", n, most)
 	}
-	if f.events.count(idempotency.DecisionLeaseLost) != 0 {
+	if f.events.Count(idempotency.DecisionLeaseLost) != 0 {
 		t.Fatal("lease reported lost")
 	}
 }
@@ -100,7 +100,7 @@ func TestRenewalCoversStoringTheOutcome(t *testing.T) {
 	if f.store.Count("extend") == 0 {
 		t.Fatal("no renewal while the outcome was being stored")
 	}
-	if f.events.count(idempotency.DecisionExecuted) != 1 {
+	if f.events.Count(idempotency.DecisionExecuted) != 1 {
 		t.Fatal("outcome not stored")
 	}
 }
@@ -120,10 +120,10 @@ func TestRenewalAfterCompletionLandedIsNoAlarm(t *testing.T) {
 	if f.store.Count("extend") == 0 {
 		t.Fatal("no renewal ran between the Complete attempts: the test proves nothing")
 	}
-	if n := f.events.count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := f.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("%d lease_lost reported for an outcome that was stored", n)
 	}
-	if n := f.events.count(idempotency.DecisionExecuted); n != 1 {
+	if n := f.events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d executed, want 1", n)
 	}
 }

@@ -21,10 +21,10 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	if _, err := f.client.Do(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.events.count(idempotency.DecisionLeaseRenewed); n < 2 {
+	if n := f.events.Count(idempotency.DecisionLeaseRenewed); n < 2 {
 		t.Fatalf("lease renewed %d times, want at least 2 over 3 leases", n)
 	}
-	if f.events.count(idempotency.DecisionLeaseLost) != 0 {
+	if f.events.Count(idempotency.DecisionLeaseLost) != 0 {
 		t.Fatal("lease lost although it was renewed")
 	}
 	if _, err := f.client.Do(ctx, req); err != nil {
@@ -75,7 +75,7 @@ func TestLostLeaseNeverOverwrites(t *testing.T) {
 		}
 		firstDone <- resp
 	}()
-	waitFor(t, func() bool { return f.srv.Service.Executions() == 1 })
+	f.srv.Service.WaitExecutions(t, 1)
 	time.Sleep(2 * lease) // the first lease runs out unrenewed
 	second, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "second"})
 	if err != nil {
@@ -86,7 +86,7 @@ func TestLostLeaseNeverOverwrites(t *testing.T) {
 	if first.GetPayload() != "first" {
 		t.Fatalf("first caller got %v, want its own answer", first)
 	}
-	waitFor(t, func() bool { return f.events.count(idempotency.DecisionLeaseLost) == 1 })
+	f.events.Wait(t, idempotency.DecisionLeaseLost, 1)
 
 	replay, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "third"})
 	if err != nil {

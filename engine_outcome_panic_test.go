@@ -62,7 +62,7 @@ func TestOutcomeThatPanicsIsNotRetained(t *testing.T) {
 	if n := ran.Load(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if n := ev.count(idempotency.DecisionNotRetained); n != 1 {
+	if n := ev.Count(idempotency.DecisionNotRetained); n != 1 {
 		t.Fatalf("observer saw %d %v events, want 1", n, idempotency.DecisionNotRetained)
 	}
 }

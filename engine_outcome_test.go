@@ -78,7 +78,7 @@ func TestReplayBinaryMetadataAndMessage(t *testing.T) {
 		if n := f.srv.Service.Executions(); n != int64(len(cases)) {
 			t.Errorf("handler ran %d times for %d keys, want once per key", n, len(cases))
 		}
-		if n := f.events.count(idempotency.DecisionReleased); n != 0 {
+		if n := f.events.Count(idempotency.DecisionReleased); n != 0 {
 			t.Errorf("%d claims released after the handler ran, want 0", n)
 		}
 	})
@@ -158,7 +158,7 @@ func TestOutcomeAtTheLimitIsKept(t *testing.T) {
 	if n := f.srv.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if n := f.events.count(idempotency.DecisionNotRetained); n != 0 {
+	if n := f.events.Count(idempotency.DecisionNotRetained); n != 0 {
 		t.Fatalf("outcome at the limit not retained")
 	}
 }

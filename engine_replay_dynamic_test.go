@@ -60,10 +60,10 @@ func TestReplayWithoutGeneratedTypes(t *testing.T) {
 			if n := ran.Load(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if n := ev.count(idempotency.DecisionRecordCorrupt); n != 0 {
+			if n := ev.Count(idempotency.DecisionRecordCorrupt); n != 0 {
 				t.Fatalf("observer saw %d %v events, want 0", n, idempotency.DecisionRecordCorrupt)
 			}
-			if n := ev.count(idempotency.DecisionReplayed); n != 1 {
+			if n := ev.Count(idempotency.DecisionReplayed); n != 1 {
 				t.Fatalf("observer saw %d %v events, want 1", n, idempotency.DecisionReplayed)
 			}
 		})

@@ -74,7 +74,7 @@ func TestTxOutcomeProtocol(t *testing.T) {
 			if n := f.store.Count("release"); n != tc.releases {
 				t.Fatalf("%d releases, want %d", n, tc.releases)
 			}
-			if n := f.events.count(idempotency.DecisionReplayed); n != 1 {
+			if n := f.events.Count(idempotency.DecisionReplayed); n != 1 {
 				t.Fatalf("%d replays, want 1", n)
 			}
 		})
@@ -151,7 +151,7 @@ func TestTxOutcomeRetriedTransaction(t *testing.T) {
 	if n := f.store.Count("complete"); n != 1 {
 		t.Fatalf("%d Complete calls, want the interceptor's 1", n)
 	}
-	if n := f.events.count(idempotency.DecisionReplayed); n != 1 {
+	if n := f.events.Count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("%d replays, want 1", n)
 	}
 }

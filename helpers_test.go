@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -14,11 +13,12 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 )
 
-// fixture is a bufconn server with the idempotency interceptors (unary and
-// stream) over a memory store wrapped in a fault store.
+// fixture is the test service behind the idempotency interceptors (unary
+// and stream) over a memory store wrapped in a fault store: [testkit.Serve]
+// with the names this package's tests use.
 type fixture struct {
 	srv    *testserver.Server
 	client testingv1.TestServiceClient
@@ -29,43 +29,31 @@ type fixture struct {
 
 func newFixture(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *fixture {
 	t.Helper()
-	return newFixtureOn(t, faultstore.New(newMemStore(t)), h, opts...)
+	return newFixtureOn(t, faultstore.New(memStore(t)), h, opts...)
 }
 
 // newFixtureOn is newFixture over fs, which several fixtures may share as
 // the replicas of one service share a store.
 func newFixtureOn(t *testing.T, fs *faultstore.Store, h testserver.HandlerFunc, opts ...idempotency.ServerOption) *fixture {
 	t.Helper()
-	ev := &events{}
-	opts = append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, opts...)
-	s := idempotency.NewServer(fs, opts...)
-	srv := testserver.New(t, &testserver.Service{Handler: h},
-		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(s.StreamServerInterceptor()))
-	return &fixture{srv: srv, client: srv.Client(t), store: fs, events: ev, server: s}
+	r := testkit.Serve(t, testkit.Config{Handler: h, Store: fs, Options: opts})
+	return &fixture{srv: r.Server, client: r.Client(t), store: fs, events: r.Events, server: r.Idempotency}
 }
 
-// newMemStore returns a memory store closed when the test ends.
-func newMemStore(t testing.TB) *memorystore.Store {
-	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	return mem
-}
-
-// The helpers the integration module's tests share live in internal/testkit.
+// The rig shared by every module's tests lives in internal/testkit, and
+// waiting in internal/wait.
 var (
+	memStore        = testkit.NewMemoryStore
 	withKey         = testkit.WithKey
 	errorInfo       = testkit.ErrorInfo
 	wantReason      = testkit.WantReason
 	clientReason    = testkit.ClientReason
-	waitFor         = testkit.WaitFor
+	waitFor         = wait.For
 	newDirectServer = testkit.NewDirectServer
 )
 
-// events records observer events; count is [testkit.Events.Count].
-type events struct{ testkit.Events }
-
-func (e *events) count(o idempotency.Decision) int { return e.Count(o) }
+// events is the recorder of observer events, [testkit.Events].
+type events = testkit.Events
 
 // statusError returns a status error with a detail, for stored-error tests.
 func statusError(c codes.Code, msg string) error {

@@ -156,8 +156,8 @@ func TestHostileHugeResponse(t *testing.T) {
 			if n := f.srv.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if want := map[bool]int{true: 0, false: 1}[tc.retained]; f.events.count(idempotency.DecisionNotRetained) != want {
-				t.Fatalf("observer saw %d not_retained, want %d", f.events.count(idempotency.DecisionNotRetained), want)
+			if want := map[bool]int{true: 0, false: 1}[tc.retained]; f.events.Count(idempotency.DecisionNotRetained) != want {
+				t.Fatalf("observer saw %d not_retained, want %d", f.events.Count(idempotency.DecisionNotRetained), want)
 			}
 		})
 	}
@@ -171,8 +171,7 @@ func TestHostileHugeResponse(t *testing.T) {
 func TestHostileKeyFlood(t *testing.T) {
 	t.Parallel()
 	const bound, held, flood, flooders = 64, 8, 4000, 16
-	mem := memorystore.New(memorystore.WithMaxEntries(bound))
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t, memorystore.WithMaxEntries(bound))
 	started, release := make(chan struct{}, held), make(chan struct{})
 	handler := func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		if strings.HasPrefix(req.GetPayload(), "held") {
@@ -239,7 +238,7 @@ func TestHostileKeyFlood(t *testing.T) {
 	if executed.Load() != bound-held || full.Load() != flood-(bound-held) {
 		t.Fatalf("%d executed, %d refused; want %d and %d: the store fills up and stays full", executed.Load(), full.Load(), bound-held, flood-(bound-held))
 	}
-	if n := ev.count(idempotency.DecisionStoreFull); int64(n) != full.Load() {
+	if n := ev.Count(idempotency.DecisionStoreFull); int64(n) != full.Load() {
 		t.Fatalf("observer saw %d store_full, want %d", n, full.Load())
 	}
 

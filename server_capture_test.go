@@ -14,7 +14,6 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // callerKey carries the caller's own context to the handler, which runs on
@@ -91,8 +90,7 @@ func TestDetachedHandlerMetadataIsReplayed(t *testing.T) {
 				}
 				return testserver.Echo(ctx, m, req)
 			}
-			mem := memorystore.New()
-			t.Cleanup(func() { _ = mem.Close() })
+			mem := memStore(t)
 			ev := &events{}
 			srv := testserver.New(t, &testserver.Service{Handler: h},
 				grpc.ChainUnaryInterceptor(keepCaller, idempotency.UnaryServerInterceptor(mem, idempotency.WithObserver(ev))))
@@ -107,7 +105,7 @@ func TestDetachedHandlerMetadataIsReplayed(t *testing.T) {
 			if err := <-stepErrs; err != nil {
 				t.Errorf("the handler's metadata calls: %v", err)
 			}
-			waitFor(t, func() bool { return ev.count(idempotency.DecisionExecuted) == 1 })
+			ev.Wait(t, idempotency.DecisionExecuted, 1)
 
 			var header, trailer metadata.MD
 			_, err := client.Do(ctx, &testingv1.DoRequest{Payload: "p"}, grpc.Header(&header), grpc.Trailer(&trailer))

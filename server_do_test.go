@@ -101,7 +101,7 @@ func TestDoReplaysExactly(t *testing.T) {
 	if diff := cmp.Diff(first, again, protocmp.Transform()); diff != "" {
 		t.Fatalf("replay differs (-first +replay):\n%s", diff)
 	}
-	if runs.Load() != 1 || f.events.count(idempotency.DecisionExecuted) != 1 || f.events.count(idempotency.DecisionReplayed) != 1 {
+	if runs.Load() != 1 || f.events.Count(idempotency.DecisionExecuted) != 1 || f.events.Count(idempotency.DecisionReplayed) != 1 {
 		t.Fatalf("runs %d, events %v", runs.Load(), f.events.All())
 	}
 	if m := f.events.All()[0].Method; m != "op" {
@@ -123,7 +123,7 @@ func TestDoKeyReused(t *testing.T) {
 	if !errors.Is(err, idempotency.ErrKeyReused) || idempotency.Reason(err) != idempotency.ReasonKeyReused {
 		t.Fatalf("other request: %v (reason %q), want ErrKeyReused", err, idempotency.Reason(err))
 	}
-	if f.events.count(idempotency.DecisionKeyReused) != 1 {
+	if f.events.Count(idempotency.DecisionKeyReused) != 1 {
 		t.Fatalf("events %v, want one key_reused", f.events.All())
 	}
 	for i := range 2 {
@@ -176,7 +176,7 @@ func TestDoErrors(t *testing.T) {
 				if !replays[1] || !proto.Equal(status.Convert(errs[1]).Proto(), status.Convert(stored).Proto()) {
 					t.Fatalf("second call: replayed %v, %v; want the stored status %v", replays[1], errs[1], stored)
 				}
-			} else if n := f.events.count(idempotency.DecisionReleased); n != 2 {
+			} else if n := f.events.Count(idempotency.DecisionReleased); n != 2 {
 				t.Fatalf("%d releases, want 2", n)
 			}
 		})
@@ -319,14 +319,13 @@ func TestDoStoreFailures(t *testing.T) {
 		f := newFnFixture(t, idempotency.WithFailOpen())
 		f.store.Down.Store(true)
 		ran, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(context.Context) error { return nil })
-		if !ran || err != nil || f.events.count(idempotency.DecisionFailOpen) != 1 {
+		if !ran || err != nil || f.events.Count(idempotency.DecisionFailOpen) != 1 {
 			t.Fatalf("ran %v, %v; want fn run without deduplication", ran, err)
 		}
 	})
 	t.Run("full", func(t *testing.T) {
 		t.Parallel()
-		mem := memorystore.New(memorystore.WithMaxEntries(1))
-		t.Cleanup(func() { _ = mem.Close() })
+		mem := memStore(t, memorystore.WithMaxEntries(1))
 		srv := idempotency.NewServer(mem)
 		if _, err := idempotency.Once(t.Context(), srv, "op", "k-1", nil, func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)

@@ -91,7 +91,7 @@ func TestDoNilResponse(t *testing.T) {
 			if _, replayed, err := tc.do(f.srv, &runs); !replayed || !errors.Is(err, idempotency.ErrResponseNotRetained) {
 				t.Fatalf("second call: replayed %v, %v; want ErrResponseNotRetained", replayed, err)
 			}
-			if runs.Load() != 1 || f.events.count(idempotency.DecisionNotRetained) != 1 {
+			if runs.Load() != 1 || f.events.Count(idempotency.DecisionNotRetained) != 1 {
 				t.Fatalf("fn ran %d times, events %v", runs.Load(), f.events.All())
 			}
 		})

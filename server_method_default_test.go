@@ -40,8 +40,7 @@ func TestHealthCheckLeftAlone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			mem := memorystore.New()
-			t.Cleanup(func() { _ = mem.Close() })
+			mem := memStore(t)
 			fs := faultstore.New(mem)
 			rig := newClientRig(t, rigConfig{store: fs, server: tt.server, register: func(r grpc.ServiceRegistrar) {
 				healthpb.RegisterHealthServer(r, health.NewServer())

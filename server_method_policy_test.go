@@ -21,7 +21,6 @@ import (
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 func TestDurationsFromProtoAndCode(t *testing.T) {
@@ -193,8 +192,7 @@ func TestStreamingPassesThrough(t *testing.T) {
 
 func TestConfigurationErrors(t *testing.T) {
 	t.Parallel()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t)
 	// A method named by WithMethodPolicy is checked at construction, its
 	// proto option included; the panic names the method and its file.
 	named := func(files *protoregistry.Files) []idempotency.ServerOption {

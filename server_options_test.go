@@ -23,7 +23,6 @@ import (
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 const (
@@ -73,7 +72,7 @@ func TestKeyFieldOfUnknownMethodFailsClosed(t *testing.T) {
 	if n := srv.Service.Executions(); n != 0 {
 		t.Fatalf("handler ran %d times, want 0", n)
 	}
-	if n := ev.count(idempotency.DecisionMisconfigured); n != 2 {
+	if n := ev.Count(idempotency.DecisionMisconfigured); n != 2 {
 		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.DecisionMisconfigured)
 	}
 }
@@ -134,7 +133,7 @@ func TestUnrelatedMalformedAnnotation(t *testing.T) {
 	if n := payRan.Load(); n != 0 {
 		t.Fatalf("the misconfigured handler ran %d times, want 0", n)
 	}
-	if n := ev.count(idempotency.DecisionMisconfigured); n != 2 {
+	if n := ev.Count(idempotency.DecisionMisconfigured); n != 2 {
 		t.Fatalf("observer saw %d %v events, want 2", n, idempotency.DecisionMisconfigured)
 	}
 
@@ -243,14 +242,6 @@ func wantMisconfigured(t *testing.T, err error, method, file string) {
 	if strings.Contains(msg, "field") {
 		t.Fatalf("message %q gives the client configuration detail", msg)
 	}
-}
-
-// memStore returns a memory store that is closed when the test ends.
-func memStore(t testing.TB) *memorystore.Store {
-	t.Helper()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	return mem
 }
 
 // panicOf runs f and returns what it panicked with, as text, or "".

@@ -128,15 +128,15 @@ func TestStreamSendRefusedLive(t *testing.T) {
 			}
 			if mode == returns {
 				wantRefused("retry", streamtest.Output(key, c, req), 0, false)
-				if n := svc.runs.Load(); n != 2 || ev.count(idempotency.DecisionReleased) != 2 {
-					t.Fatalf("%d runs, %d releases; want the retry to run the handler again", n, ev.count(idempotency.DecisionReleased))
+				if n := svc.runs.Load(); n != 2 || ev.Count(idempotency.DecisionReleased) != 2 {
+					t.Fatalf("%d runs, %d releases; want the retry to run the handler again", n, ev.Count(idempotency.DecisionReleased))
 				}
 				return
 			}
 			wantRefused("retry", streamtest.Output(key, c, req), 1, true)
 			wantRefused("retry resumed after 2", streamtest.Output(resumed(key, 2), c, req), 0, true)
-			if n := svc.runs.Load(); n != 1 || ev.count(idempotency.DecisionExecuted) != 1 {
-				t.Fatalf("%d runs, %d executed; want one", n, ev.count(idempotency.DecisionExecuted))
+			if n := svc.runs.Load(); n != 1 || ev.Count(idempotency.DecisionExecuted) != 1 {
+				t.Fatalf("%d runs, %d executed; want one", n, ev.Count(idempotency.DecisionExecuted))
 			}
 		})
 	}

@@ -50,7 +50,7 @@ func TestStreamLeaseRenewal(t *testing.T) {
 	var first streamtest.Answer
 	var wg sync.WaitGroup
 	wg.Go(func() { first = output(ctx, 3, 16) })
-	waitFor(t, func() bool { return ev.count(idempotency.DecisionLeaseRenewed) >= 3 })
+	ev.Wait(t, idempotency.DecisionLeaseRenewed, 3)
 	dup := other(ctx, 3, 16)
 	wantReason(t, dup.Err, codes.Aborted, idempotency.ReasonKeyInUse)
 	close(release)
@@ -58,7 +58,7 @@ func TestStreamLeaseRenewal(t *testing.T) {
 	if first.Err != nil || len(first.Messages) != 3 {
 		t.Fatalf("long stream: %d messages, %v", len(first.Messages), first.Err)
 	}
-	if n := ev.count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := ev.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("%d lease losses", n)
 	}
 	if again := output(ctx, 3, 16); !again.Replayed || len(again.Messages) != 3 || svc.Executions() != 1 {
@@ -78,7 +78,7 @@ func TestStreamOutcomeOverBound(t *testing.T) {
 	}
 	again := output(ctx, 5, 300)
 	wantReason(t, again.Err, codes.FailedPrecondition, idempotency.ReasonResponseNotRetained)
-	if len(again.Messages) != 0 || !again.Replayed || svc.Executions() != 1 || ev.count(idempotency.DecisionNotRetained) != 1 {
+	if len(again.Messages) != 0 || !again.Replayed || svc.Executions() != 1 || ev.Count(idempotency.DecisionNotRetained) != 1 {
 		t.Fatalf("retry: %d messages, replayed %v; %d executions", len(again.Messages), again.Replayed, svc.Executions())
 	}
 }

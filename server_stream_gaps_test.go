@@ -110,8 +110,8 @@ func TestStreamGaps(t *testing.T) {
 		_ = stream.Send(&testingv1.DoRequest{Payload: "hi"})
 		_, err = stream.Recv()
 		wantReason(t, err, codes.Internal, idempotency.ReasonMisconfigured)
-		if svc.Executions() != 0 || ev.count(idempotency.DecisionMisconfigured) != 1 {
-			t.Fatalf("%d executions, %d misconfigured events; want 0 and 1", svc.Executions(), ev.count(idempotency.DecisionMisconfigured))
+		if svc.Executions() != 0 || ev.Count(idempotency.DecisionMisconfigured) != 1 {
+			t.Fatalf("%d executions, %d misconfigured events; want 0 and 1", svc.Executions(), ev.Count(idempotency.DecisionMisconfigured))
 		}
 	})
 	t.Run("FailOpen", func(t *testing.T) {
@@ -128,8 +128,8 @@ func TestStreamGaps(t *testing.T) {
 		if err != nil || resp.GetAmount() != 3 {
 			t.Fatalf("upload with the store down: %v, %v", resp, err)
 		}
-		if svc.Executions() != 2 || ev.count(idempotency.DecisionFailOpen) != 2 {
-			t.Fatalf("%d executions, %d fail-open events; want 2 and 2", svc.Executions(), ev.count(idempotency.DecisionFailOpen))
+		if svc.Executions() != 2 || ev.Count(idempotency.DecisionFailOpen) != 2 {
+			t.Fatalf("%d executions, %d fail-open events; want 2 and 2", svc.Executions(), ev.Count(idempotency.DecisionFailOpen))
 		}
 	})
 	t.Run("KeyField", func(t *testing.T) {
@@ -156,9 +156,9 @@ func TestStreamGaps(t *testing.T) {
 		rctx := metadata.AppendToOutgoingContext(ctx, idempotency.ResumeAfterKey, "-1")
 		_, _, err = download(rctx, c, &testingv1.DoRequest{Amount: 1})
 		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonResumeInvalid)
-		if svc.Executions() != 0 || ev.count(idempotency.DecisionStreamTooLarge) != 1 || ev.count(idempotency.DecisionResumeInvalid) != 1 {
+		if svc.Executions() != 0 || ev.Count(idempotency.DecisionStreamTooLarge) != 1 || ev.Count(idempotency.DecisionResumeInvalid) != 1 {
 			t.Fatalf("%d executions; events %d stream_too_large, %d resume_invalid; want 0, 1, 1",
-				svc.Executions(), ev.count(idempotency.DecisionStreamTooLarge), ev.count(idempotency.DecisionResumeInvalid))
+				svc.Executions(), ev.Count(idempotency.DecisionStreamTooLarge), ev.Count(idempotency.DecisionResumeInvalid))
 		}
 		if a, b := idempotency.DecisionStreamTooLarge.String(), idempotency.DecisionResumeInvalid.String(); a != "stream_too_large" || b != "resume_invalid" {
 			t.Fatalf("decision names %q, %q", a, b)

@@ -79,8 +79,8 @@ func TestStreamResumeFailOpen(t *testing.T) {
 		if err != nil || len(msgs) != 3 || msgs[0].GetAmount() != 2 {
 			t.Fatalf("resumed after 2 with the store down: %d messages (first %v), %v; want messages 2 to 4", len(msgs), msgs, err)
 		}
-		if svc.Executions() != 1 || ev.count(idempotency.DecisionFailOpen) != 1 {
-			t.Fatalf("%d executions, %d fail-open events; want 1 and 1", svc.Executions(), ev.count(idempotency.DecisionFailOpen))
+		if svc.Executions() != 1 || ev.Count(idempotency.DecisionFailOpen) != 1 {
+			t.Fatalf("%d executions, %d fail-open events; want 1 and 1", svc.Executions(), ev.Count(idempotency.DecisionFailOpen))
 		}
 	})
 }

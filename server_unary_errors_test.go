@@ -81,7 +81,7 @@ func TestRetryableErrorReleasesClaim(t *testing.T) {
 			if n := f.srv.Service.Executions(); n != 2 {
 				t.Fatalf("handler ran %d times, want 2 (claim released)", n)
 			}
-			if n := f.events.count(idempotency.DecisionReleased); n != 2 {
+			if n := f.events.Count(idempotency.DecisionReleased); n != 2 {
 				t.Fatalf("released events %d, want 2", n)
 			}
 		})
@@ -106,8 +106,7 @@ func TestStoredCodesConfigurable(t *testing.T) {
 
 func TestPanicReleasesClaimAndPropagates(t *testing.T) {
 	t.Parallel()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t)
 	ev := &events{}
 	svc := &testserver.Service{Handler: func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		if req.GetPayload() == "panic" {
@@ -129,7 +128,7 @@ func TestPanicReleasesClaimAndPropagates(t *testing.T) {
 	if status.Code(err) != codes.Internal || len(recovered) != 1 || recovered[0] != "boom" {
 		t.Fatalf("err %v, recovered %v; want the panic to reach recovery", err, recovered)
 	}
-	if ev.count(idempotency.DecisionReleased) != 1 {
+	if ev.Count(idempotency.DecisionReleased) != 1 {
 		t.Fatal("claim was not released after the panic")
 	}
 	// Same key, same request: the claim is gone, so the handler runs again.
@@ -155,7 +154,7 @@ func TestStoreUnavailable(t *testing.T) {
 		if n := f.srv.Service.Executions(); n != 0 {
 			t.Fatalf("handler ran %d times, want 0", n)
 		}
-		if f.events.count(idempotency.DecisionStoreError) != 1 {
+		if f.events.Count(idempotency.DecisionStoreError) != 1 {
 			t.Fatal("observer not told of the store error")
 		}
 		f.store.Down.Store(false)
@@ -175,7 +174,7 @@ func TestStoreUnavailable(t *testing.T) {
 		if n := f.srv.Service.Executions(); n != 2 {
 			t.Fatalf("handler ran %d times, want 2 (no dedup while failing open)", n)
 		}
-		if n := f.events.count(idempotency.DecisionFailOpen); n != 2 {
+		if n := f.events.Count(idempotency.DecisionFailOpen); n != 2 {
 			t.Fatalf("fail-open events %d, want 2", n)
 		}
 	})
@@ -194,7 +193,7 @@ func TestCorruptRecord(t *testing.T) {
 	if n := f.srv.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if f.events.count(idempotency.DecisionRecordCorrupt) != 1 {
+	if f.events.Count(idempotency.DecisionRecordCorrupt) != 1 {
 		t.Fatal("observer not told of the corrupt record")
 	}
 }
@@ -222,8 +221,7 @@ func TestResponseTooLargeIsNotRetained(t *testing.T) {
 
 func TestStoreFull(t *testing.T) {
 	t.Parallel()
-	mem := memorystore.New(memorystore.WithMaxEntries(1))
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t, memorystore.WithMaxEntries(1))
 	srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(faultstore.New(mem))))
 	client := srv.Client(t)
 	if _, err := client.Do(withKey(t.Context(), "k1"), &testingv1.DoRequest{}); err != nil {
@@ -267,8 +265,7 @@ func TestCompleteRetriedThroughStoreBlip(t *testing.T) {
 func TestPanicWhileSettlingEndsRenewal(t *testing.T) {
 	t.Parallel()
 	const lease = 150 * time.Millisecond
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t)
 	fs := faultstore.New(mem)
 	svc := &testserver.Service{Handler: func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		time.Sleep(lease) // long enough to be renewed

@@ -16,7 +16,6 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 func TestNewKeyExecutesThenReplays(t *testing.T) {
@@ -63,9 +62,9 @@ func TestNewKeyExecutesThenReplays(t *testing.T) {
 	if !cmp.Equal(t1.Get("x-ledger"), t2.Get("x-ledger")) || len(t2.Get("x-ledger")) != 1 {
 		t.Fatalf("trailer x-ledger: first %v, replay %v", t1.Get("x-ledger"), t2.Get("x-ledger"))
 	}
-	if f.events.count(idempotency.DecisionExecuted) != 1 || f.events.count(idempotency.DecisionReplayed) != 1 {
+	if f.events.Count(idempotency.DecisionExecuted) != 1 || f.events.Count(idempotency.DecisionReplayed) != 1 {
 		t.Fatalf("events: executed %d, replayed %d, want 1 and 1",
-			f.events.count(idempotency.DecisionExecuted), f.events.count(idempotency.DecisionReplayed))
+			f.events.Count(idempotency.DecisionExecuted), f.events.Count(idempotency.DecisionReplayed))
 	}
 }
 
@@ -189,7 +188,7 @@ func TestKeyReusedWithDifferentRequest(t *testing.T) {
 		_, err := f.client.Do(inflight, &testingv1.DoRequest{Payload: "slow"})
 		done <- err
 	}()
-	waitFor(t, func() bool { return f.srv.Service.Executions() == 2 })
+	f.srv.Service.WaitExecutions(t, 2)
 	_, err = f.client.Do(inflight, &testingv1.DoRequest{Payload: "other"})
 	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonKeyReused)
 	close(release)
@@ -220,8 +219,7 @@ func TestSameKeyOtherMethodIsIndependent(t *testing.T) {
 // that grpc-go's client refuses to send but another client could.
 func TestKeyRefusedBeforeTransport(t *testing.T) {
 	t.Parallel()
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := memStore(t)
 	intercept := idempotency.UnaryServerInterceptor(mem)
 	info := &grpc.UnaryServerInfo{FullMethod: testingv1.TestService_Do_FullMethodName}
 	for _, key := range []string{"a\tb", "a\x7fb", "clé", "a\x00b", "\xff"} {

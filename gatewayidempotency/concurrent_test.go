@@ -37,13 +37,13 @@ func TestConcurrentDuplicates(t *testing.T) {
 				wg.Go(func() {
 					for range 100 {
 						r := g.post(t, required, slow, "order-2")
-						if r.status != http.StatusConflict {
+						if r.Status != http.StatusConflict {
 							results[i] = r
 							return
 						}
 						conflicts[i]++
-						if r.header.Get("Retry-After") == "" {
-							t.Errorf("409 without Retry-After: %s", r.body)
+						if r.Header.Get("Retry-After") == "" {
+							t.Errorf("409 without Retry-After: %s", r.Body)
 						}
 						time.Sleep(50 * time.Millisecond) // Retry-After is in whole seconds; the server asked for 50ms
 					}
@@ -54,10 +54,10 @@ func TestConcurrentDuplicates(t *testing.T) {
 
 			executed := 0
 			for i, r := range results {
-				if r.status != http.StatusOK || r.body != results[0].body {
-					t.Fatalf("request %d: %d %s, want 200 %s", i, r.status, r.body, results[0].body)
+				if r.Status != http.StatusOK || r.Body != results[0].Body {
+					t.Fatalf("request %d: %d %s, want 200 %s", i, r.Status, r.Body, results[0].Body)
 				}
-				if r.header.Get(gatewayidempotency.ReplayedHeader) != "true" {
+				if r.Header.Get(gatewayidempotency.ReplayedHeader) != "true" {
 					executed++
 				}
 			}

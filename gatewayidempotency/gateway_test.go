@@ -69,8 +69,8 @@ func TestErrorStatuses(t *testing.T) {
 		{
 			name: "reused with another body",
 			call: func(t *testing.T, g *gateway) response {
-				if r := g.post(t, required, charge, "k"); r.status != http.StatusOK {
-					t.Fatalf("first call: %d %s", r.status, r.body)
+				if r := g.post(t, required, charge, "k"); r.Status != http.StatusOK {
+					t.Fatalf("first call: %d %s", r.Status, r.Body)
 				}
 				return g.post(t, required, `{"payload":"charge","amount":"2500"}`, "k")
 			},
@@ -92,8 +92,8 @@ func TestErrorStatuses(t *testing.T) {
 				server:  []idempotency.ServerOption{idempotency.WithRetryAfter(2500 * time.Millisecond)},
 				gateway: []gatewayidempotency.Option{gatewayidempotency.WithRetryAfter(7 * time.Second)}},
 			call: func(t *testing.T, g *gateway) response {
-				if r := g.post(t, required, charge, "k1"); r.status != http.StatusOK {
-					t.Fatalf("first call: %d %s", r.status, r.body)
+				if r := g.post(t, required, charge, "k1"); r.Status != http.StatusOK {
+					t.Fatalf("first call: %d %s", r.Status, r.Body)
 				}
 				return g.post(t, required, charge, "k2")
 			},
@@ -109,10 +109,10 @@ func TestErrorStatuses(t *testing.T) {
 			if tt.detail != "" && p.Detail != tt.detail {
 				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
 			}
-			if got := r.header.Get("Retry-After"); got != tt.retryAfter {
+			if got := r.Header.Get("Retry-After"); got != tt.retryAfter {
 				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
 			}
-			if got := r.header.Get(gatewayidempotency.ReplayedHeader); got != "" {
+			if got := r.Header.Get(gatewayidempotency.ReplayedHeader); got != "" {
 				t.Errorf("%s: %q on a refusal, want none", gatewayidempotency.ReplayedHeader, got)
 			}
 			if n := g.calls.Load(); tt.local && n != 0 {
@@ -154,10 +154,10 @@ func inUse(t *testing.T, g *gateway) response {
 	const slow = `{"payload":"slow","sleep":"0.3s"}`
 	first := make(chan response, 1)
 	go func() { first <- g.post(t, required, slow, "k") }()
-	waitUntil(t, func() bool { return g.srv.Service.Executions() == 1 })
+	g.srv.Service.WaitExecutions(t, 1)
 	r := g.post(t, required, slow, "k")
-	if f := <-first; f.status != http.StatusOK {
-		t.Errorf("the first call: %d %s", f.status, f.body)
+	if f := <-first; f.Status != http.StatusOK {
+		t.Errorf("the first call: %d %s", f.Status, f.Body)
 	}
 	return r
 }
@@ -177,12 +177,12 @@ func TestOtherErrorsKeepTheirMapping(t *testing.T) {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 		}
-		if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+		if err := json.Unmarshal([]byte(r.Body), &body); err != nil {
 			t.Fatal(err)
 		}
-		if r.status != http.StatusNotFound || body.Code != int(codes.NotFound) || body.Message != "no such charge" ||
-			r.header.Get("Content-Type") != "application/json" {
-			t.Fatalf("got %d %s (%s), want grpc-gateway's 404", r.status, r.body, r.header.Get("Content-Type"))
+		if r.Status != http.StatusNotFound || body.Code != int(codes.NotFound) || body.Message != "no such charge" ||
+			r.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("got %d %s (%s), want grpc-gateway's 404", r.Status, r.Body, r.Header.Get("Content-Type"))
 		}
 	})
 	t.Run("WithErrorHandler", func(t *testing.T) {
@@ -192,8 +192,8 @@ func TestOtherErrorsKeepTheirMapping(t *testing.T) {
 			_, _ = w.Write([]byte(status.Convert(err).Message()))
 		}
 		g := newGateway(t, setup{handler: notFound, gateway: []gatewayidempotency.Option{gatewayidempotency.WithErrorHandler(next)}})
-		if r := g.post(t, required, charge, "k"); r.status != http.StatusTeapot || r.body != "no such charge" {
-			t.Fatalf("got %d %q, want the next handler's 418", r.status, r.body)
+		if r := g.post(t, required, charge, "k"); r.Status != http.StatusTeapot || r.Body != "no such charge" {
+			t.Fatalf("got %d %q, want the next handler's 418", r.Status, r.Body)
 		}
 		// The interceptor's own errors are still ours.
 		wantProblem(t, g.post(t, required, charge), http.StatusBadRequest, idempotency.ReasonKeyMissing)
@@ -219,12 +219,12 @@ func TestReplay(t *testing.T) {
 			g := newGateway(t, setup{})
 			first := g.post(t, required, charge, tt.keys[0])
 			retry := g.post(t, required, charge, tt.keys[1])
-			if first.status != http.StatusOK || retry.status != http.StatusOK || retry.body != first.body {
-				t.Fatalf("first %d %s, retry %d %s; want the same 200 answer", first.status, first.body, retry.status, retry.body)
+			if first.Status != http.StatusOK || retry.Status != http.StatusOK || retry.Body != first.Body {
+				t.Fatalf("first %d %s, retry %d %s; want the same 200 answer", first.Status, first.Body, retry.Status, retry.Body)
 			}
-			if first.header.Get(gatewayidempotency.ReplayedHeader) != "" || retry.header.Get(gatewayidempotency.ReplayedHeader) != "true" {
+			if first.Header.Get(gatewayidempotency.ReplayedHeader) != "" || retry.Header.Get(gatewayidempotency.ReplayedHeader) != "true" {
 				t.Fatalf("%s: first %q, retry %q; want none, then true", gatewayidempotency.ReplayedHeader,
-					first.header.Get(gatewayidempotency.ReplayedHeader), retry.header.Get(gatewayidempotency.ReplayedHeader))
+					first.Header.Get(gatewayidempotency.ReplayedHeader), retry.Header.Get(gatewayidempotency.ReplayedHeader))
 			}
 			if n := g.srv.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
@@ -242,10 +242,10 @@ func TestReplayedError(t *testing.T) {
 	}})
 	first := g.post(t, required, charge, "k")
 	retry := g.post(t, required, charge, "k")
-	if first.status != http.StatusBadRequest || retry.status != http.StatusBadRequest || retry.body != first.body {
-		t.Fatalf("first %d %s, retry %d %s; want the same 400", first.status, first.body, retry.status, retry.body)
+	if first.Status != http.StatusBadRequest || retry.Status != http.StatusBadRequest || retry.Body != first.Body {
+		t.Fatalf("first %d %s, retry %d %s; want the same 400", first.Status, first.Body, retry.Status, retry.Body)
 	}
-	if first.header.Get(gatewayidempotency.ReplayedHeader) != "" || retry.header.Get(gatewayidempotency.ReplayedHeader) != "true" {
+	if first.Header.Get(gatewayidempotency.ReplayedHeader) != "" || retry.Header.Get(gatewayidempotency.ReplayedHeader) != "true" {
 		t.Fatal("want the replay header on the retry only")
 	}
 	if n := g.srv.Service.Executions(); n != 1 {
@@ -268,8 +268,8 @@ func TestWithMetadataKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			g := newGateway(t, setup{server: []idempotency.ServerOption{idempotency.WithMetadataKey("x-request-key")}, gateway: tt.gateway})
-			if r := g.post(t, required, charge, "k"); r.status != tt.status {
-				t.Fatalf("got %d %s, want %d", r.status, r.body, tt.status)
+			if r := g.post(t, required, charge, "k"); r.Status != tt.status {
+				t.Fatalf("got %d %s, want %d", r.Status, r.Body, tt.status)
 			}
 		})
 	}
@@ -290,17 +290,6 @@ func TestWithMetadataKeyInvalidPanics(t *testing.T) {
 			}()
 			gatewayidempotency.ServeMuxOptions(gatewayidempotency.WithMetadataKey(name))
 		})
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -359,21 +348,21 @@ func TestReplayMarkedOnce(t *testing.T) {
 			}
 			for i, r := range answers {
 				want := map[bool]string{false: "", true: "true"}[i == 1]
-				if got := r.header.Get(gatewayidempotency.ReplayedHeader); got != want {
+				if got := r.Header.Get(gatewayidempotency.ReplayedHeader); got != want {
 					t.Errorf("answer %d: %s %q, want %q", i+1, gatewayidempotency.ReplayedHeader, got, want)
 				}
-				for where, h := range map[string]http.Header{"header": r.header, "trailer": r.trailer} {
+				for where, h := range map[string]http.Header{"header": r.Header, "trailer": r.Trailer} {
 					for name := range h {
 						if name != gatewayidempotency.ReplayedHeader && strings.Contains(strings.ToLower(name), idempotency.ReplayedKey) {
 							t.Errorf("answer %d: %s %s: %q beside %s", i+1, where, name, h[name], gatewayidempotency.ReplayedHeader)
 						}
 					}
 				}
-				if got := r.header.Get(tt.userHeader); got != "u" {
-					t.Errorf("answer %d: header %s %q, want the handler's %q (header %v)", i+1, tt.userHeader, got, "u", r.header)
+				if got := r.Header.Get(tt.userHeader); got != "u" {
+					t.Errorf("answer %d: header %s %q, want the handler's %q (header %v)", i+1, tt.userHeader, got, "u", r.Header)
 				}
-				if got := r.trailer.Get(tt.userTrail); got != "t" {
-					t.Errorf("answer %d: trailer %s %q, want the handler's %q (trailer %v)", i+1, tt.userTrail, got, "t", r.trailer)
+				if got := r.Trailer.Get(tt.userTrail); got != "t" {
+					t.Errorf("answer %d: trailer %s %q, want the handler's %q (trailer %v)", i+1, tt.userTrail, got, "t", r.Trailer)
 				}
 			}
 			if n := g.srv.Service.Executions(); n != 1 {

@@ -3,7 +3,6 @@ package gatewayidempotency_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,13 +16,14 @@ import (
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
 	testinggw "github.com/grpc-idempotency/idempotency/gatewayidempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // gateway is a real HTTP server (httptest) with a real grpc-gateway mux in
-// front of the test service on bufconn, behind the idempotency interceptor
-// over a memory store wrapped in a fault store.
+// front of the test service on bufconn ([testkit.Serve]), behind the
+// idempotency interceptor over a memory store wrapped in a fault store.
 type gateway struct {
 	url   string
 	http  *http.Client // the test server's, whose connections close with it
@@ -42,16 +42,13 @@ type setup struct {
 
 func newGateway(t *testing.T, s setup) *gateway {
 	t.Helper()
-	mem := memorystore.New(s.memory...)
-	t.Cleanup(func() { _ = mem.Close() })
-	fs := faultstore.New(mem)
+	fs := faultstore.New(testkit.NewMemoryStore(t, s.memory...))
 	calls := new(atomic.Int64)
 	count := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		calls.Add(1)
 		return handler(ctx, req)
 	}
-	srv := testserver.New(t, &testserver.Service{Handler: s.handler},
-		grpc.ChainUnaryInterceptor(count, idempotency.UnaryServerInterceptor(fs, s.server...)))
+	srv := testkit.Serve(t, testkit.Config{Handler: s.handler, Store: fs, Options: s.server, Outer: []grpc.UnaryServerInterceptor{count}}).Server
 	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions(s.gateway...)...)
 	if err := testinggw.RegisterTestServiceHandler(t.Context(), mux, srv.Dial(t)); err != nil {
 		t.Fatal(err)
@@ -62,12 +59,7 @@ func newGateway(t *testing.T, s setup) *gateway {
 }
 
 // response is what an HTTP call returned.
-type response struct {
-	status  int
-	header  http.Header
-	trailer http.Header
-	body    string
-}
+type response = testkit.Response
 
 // post sends body as JSON to path with the given Idempotency-Key header
 // lines (none for a call without a key).
@@ -93,16 +85,7 @@ func (g *gateway) request(t *testing.T, path, body string, keys ...string) *http
 // send sends req and reads the whole answer, trailers included.
 func (g *gateway) send(t *testing.T, req *http.Request) response {
 	t.Helper()
-	resp, err := g.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, trailer: resp.Trailer, body: string(b)}
+	return testkit.Send(t, g.http, req)
 }
 
 // problem is an RFC 9457 body as the package writes it.
@@ -119,14 +102,14 @@ type problem struct {
 func wantProblem(t *testing.T, r response, status int, reason string) problem {
 	t.Helper()
 	var p problem
-	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
-		t.Fatalf("body %q is not JSON: %v", r.body, err)
+	if err := json.Unmarshal([]byte(r.Body), &p); err != nil {
+		t.Fatalf("body %q is not JSON: %v", r.Body, err)
 	}
-	if r.status != status || p.Status != status || p.Reason != reason || p.Type != gatewayidempotency.ProblemType ||
+	if r.Status != status || p.Status != status || p.Reason != reason || p.Type != gatewayidempotency.ProblemType ||
 		p.Title != http.StatusText(status) || p.Detail == "" {
-		t.Fatalf("got %d %s, want %d with reason %s", r.status, r.body, status, reason)
+		t.Fatalf("got %d %s, want %d with reason %s", r.Status, r.Body, status, reason)
 	}
-	if ct := r.header.Get("Content-Type"); ct != gatewayidempotency.ProblemContentType {
+	if ct := r.Header.Get("Content-Type"); ct != gatewayidempotency.ProblemContentType {
 		t.Fatalf("Content-Type %q, want %q", ct, gatewayidempotency.ProblemContentType)
 	}
 	return p

@@ -8,7 +8,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 )
 
 // A response that cannot be replayed whole reaches the live client in
@@ -62,8 +62,8 @@ func TestNotRetained(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, setup{handler: tt.handler, mw: tt.mw})
-			if live := e.post(t, "/export", "", "k"); live.status != http.StatusOK || live.body != part1+part2 {
-				t.Fatalf("live answer %d %q, want 200 %q", live.status, live.body, part1+part2)
+			if live := e.post(t, "/export", "", "k"); live.Status != http.StatusOK || live.Body != part1+part2 {
+				t.Fatalf("live answer %d %q, want 200 %q", live.Status, live.Body, part1+part2)
 			}
 			p := wantProblem(t, e.post(t, "/export", "", "k"), http.StatusBadRequest, idempotency.ReasonResponseNotRetained)
 			if strings.Contains(p.Detail, part1) {
@@ -83,8 +83,8 @@ func TestResponseAtTheBound(t *testing.T) {
 		mw:      []httpidempotency.Option{httpidempotency.WithMaxResponseBytes(len(body))},
 	})
 	e.post(t, "/export", "", "k")
-	if r := e.post(t, "/export", "", "k"); r.body != body || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("retry %d %q, want a replay of %q", r.status, r.body, body)
+	if r := e.post(t, "/export", "", "k"); r.Body != body || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry %d %q, want a replay of %q", r.Status, r.Body, body)
 	}
 	e.wantRuns(t, 1)
 }
@@ -113,7 +113,7 @@ func TestHijackNotRetained(t *testing.T) {
 	}
 	// The client has its answer before the handler returns and its key is
 	// completed; a retry until then is in flight (409).
-	testkit.WaitFor(t, func() bool { return e.store.Count("complete") == 1 })
+	wait.For(t, func() bool { return e.store.Count("complete") == 1 })
 	wantProblem(t, e.post(t, "/raw", "", "k"), http.StatusBadRequest, idempotency.ReasonResponseNotRetained)
 	e.wantRuns(t, 1)
 }

@@ -28,17 +28,17 @@ func TestConcurrentDuplicates(t *testing.T) {
 	for range clients - 1 { // the winner's answer waits for release
 		r := <-answers
 		p := wantProblem(t, r, http.StatusConflict, idempotency.ReasonKeyInUse)
-		if got := r.header.Get("Retry-After"); got != "1" {
+		if got := r.Header.Get("Retry-After"); got != "1" {
 			t.Errorf("409 with Retry-After %q, want 1: %s", got, p.Detail)
 		}
 	}
 	close(release)
 	wg.Wait()
-	if won = <-answers; won.status != http.StatusCreated {
-		t.Fatalf("winner: %d %s", won.status, won.body)
+	if won = <-answers; won.Status != http.StatusCreated {
+		t.Fatalf("winner: %d %s", won.Status, won.Body)
 	}
-	if r := e.post(t, "/orders", `{"amount":1999}`, "k"); r.body != won.body || r.header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("retry: %d %s, want a replay of %s", r.status, r.body, won.body)
+	if r := e.post(t, "/orders", `{"amount":1999}`, "k"); r.Body != won.Body || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %s, want a replay of %s", r.Status, r.Body, won.Body)
 	}
 	e.wantRuns(t, 1)
 }

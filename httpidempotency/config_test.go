@@ -7,7 +7,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 )
 
 // An option that cannot work makes Middleware panic with a message that
@@ -28,8 +28,7 @@ func TestConfigPanics(t *testing.T) {
 		{"WithMaxResponseBytes", httpidempotency.WithMaxResponseBytes(-1)},
 		{"WithKeptStatuses", httpidempotency.WithKeptStatuses(nil)},
 	}
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMemoryStore(t)
 	srv := idempotency.NewServer(mem)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 )
 
 // liveKey carries the live request's context to the handler, whose own
@@ -70,13 +70,13 @@ func TestDetachedAnswerStoredWhole(t *testing.T) {
 			if err := <-wrote; err != nil {
 				t.Errorf("the detached handler's write failed: %v", err)
 			}
-			testkit.WaitFor(t, func() bool { return e.store.Count("complete") == 1 })
+			wait.For(t, func() bool { return e.store.Count("complete") == 1 })
 			r := e.post(t, "/export", "", "k")
-			if r.status != http.StatusOK || r.body != string(body) || r.header.Get("Idempotent-Replayed") != "true" {
+			if r.Status != http.StatusOK || r.Body != string(body) || r.Header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("retry: %d, %d bytes, replayed %q; want 200 with the %d bytes the handler wrote, replayed",
-					r.status, len(r.body), r.header.Get("Idempotent-Replayed"), len(body))
+					r.Status, len(r.Body), r.Header.Get("Idempotent-Replayed"), len(body))
 			}
-			if cl := r.header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
+			if cl := r.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) {
 				t.Errorf("Content-Length %s, want %d", cl, len(body))
 			}
 			e.wantRuns(t, 1)
@@ -119,12 +119,12 @@ func TestWaitPastOuterDeadline(t *testing.T) {
 	req.Header.Set("X-Timeout", "50ms")
 	dup := e.send(t, req)
 	wantProblem(t, dup, http.StatusConflict, idempotency.ReasonKeyInUse)
-	if got := dup.header.Get("Retry-After"); got != "1" {
+	if got := dup.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}
 	free()
-	if r := <-first; r.status != http.StatusCreated {
-		t.Fatalf("the original: %d %s", r.status, r.body)
+	if r := <-first; r.Status != http.StatusCreated {
+		t.Fatalf("the original: %d %s", r.Status, r.Body)
 	}
 	e.wantRuns(t, 1)
 }

@@ -43,10 +43,10 @@ func TestScopeErrorStatus(t *testing.T) {
 			if tt.detail != "" && p.Detail != tt.detail {
 				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
 			}
-			if strings.Contains(r.body, "10.0.0.7") {
-				t.Errorf("the problem carries the scope error's text: %s", r.body)
+			if strings.Contains(r.Body, "10.0.0.7") {
+				t.Errorf("the problem carries the scope error's text: %s", r.Body)
 			}
-			if got := r.header.Get("Retry-After"); got != tt.retryAfter {
+			if got := r.Header.Get("Retry-After"); got != tt.retryAfter {
 				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
 			}
 			e.wantRuns(t, 0)
@@ -66,8 +66,8 @@ func TestMaxBytesHandler(t *testing.T) {
 	if n := len(e.store.Calls()); n != 0 {
 		t.Errorf("%d store calls, want none", n)
 	}
-	if r := e.post(t, "/orders", "12345678", "k"); r.status != http.StatusCreated {
-		t.Fatalf("within the bound: %d %s", r.status, r.body)
+	if r := e.post(t, "/orders", "12345678", "k"); r.Status != http.StatusCreated {
+		t.Fatalf("within the bound: %d %s", r.Status, r.Body)
 	}
 	e.wantRuns(t, 1)
 }
@@ -120,7 +120,7 @@ func TestRetryAfterFromServer(t *testing.T) {
 			})
 			r := tt.call(t, e, h)
 			wantProblem(t, r, tt.status, tt.reason)
-			if got := r.header.Get("Retry-After"); got != "3" {
+			if got := r.Header.Get("Retry-After"); got != "3" {
 				t.Errorf("Retry-After %q, want 3 (WithRetryAfter 2.5s, rounded up)", got)
 			}
 		})

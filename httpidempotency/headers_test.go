@@ -77,14 +77,14 @@ func TestReplayedHeaderNeverLive(t *testing.T) {
 						},
 					}))
 					live := e.send(t, req)
-					if got, trailer := live.header.Values(httpidempotency.ReplayedHeader), live.trailer.Values(httpidempotency.ReplayedHeader); len(got) != 0 || len(early) != 0 || len(trailer) != 0 {
-						t.Fatalf("live answer %d with %s %q (on 1xx: %q, as a trailer: %q)", live.status, httpidempotency.ReplayedHeader, got, early, trailer)
+					if got, trailer := live.Header.Values(httpidempotency.ReplayedHeader), live.Trailer.Values(httpidempotency.ReplayedHeader); len(got) != 0 || len(early) != 0 || len(trailer) != 0 {
+						t.Fatalf("live answer %d with %s %q (on 1xx: %q, as a trailer: %q)", live.Status, httpidempotency.ReplayedHeader, got, early, trailer)
 					}
 					if !keyed || answerName == "panic" {
 						return
 					}
 					retry := e.post(t, "/orders", "{}", keys...)
-					if got := retry.header.Values(httpidempotency.ReplayedHeader); !slices.Equal(got, []string{"true"}) {
+					if got := retry.Header.Values(httpidempotency.ReplayedHeader); !slices.Equal(got, []string{"true"}) {
 						t.Fatalf("replay with %s %q, want [true]", httpidempotency.ReplayedHeader, got)
 					}
 					e.wantRuns(t, 1)
@@ -130,8 +130,8 @@ func TestReplayKeepsTheRetrysOuterHeaders(t *testing.T) {
 	}
 	first := post("req-1", "https://a.example")
 	retry := post("req-2", "https://b.example")
-	if retry.header.Get(httpidempotency.ReplayedHeader) != "true" || retry.body != first.body {
-		t.Fatalf("retry %d %s, want a replay of %s", retry.status, retry.body, first.body)
+	if retry.Header.Get(httpidempotency.ReplayedHeader) != "true" || retry.Body != first.Body {
+		t.Fatalf("retry %d %s, want a replay of %s", retry.Status, retry.Body, first.Body)
 	}
 	for name, want := range map[string][]string{
 		"X-Request-Id":                {"req-2"},
@@ -142,11 +142,11 @@ func TestReplayKeepsTheRetrysOuterHeaders(t *testing.T) {
 		"Location":                    {"/orders/1"},
 		"Set-Cookie":                  {"a=1", "b=2"},
 	} {
-		if got := retry.header.Values(name); !slices.Equal(got, want) {
+		if got := retry.Header.Values(name); !slices.Equal(got, want) {
 			t.Errorf("replay's %s %q, want %q", name, got, want)
 		}
 	}
-	if got := first.header.Get("X-Request-Id"); got != "req-1" {
+	if got := first.Header.Get("X-Request-Id"); got != "req-1" {
 		t.Errorf("live X-Request-Id %q", got)
 	}
 	e.wantRuns(t, 1)
@@ -221,18 +221,18 @@ func TestCompression(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, setup{outer: gzipLayer})
 		first := post(e, "gzip")
-		if first.header.Get("Content-Encoding") != "gzip" || gunzip(t, first.body) != plain {
-			t.Fatalf("live answer %q %q", first.header.Get("Content-Encoding"), first.body)
+		if first.Header.Get("Content-Encoding") != "gzip" || gunzip(t, first.Body) != plain {
+			t.Fatalf("live answer %q %q", first.Header.Get("Content-Encoding"), first.Body)
 		}
 		identity := post(e, "identity")
-		if identity.header.Get("Content-Encoding") != "" || identity.body != plain ||
-			identity.header.Get(httpidempotency.ReplayedHeader) != "true" {
-			t.Fatalf("replay to identity: %q %q, replayed %q", identity.header.Get("Content-Encoding"), identity.body,
-				identity.header.Get(httpidempotency.ReplayedHeader))
+		if identity.Header.Get("Content-Encoding") != "" || identity.Body != plain ||
+			identity.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+			t.Fatalf("replay to identity: %q %q, replayed %q", identity.Header.Get("Content-Encoding"), identity.Body,
+				identity.Header.Get(httpidempotency.ReplayedHeader))
 		}
 		gz := post(e, "gzip")
-		if gz.header.Get("Content-Encoding") != "gzip" || gunzip(t, gz.body) != plain || !slices.Equal(gz.header.Values("Vary"), []string{"Accept-Encoding"}) {
-			t.Fatalf("replay to gzip: %q, Vary %q", gz.header.Get("Content-Encoding"), gz.header.Values("Vary"))
+		if gz.Header.Get("Content-Encoding") != "gzip" || gunzip(t, gz.Body) != plain || !slices.Equal(gz.Header.Values("Vary"), []string{"Accept-Encoding"}) {
+			t.Fatalf("replay to gzip: %q, Vary %q", gz.Header.Get("Content-Encoding"), gz.Header.Values("Vary"))
 		}
 		e.wantRuns(t, 1)
 	})
@@ -243,12 +243,12 @@ func TestCompression(t *testing.T) {
 		}})
 		first := post(e, "gzip")
 		retry := post(e, "identity")
-		if retry.header.Get(httpidempotency.ReplayedHeader) != "true" || retry.header.Get("Content-Encoding") != "gzip" ||
-			!slices.Equal(retry.header.Values("Vary"), []string{"Accept-Encoding"}) || !bytes.Equal([]byte(retry.body), []byte(first.body)) {
-			t.Fatalf("replay to identity: %q, Vary %q, replayed %q", retry.header.Get("Content-Encoding"),
-				retry.header.Values("Vary"), retry.header.Get(httpidempotency.ReplayedHeader))
+		if retry.Header.Get(httpidempotency.ReplayedHeader) != "true" || retry.Header.Get("Content-Encoding") != "gzip" ||
+			!slices.Equal(retry.Header.Values("Vary"), []string{"Accept-Encoding"}) || !bytes.Equal([]byte(retry.Body), []byte(first.Body)) {
+			t.Fatalf("replay to identity: %q, Vary %q, replayed %q", retry.Header.Get("Content-Encoding"),
+				retry.Header.Values("Vary"), retry.Header.Get(httpidempotency.ReplayedHeader))
 		}
-		if gunzip(t, retry.body) != plain {
+		if gunzip(t, retry.Body) != plain {
 			t.Fatalf("replayed body is not the compressed answer")
 		}
 		e.wantRuns(t, 1)
@@ -264,9 +264,9 @@ func TestCompression(t *testing.T) {
 		}})
 		first := post(e, "gzip")
 		retry := post(e, "gzip")
-		if retry.header.Get(httpidempotency.ReplayedHeader) != "true" ||
-			!slices.Equal(retry.header.Values("Content-Type"), first.header.Values("Content-Type")) {
-			t.Fatalf("Content-Type live %q, replayed %q", first.header.Values("Content-Type"), retry.header.Values("Content-Type"))
+		if retry.Header.Get(httpidempotency.ReplayedHeader) != "true" ||
+			!slices.Equal(retry.Header.Values("Content-Type"), first.Header.Values("Content-Type")) {
+			t.Fatalf("Content-Type live %q, replayed %q", first.Header.Values("Content-Type"), retry.Header.Values("Content-Type"))
 		}
 		e.wantRuns(t, 1)
 	})

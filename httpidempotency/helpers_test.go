@@ -12,6 +12,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -36,8 +37,7 @@ type setup struct {
 
 func newEnv(t *testing.T, s setup) *env {
 	t.Helper()
-	mem := memorystore.New(s.memory...)
-	t.Cleanup(func() { _ = mem.Close() })
+	mem := testkit.NewMemoryStore(t, s.memory...)
 	fs := faultstore.New(mem)
 	runs := new(atomic.Int64)
 	handler := s.handler
@@ -70,12 +70,7 @@ func created(w http.ResponseWriter, r *http.Request) {
 }
 
 // response is what an HTTP call returned.
-type response struct {
-	status  int
-	header  http.Header
-	body    string
-	trailer http.Header
-}
+type response = testkit.Response
 
 // post sends body to path with the given key header lines (none for a
 // request without a key).
@@ -100,16 +95,7 @@ func (e *env) request(t *testing.T, method, path, body string, keys ...string) *
 // send sends req and reads the whole answer.
 func (e *env) send(t *testing.T, req *http.Request) response {
 	t.Helper()
-	resp, err := e.http.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b), trailer: resp.Trailer}
+	return testkit.Send(t, e.http, req)
 }
 
 // wantProblem checks that r is a problem of the package's type with the
@@ -118,14 +104,14 @@ func (e *env) send(t *testing.T, req *http.Request) response {
 func wantProblem(t *testing.T, r response, status int, reason string) httpidempotency.Problem {
 	t.Helper()
 	var p httpidempotency.Problem
-	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
-		t.Fatalf("body %q is not JSON: %v", r.body, err)
+	if err := json.Unmarshal([]byte(r.Body), &p); err != nil {
+		t.Fatalf("body %q is not JSON: %v", r.Body, err)
 	}
-	if r.status != status || p.Status != status || p.Reason != reason || p.Type != httpidempotency.ProblemType ||
+	if r.Status != status || p.Status != status || p.Reason != reason || p.Type != httpidempotency.ProblemType ||
 		p.Title != http.StatusText(status) || p.Detail == "" {
-		t.Fatalf("got %d %s, want %d with reason %s", r.status, r.body, status, reason)
+		t.Fatalf("got %d %s, want %d with reason %s", r.Status, r.Body, status, reason)
 	}
-	if ct := r.header.Get("Content-Type"); ct != httpidempotency.ProblemContentType {
+	if ct := r.Header.Get("Content-Type"); ct != httpidempotency.ProblemContentType {
 		t.Fatalf("Content-Type %q, want %q", ct, httpidempotency.ProblemContentType)
 	}
 	// Only the not-retained answer comes from the store: it is a replay.
@@ -133,7 +119,7 @@ func wantProblem(t *testing.T, r response, status int, reason string) httpidempo
 	if reason == idempotency.ReasonResponseNotRetained {
 		want = "true"
 	}
-	if got := r.header.Get(httpidempotency.ReplayedHeader); got != want {
+	if got := r.Header.Get(httpidempotency.ReplayedHeader); got != want {
 		t.Fatalf("%s: %q on a %s problem, want %q", httpidempotency.ReplayedHeader, got, reason, want)
 	}
 	return p

@@ -13,7 +13,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
 	"github.com/grpc-idempotency/idempotency/internal/benchtest"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 )
 
 // benchBody is the body every benchmark request sends.
@@ -45,8 +45,7 @@ func BenchmarkMiddleware(b *testing.B) {
 				benchtest.ForCallers(b, func(b *testing.B, callers int) {
 					var h http.Handler = http.HandlerFunc(created)
 					if row != "bare" {
-						mem := memorystore.New()
-						b.Cleanup(func() { _ = mem.Close() })
+						mem := testkit.NewMemoryStore(b)
 						h = httpidempotency.Middleware(idempotency.NewServer(mem))(h)
 					}
 					benchRequests(b, way.send(b, h), callers, row == "replay")

@@ -24,13 +24,13 @@ func TestReplayByteForByte(t *testing.T) {
 	}})
 	first := e.post(t, "/orders", `{"amount":1999}`, "k1")
 	retry := e.post(t, "/orders", `{"amount":1999}`, `"k1"`) // the same key as a Structured Field string
-	if first.status != http.StatusCreated || retry.status != first.status || retry.body != first.body {
-		t.Fatalf("first %d %q, retry %d %q", first.status, first.body, retry.status, retry.body)
+	if first.Status != http.StatusCreated || retry.Status != first.Status || retry.Body != first.Body {
+		t.Fatalf("first %d %q, retry %d %q", first.Status, first.Body, retry.Status, retry.Body)
 	}
-	if got := first.header.Get(httpidempotency.ReplayedHeader); got != "" {
+	if got := first.Header.Get(httpidempotency.ReplayedHeader); got != "" {
 		t.Errorf("live answer has %s: %q", httpidempotency.ReplayedHeader, got)
 	}
-	if got := retry.header.Get(httpidempotency.ReplayedHeader); got != "true" {
+	if got := retry.Header.Get(httpidempotency.ReplayedHeader); got != "true" {
 		t.Errorf("replay has %s: %q, want true", httpidempotency.ReplayedHeader, got)
 	}
 	strip := func(h http.Header) http.Header {
@@ -39,10 +39,10 @@ func TestReplayByteForByte(t *testing.T) {
 		delete(h, httpidempotency.ReplayedHeader)
 		return h
 	}
-	if a, b := strip(first.header), strip(retry.header); !equalHeaders(a, b) {
+	if a, b := strip(first.Header), strip(retry.Header); !equalHeaders(a, b) {
 		t.Errorf("headers differ:\nlive   %v\nreplay %v", a, b)
 	}
-	if got := retry.header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
+	if got := retry.Header.Values("Set-Cookie"); len(got) != 2 || got[0] != "a=1" || got[1] != "b=2" {
 		t.Errorf("Set-Cookie %q, want [a=1 b=2] in order", got)
 	}
 	e.wantRuns(t, 1)
@@ -61,8 +61,8 @@ func TestReplaySniffedContentType(t *testing.T) {
 	}})
 	first := e.post(t, "/page", "", "k")
 	retry := e.post(t, "/page", "", "k")
-	if ct := first.header.Get("Content-Type"); ct == "" || retry.header.Get("Content-Type") != ct || retry.body != first.body {
-		t.Fatalf("live %q %q, replay %q %q", ct, first.body, retry.header.Get("Content-Type"), retry.body)
+	if ct := first.Header.Get("Content-Type"); ct == "" || retry.Header.Get("Content-Type") != ct || retry.Body != first.Body {
+		t.Fatalf("live %q %q, replay %q %q", ct, first.Body, retry.Header.Get("Content-Type"), retry.Body)
 	}
 	e.wantRuns(t, 1)
 }
@@ -164,8 +164,8 @@ func TestRefusals(t *testing.T) {
 			name:  "store full",
 			setup: setup{memory: []memorystore.Option{memorystore.WithMaxEntries(1)}},
 			call: func(t *testing.T, e *env) response {
-				if r := e.post(t, "/orders", "{}", "k1"); r.status != http.StatusCreated {
-					t.Fatalf("first call: %d %s", r.status, r.body)
+				if r := e.post(t, "/orders", "{}", "k1"); r.Status != http.StatusCreated {
+					t.Fatalf("first call: %d %s", r.Status, r.Body)
 				}
 				return e.post(t, "/orders", "{}", "k2")
 			},
@@ -189,7 +189,7 @@ func TestRefusals(t *testing.T) {
 			if tt.detail != "" && p.Detail != tt.detail {
 				t.Errorf("detail %q, want %q", p.Detail, tt.detail)
 			}
-			if got := r.header.Get("Retry-After"); got != tt.retryAfter {
+			if got := r.Header.Get("Retry-After"); got != tt.retryAfter {
 				t.Errorf("Retry-After %q, want %q", got, tt.retryAfter)
 			}
 			e.wantRuns(t, tt.runs)
@@ -208,8 +208,8 @@ func TestRequestTooLargeClaimsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}})
 	wantProblem(t, e.post(t, "/orders", "123456789", "k"), http.StatusRequestEntityTooLarge, httpidempotency.ReasonRequestTooLarge)
-	if r := e.post(t, "/orders", "12345678", "k"); r.status != http.StatusCreated {
-		t.Fatalf("within the bound: %d %s", r.status, r.body)
+	if r := e.post(t, "/orders", "12345678", "k"); r.Status != http.StatusCreated {
+		t.Fatalf("within the bound: %d %s", r.Status, r.Body)
 	}
 	e.wantRuns(t, 1)
 }
@@ -241,10 +241,10 @@ func TestKeptStatuses(t *testing.T) {
 			}})
 			first := e.post(t, "/orders", "{}", "k")
 			retry := e.post(t, "/orders", "{}", "k")
-			if first.status != tt.status || retry.status != tt.status {
-				t.Fatalf("statuses %d, %d; want %d", first.status, retry.status, tt.status)
+			if first.Status != tt.status || retry.Status != tt.status {
+				t.Fatalf("statuses %d, %d; want %d", first.Status, retry.Status, tt.status)
 			}
-			replayed := retry.header.Get(httpidempotency.ReplayedHeader) == "true"
+			replayed := retry.Header.Get(httpidempotency.ReplayedHeader) == "true"
 			if replayed != tt.kept {
 				t.Errorf("retry replayed: %v, want %v", replayed, tt.kept)
 			}
@@ -265,8 +265,8 @@ func TestWithKeptStatuses(t *testing.T) {
 		mw:      []httpidempotency.Option{httpidempotency.WithKeptStatuses(func(int) bool { return true })},
 	})
 	e.post(t, "/orders", "{}", "k")
-	if r := e.post(t, "/orders", "{}", "k"); r.status != http.StatusServiceUnavailable || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("retry: %d, replayed %q", r.status, r.header.Get(httpidempotency.ReplayedHeader))
+	if r := e.post(t, "/orders", "{}", "k"); r.Status != http.StatusServiceUnavailable || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry: %d, replayed %q", r.Status, r.Header.Get(httpidempotency.ReplayedHeader))
 	}
 	e.wantRuns(t, 1)
 }
@@ -295,8 +295,8 @@ func TestPassThrough(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, setup{mw: tt.mw})
 			for range 2 {
-				if r := e.send(t, e.request(t, tt.method, "/orders", "{}", tt.keys...)); r.status != http.StatusCreated {
-					t.Fatalf("%d %s", r.status, r.body)
+				if r := e.send(t, e.request(t, tt.method, "/orders", "{}", tt.keys...)); r.Status != http.StatusCreated {
+					t.Fatalf("%d %s", r.Status, r.Body)
 				}
 			}
 			e.wantRuns(t, tt.runs)
@@ -328,11 +328,11 @@ func TestScopeSeparation(t *testing.T) {
 		return e.send(t, req)
 	}
 	a, b := post("a", `"a"`), post("b", `"b"`)
-	if a.status != http.StatusCreated || b.status != http.StatusCreated || a.body == b.body {
-		t.Fatalf("a: %d %s, b: %d %s", a.status, a.body, b.status, b.body)
+	if a.Status != http.StatusCreated || b.Status != http.StatusCreated || a.Body == b.Body {
+		t.Fatalf("a: %d %s, b: %d %s", a.Status, a.Body, b.Status, b.Body)
 	}
-	if again := post("a", `"a"`); again.body != a.body || again.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("a again: %s, want a replay of %s", again.body, a.body)
+	if again := post("a", `"a"`); again.Body != a.Body || again.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("a again: %s, want a replay of %s", again.Body, a.Body)
 	}
 	e.wantRuns(t, 2)
 }
@@ -345,8 +345,8 @@ func TestWithFingerprint(t *testing.T) {
 		func(_ *http.Request, body []byte) ([]byte, error) { return body, nil })}})
 	first := e.post(t, "/orders", `"x"`, "k")
 	retry := e.post(t, "/orders/v2", `"x"`, "k")
-	if retry.body != first.body || retry.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("retry %s, want a replay of %s", retry.body, first.body)
+	if retry.Body != first.Body || retry.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry %s, want a replay of %s", retry.Body, first.Body)
 	}
 	wantProblem(t, e.post(t, "/orders", `"y"`, "k"), http.StatusUnprocessableEntity, idempotency.ReasonKeyReused)
 	e.wantRuns(t, 1)

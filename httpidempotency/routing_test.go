@@ -42,8 +42,8 @@ func TestRoutingAnswersNotKept(t *testing.T) {
 	}
 	want := func(r response, status int, replayed bool) {
 		t.Helper()
-		if r.status != status || (r.header.Get(httpidempotency.ReplayedHeader) == "true") != replayed {
-			t.Fatalf("%d, replayed %q; want %d, replayed %v", r.status, r.header.Get(httpidempotency.ReplayedHeader), status, replayed)
+		if r.Status != status || (r.Header.Get(httpidempotency.ReplayedHeader) == "true") != replayed {
+			t.Fatalf("%d, replayed %q; want %d, replayed %v", r.Status, r.Header.Get(httpidempotency.ReplayedHeader), status, replayed)
 		}
 	}
 	want(send("/orders", "k1", "Bearer good"), http.StatusMethodNotAllowed, false)

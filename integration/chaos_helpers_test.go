@@ -2,9 +2,7 @@ package idempotency_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,33 +44,6 @@ func chaosRedis(t *testing.T, addr string, contextTimeout bool) *redis.Client {
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
-}
-
-// outcomeCounts counts observer events per outcome; safe for concurrent
-// use and cheap enough for a soak.
-type outcomeCounts struct {
-	n [32]atomic.Int64
-}
-
-// Observe implements idempotency.Observer.
-func (c *outcomeCounts) Observe(_ context.Context, e idempotency.Event) {
-	if int(e.Decision) < len(c.n) {
-		c.n[e.Decision].Add(1)
-	}
-}
-
-// String lists the non-zero counts, for logs.
-func (c *outcomeCounts) String() string {
-	s := ""
-	for o := range c.n {
-		if n := c.n[o].Load(); n > 0 {
-			if s != "" {
-				s += " "
-			}
-			s += idempotency.Decision(o).String() + "=" + strconv.FormatInt(n, 10)
-		}
-	}
-	return s
 }
 
 // serverResults is an outer server interceptor that sends the idempotency

@@ -117,10 +117,10 @@ func TestChaosCompleteReplyLost(t *testing.T) {
 	if proxy.Cuts() != 1 || r.srv.Service.Executions() != 1 {
 		t.Fatalf("cuts %d, executions %d; want 1 and 1", proxy.Cuts(), r.srv.Service.Executions())
 	}
-	if n := r.events.count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := r.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("observer saw %d lease_lost for an outcome that was stored", n)
 	}
-	if n := r.events.count(idempotency.DecisionExecuted); n != 1 {
+	if n := r.events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("observer saw %d executed, want 1", n)
 	}
 }

@@ -87,10 +87,10 @@ func TestChaosLeaseLostOnStalledLink(t *testing.T) {
 	if err := storeA.lastCompleteErr(); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("A's completion returned %v, want store.ErrLeaseLost (refused by the owner token)", err)
 	}
-	if n := evA.count(idempotency.DecisionLeaseLost); n != 1 {
+	if n := evA.Count(idempotency.DecisionLeaseLost); n != 1 {
 		t.Fatalf("A's observer saw %d lease_lost, want 1", n)
 	}
-	if n := evA.count(idempotency.DecisionExecuted); n != 0 {
+	if n := evA.Count(idempotency.DecisionExecuted); n != 0 {
 		t.Fatalf("A's observer saw %d executed, want 0", n)
 	}
 	for name, c := range map[string]testingv1.TestServiceClient{"A": clientA, "B": clientB} {
@@ -161,7 +161,7 @@ func TestChaosStoreSlowerThanDeadline(t *testing.T) {
 				// The claim sent before the deadline lands with no owner.
 				waitFor(t, func() bool { return len(redisKeys(ctx, t, direct, "")) == 1 })
 			} else {
-				if n := ev.count(idempotency.DecisionReleased); n != 1 {
+				if n := ev.Count(idempotency.DecisionReleased); n != 1 {
 					t.Fatalf("observer saw %d released, want 1: a claim won after the deadline is released", n)
 				}
 				if keys := redisKeys(ctx, t, direct, ""); len(keys) != 0 {

@@ -7,39 +7,33 @@ package idempotency_test
 import (
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// The helpers shared with the root package's tests live in internal/testkit.
+// The rig shared with the root package's tests lives in internal/testkit,
+// and waiting in internal/wait.
 var (
 	withKey         = testkit.WithKey
 	errorInfo       = testkit.ErrorInfo
 	wantReason      = testkit.WantReason
 	clientReason    = testkit.ClientReason
-	waitFor         = testkit.WaitFor
+	waitFor         = wait.For
 	newDirectServer = testkit.NewDirectServer
 )
 
-// events records observer events; count is [testkit.Events.Count].
-type events struct{ testkit.Events }
-
-func (e *events) count(o idempotency.Decision) int { return e.Count(o) }
-
-// all returns the events so far, in order.
-func (e *events) all() []idempotency.Event { return e.All() }
+// events is the recorder of observer events, [testkit.Events].
+type events = testkit.Events
 
 // storeBackends returns a constructor per real store: the memory store, and
 // the Redis store on a redis-server of its own.
 func storeBackends() map[string]func(t *testing.T) store.Store {
 	return map[string]func(t *testing.T) store.Store{
 		"memory": func(t *testing.T) store.Store {
-			mem := memorystore.New()
-			t.Cleanup(func() { _ = mem.Close() })
+			mem := testkit.NewMemoryStore(t)
 			return mem
 		},
 		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },

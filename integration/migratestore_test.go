@@ -6,7 +6,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"github.com/grpc-idempotency/idempotency/store/migratestore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
@@ -17,8 +16,7 @@ import (
 // memory stores).
 func TestMigratestoreConformanceMemoryToRedis(t *testing.T) {
 	t.Parallel()
-	from := memorystore.New()
-	t.Cleanup(func() { _ = from.Close() })
+	from := testkit.NewMemoryStore(t)
 	to := redisstore.New(redistest.StartServer(t).Client())
 	storetest.Run(t, func(*testing.T) store.Store { return migratestore.New(from, to) })
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
@@ -74,9 +75,10 @@ func (l *pgLedger) states(t *testing.T) []int {
 	return states
 }
 
-// pgServer is one replica: a gRPC server whose interceptor claims on its
-// own pool, and whose handler writes the ledger and records its outcome in
-// one transaction on the handler's pool, through a fault proxy when asked.
+// pgServer is one replica: a gRPC server ([testkit.Serve]) whose
+// interceptor claims on its own pool, and whose handler writes the ledger
+// and records its outcome in one transaction on the handler's pool,
+// through a fault proxy when asked.
 type pgServer struct {
 	id     int
 	store  *postgresstore.Store
@@ -116,7 +118,7 @@ func (l *pgLedger) server(t *testing.T, c pgServerConfig) *pgServer {
 	if c.maxConns == 0 {
 		c.maxConns = 2
 	}
-	s := &pgServer{id: c.id, ledger: l, events: &events{}}
+	s := &pgServer{id: c.id, ledger: l}
 	storePool := pgtest.Pool(t, c.maxConns)
 	s.store = postgresstore.New(storePool, postgresstore.WithTable(l.records()), postgresstore.WithSweepInterval(0))
 	t.Cleanup(func() { _ = s.store.Close() })
@@ -134,13 +136,12 @@ func (l *pgLedger) server(t *testing.T, c pgServerConfig) *pgServer {
 		cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", proxyPort(t, p)
 		s.proxy, s.db = p, pgtest.PoolFrom(t, cfg)
 	}
-	opts := append([]idempotency.ServerOption{idempotency.WithObserver(s.events)}, c.opts...)
-	s.srv = testserver.New(t, &testserver.Service{Handler: s.charge(c.hooks)}, grpc.ChainUnaryInterceptor(
-		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(func(any) error {
-			return status.Error(codes.Internal, "internal error")
-		})),
-		idempotency.UnaryServerInterceptor(s.store, opts...),
-	))
+	recovered := recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(func(any) error {
+		return status.Error(codes.Internal, "internal error")
+	}))
+	r := testkit.Serve(t, testkit.Config{Handler: s.charge(c.hooks), Store: s.store, Options: c.opts,
+		Outer: []grpc.UnaryServerInterceptor{recovered}})
+	s.srv, s.events = r.Server, r.Events
 	s.client = s.srv.Client(t, grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor(c.client...)))
 	return s
 }

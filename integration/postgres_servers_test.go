@@ -102,7 +102,7 @@ func TestPostgresCommitThenPanic(t *testing.T) {
 	if got := l.states(t); !slices.Equal(got, []int{2}) {
 		t.Fatalf("rows after the panic and its release: states %v, want one completed row", got)
 	}
-	if n := dies.events.count(idempotency.DecisionExecuted); n != 1 {
+	if n := dies.events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("server 1 reported %d executions, want 1 (the release found the commit)", n)
 	}
 	var header metadata.MD

@@ -15,9 +15,10 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisStoreErrorPerAttempt proves issue 18, item 13. Redis stops while
-// the handler runs, so every attempt to store its outcome fails, and so does
-// every lease renewal in between when the lease is short. The observer gets
+// TestRedisStoreErrorPerAttempt: each failed store attempt is one
+// DecisionStoreError with its own StoreTime. Redis stops while the handler
+// runs, so every attempt to store its outcome fails, and so does every
+// lease renewal in between when the lease is short. The observer gets
 // exactly one DecisionStoreError per store call that failed (counted by a
 // faultstore around the real redisstore), numbered 1, 2, ... within its
 // step, each with that attempt's StoreTime alone: their sum is no more than
@@ -66,7 +67,7 @@ func TestRedisStoreErrorPerAttempt(t *testing.T) {
 			}
 			attempts := map[string][]int{}
 			var total time.Duration
-			for _, e := range r.events.all() {
+			for _, e := range r.events.All() {
 				if e.Decision != idempotency.DecisionStoreError {
 					if e.Attempt != 0 {
 						t.Errorf("%v event with Attempt %d, want 0", e.Decision, e.Attempt)

@@ -38,13 +38,14 @@ const (
 	failoverLease = 10 * time.Second
 )
 
-// TestRedisFailover proves issue 12, item 4. A Sentinel-managed master
-// with two replicas (each replicating over a link that adds 10 ms each
-// way) serves two server instances, each with its own store on its own
-// failover client; 32 goroutines make 2,000 calls, each with its own key,
-// through the client interceptor (with retries) to a random instance per
-// attempt. Once a third of the calls have their answer, the master is
-// killed; Sentinel promotes a replica, and the calls go on.
+// TestRedisFailover: what a Sentinel failover does to acknowledged
+// completions, with and without WithMinReplicas. A Sentinel-managed master
+// with two replicas (each replicating over a link that adds 10 ms each way)
+// serves two server instances, each with its own store on its own failover
+// client; 32 goroutines make 2,000 calls, each with its own key, through
+// the client interceptor (with retries) to a random instance per attempt.
+// Once a third of the calls have their answer, the master is killed;
+// Sentinel promotes a replica, and the calls go on.
 //
 // A lost completion is a completion the store acknowledged (Complete
 // returned nil to the interceptor: for (store key, token)) that the new

@@ -15,12 +15,11 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisStoreDown proves issue 3, item 4. With Redis stopped, a server
-// failing closed (the default) answers UNAVAILABLE with
-// IDEMPOTENCY_STORE_UNAVAILABLE and does not run the handler, while a server
-// built WithFailOpen runs it and tells the observer. After Redis restarts,
-// both serve again with dedup, with the same gRPC servers and the same
-// go-redis clients.
+// TestRedisStoreDown: with Redis stopped, a server failing closed (the
+// default) answers UNAVAILABLE with IDEMPOTENCY_STORE_UNAVAILABLE and does
+// not run the handler, while a server built WithFailOpen runs it and tells
+// the observer. After Redis restarts, both serve again with dedup, with the
+// same gRPC servers and the same go-redis clients.
 func TestRedisStoreDown(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -50,7 +49,7 @@ func TestRedisStoreDown(t *testing.T) {
 	if n := closed.srv.Service.Executions(); n != 1 {
 		t.Fatalf("fail closed: handler ran %d times, want 1 (not while Redis is down)", n)
 	}
-	if closed.events.count(idempotency.DecisionStoreError) == 0 {
+	if closed.events.Count(idempotency.DecisionStoreError) == 0 {
 		t.Fatal("fail closed: no DecisionStoreError observed")
 	}
 	for range 2 { // no dedup without a store: both run
@@ -63,7 +62,7 @@ func TestRedisStoreDown(t *testing.T) {
 	if n := open.srv.Service.Executions(); n != 3 {
 		t.Fatalf("fail open: handler ran %d times, want 3 (1 before, 2 while down)", n)
 	}
-	if n := open.events.count(idempotency.DecisionFailOpen); n != 2 {
+	if n := open.events.Count(idempotency.DecisionFailOpen); n != 2 {
 		t.Fatalf("fail open: %d DecisionFailOpen events, want 2", n)
 	}
 
@@ -81,16 +80,16 @@ func TestRedisStoreDown(t *testing.T) {
 			t.Fatalf("%s, after restart: handler ran %d times for one key, want 1", name, n)
 		}
 	}
-	if n := open.events.count(idempotency.DecisionFailOpen); n != 2 {
+	if n := open.events.Count(idempotency.DecisionFailOpen); n != 2 {
 		t.Fatalf("fail open: %d DecisionFailOpen events after restart, want still 2", n)
 	}
 }
 
-// TestRedisCorruptData proves issue 3, item 6: values written straight into
-// Redis under the store's key of a completed call (a plain string, or the
-// store's entry with garbage over its first bytes) make the next call with
-// that key fail with INTERNAL and IDEMPOTENCY_RECORD_CORRUPT, without
-// running the handler, overwriting the value or panicking.
+// TestRedisCorruptData: values written straight into Redis under the
+// store's key of a completed call (a plain string, or the store's entry
+// with garbage over its first bytes) make the next call with that key fail
+// with INTERNAL and IDEMPOTENCY_RECORD_CORRUPT, without running the
+// handler, overwriting the value or panicking.
 func TestRedisCorruptData(t *testing.T) {
 	t.Parallel()
 	rs := redistest.StartServer(t)
@@ -142,7 +141,7 @@ func TestRedisCorruptData(t *testing.T) {
 			for i := range 2 {
 				_, _, err := r.do(ctx, "k-corrupt", req)
 				wantReason(t, err, codes.Internal, idempotency.ReasonRecordCorrupt)
-				if i == 0 && r.events.count(idempotency.DecisionRecordCorrupt) != 1 {
+				if i == 0 && r.events.Count(idempotency.DecisionRecordCorrupt) != 1 {
 					t.Fatal("no DecisionRecordCorrupt observed")
 				}
 			}

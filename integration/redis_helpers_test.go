@@ -3,7 +3,6 @@ package idempotency_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -33,13 +33,14 @@ func redisCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// redisRig is one gRPC server on bufconn running the idempotency
-// interceptor over one store (a redisstore.Store on a go-redis client of
-// its own, possibly wrapped): outer interceptors → idempotency → handler.
+// redisRig is one gRPC server on bufconn ([testkit.Serve]) running the
+// idempotency interceptor over one store (a redisstore.Store on a go-redis
+// client of its own, possibly wrapped): outer interceptors → idempotency →
+// handler.
 type redisRig struct {
 	srv    *testserver.Server
 	client testingv1.TestServiceClient
-	events *watchedEvents
+	events *events
 }
 
 // redisRigConfig configures newRedisRig. The zero value runs
@@ -49,7 +50,7 @@ type redisRigConfig struct {
 	// outer interceptors run outside the idempotency interceptor, in order.
 	outer []grpc.UnaryServerInterceptor
 	// events receives the observer events; a new recorder when nil.
-	events *watchedEvents
+	events *events
 	opts   []idempotency.ServerOption
 }
 
@@ -57,14 +58,8 @@ type redisRigConfig struct {
 // dials it. The server stops and the client closes when the test ends.
 func newRedisRig(t *testing.T, st store.Store, cfg redisRigConfig) *redisRig {
 	t.Helper()
-	ev := cfg.events
-	if ev == nil {
-		ev = &watchedEvents{}
-	}
-	opts := append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, cfg.opts...)
-	chain := append(append([]grpc.UnaryServerInterceptor(nil), cfg.outer...), idempotency.UnaryServerInterceptor(st, opts...))
-	srv := testserver.New(t, &testserver.Service{Handler: cfg.handler}, grpc.ChainUnaryInterceptor(chain...))
-	return &redisRig{srv: srv, client: srv.Client(t), events: ev}
+	r := testkit.Serve(t, testkit.Config{Handler: cfg.handler, Store: st, Options: cfg.opts, Events: cfg.events, Outer: cfg.outer})
+	return &redisRig{srv: r.Server, client: r.Client(t), events: r.Events}
 }
 
 // do calls Do with key and returns the response and the response header.
@@ -72,49 +67,6 @@ func (r *redisRig) do(ctx context.Context, key string, req *testingv1.DoRequest)
 	var header metadata.MD
 	resp, err := r.client.Do(withKey(ctx, key), req, grpc.Header(&header))
 	return resp, header, err
-}
-
-// watchedEvents records observer events like events, and closes a channel
-// the first time each outcome is seen, so tests can wait on an outcome
-// without polling.
-type watchedEvents struct {
-	events
-
-	mu   sync.Mutex
-	seen map[idempotency.Decision]chan struct{}
-}
-
-// Observe implements idempotency.Observer.
-func (w *watchedEvents) Observe(ctx context.Context, e idempotency.Event) {
-	w.events.Observe(ctx, e)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ch := w.channel(e.Decision)
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
-}
-
-// channel returns the channel of outcome o, creating it. Callers hold mu.
-func (w *watchedEvents) channel(o idempotency.Decision) chan struct{} {
-	if w.seen == nil {
-		w.seen = make(map[idempotency.Decision]chan struct{})
-	}
-	ch, ok := w.seen[o]
-	if !ok {
-		ch = make(chan struct{})
-		w.seen[o] = ch
-	}
-	return ch
-}
-
-// seenCh returns a channel closed once outcome o has been observed.
-func (w *watchedEvents) seenCh(o idempotency.Decision) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.channel(o)
 }
 
 // sharedCounter numbers executions across every server whose handler it

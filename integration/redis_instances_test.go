@@ -17,9 +17,9 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisExactlyOnceAcrossInstances proves issue 3, item 2: four gRPC
-// servers, each with its own interceptor, store and go-redis client, share
-// one Redis (and again one Cluster). 200 callers send the same key and
+// TestRedisExactlyOnceAcrossInstances: a key executes once across four gRPC
+// servers that share one Redis (and again one Cluster), each with its own
+// interceptor, store and go-redis client. 200 callers send the same key and
 // request at once, spread over the four, and retry on
 // IDEMPOTENCY_KEY_IN_USE after the RetryInfo delay. The handler, counted
 // across the four servers, runs once, and all 200 get identical bytes.
@@ -36,14 +36,14 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 			ctx := redisCtx(t)
 			newClient := start(t)
 			var count sharedCounter
-			evs := make([]*watchedEvents, servers)
+			evs := make([]*events, servers)
 			for i := range evs {
-				evs[i] = &watchedEvents{}
+				evs[i] = &events{}
 			}
 			everyServerRejected := func(ctx context.Context, _ int64) {
 				for _, ev := range evs {
 					select {
-					case <-ev.seenCh(idempotency.DecisionInFlight):
+					case <-ev.Seen(idempotency.DecisionInFlight):
 					case <-time.After(10 * time.Second): // reported below as missing contention
 						return
 					case <-ctx.Done():
@@ -107,7 +107,7 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 				t.Fatalf("%d replayed answers, want %d (all but the executing caller)", replayed, callers-1)
 			}
 			for i, ev := range evs {
-				if ev.count(idempotency.DecisionInFlight) == 0 {
+				if ev.Count(idempotency.DecisionInFlight) == 0 {
 					t.Fatalf("server %d never saw the key in flight: no contention was tested", i)
 				}
 			}
@@ -116,11 +116,11 @@ func TestRedisExactlyOnceAcrossInstances(t *testing.T) {
 	}
 }
 
-// TestRedisCrashAndRetryElsewhere proves issue 3, item 3: server A runs the
-// handler and stores the outcome in Redis, then stops before its answer
-// reaches the client, so the client's first attempt fails. The retry with
-// the same key, sent to server B on the same Redis, is a replay, and the
-// handler has run once.
+// TestRedisCrashAndRetryElsewhere: a retry sent to another server after a
+// crash is a replay. Server A runs the handler and stores the outcome in
+// Redis, then stops before its answer reaches the client, so the client's
+// first attempt fails. The retry with the same key, sent to server B on the
+// same Redis, is a replay, and the handler has run once.
 func TestRedisCrashAndRetryElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -166,7 +166,7 @@ func TestRedisCrashAndRetryElsewhere(t *testing.T) {
 	if n := count.load(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if n := b.events.count(idempotency.DecisionReplayed); n != 1 {
+	if n := b.events.Count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("server B observed %d replays, want 1", n)
 	}
 }

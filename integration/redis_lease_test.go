@@ -20,12 +20,11 @@ import (
 // and long enough for a loaded machine to renew every lease/3.
 const redisLease = 300 * time.Millisecond
 
-// TestRedisLeaseRenewed proves the first half of issue 3, item 5: a handler
-// that runs three times its lease completes normally, its lease renewed in
-// Redis in the background. While it runs past its first lease, a duplicate
-// on another server is still rejected as in flight (the claim in Redis
-// outlived the unrenewed lease), and so is one after three leases;
-// afterwards a retry replays its answer.
+// TestRedisLeaseRenewed: a handler that runs three times its lease
+// completes normally, its lease renewed in Redis in the background. While
+// it runs past its first lease, a duplicate on another server is still
+// rejected as in flight (the claim in Redis outlived the unrenewed lease),
+// and so is one after three leases; afterwards a retry replays its answer.
 func TestRedisLeaseRenewed(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -60,7 +59,7 @@ func TestRedisLeaseRenewed(t *testing.T) {
 
 	// Wait until the claim has lived past its lease, renewed.
 	waitFor(t, func() bool {
-		return time.Since(start) > redisLease+redisLease/3 && a.events.count(idempotency.DecisionLeaseRenewed) >= 3
+		return time.Since(start) > redisLease+redisLease/3 && a.events.Count(idempotency.DecisionLeaseRenewed) >= 3
 	})
 	_, _, err := b.do(ctx, "k-long", req)
 	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
@@ -74,10 +73,10 @@ func TestRedisLeaseRenewed(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if n := a.events.count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := a.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("%d DecisionLeaseLost, want none: the lease was renewed", n)
 	}
-	if n := a.events.count(idempotency.DecisionExecuted); n != 1 {
+	if n := a.events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d DecisionExecuted, want 1: the outcome should be stored", n)
 	}
 	resp, header, err := b.do(ctx, "k-long", req)
@@ -90,12 +89,13 @@ func TestRedisLeaseRenewed(t *testing.T) {
 	}
 }
 
-// TestRedisLeaseTakenOver proves the second half of issue 3, item 5: server
-// A's renewals are stalled (faultstore.SkipExtend over the real store), so
-// its claim expires in Redis while its handler runs; server B then claims
-// the key, runs and completes. When A's handler finishes, A's completion is
-// refused by Redis (the owner token no longer matches), the observer sees
-// DecisionLeaseLost, and a third call replays B's answer, not A's.
+// TestRedisLeaseTakenOver: a claim whose lease ran out unrenewed is taken
+// over, and its first owner's completion refused. Server A's renewals are
+// stalled (faultstore.SkipExtend over the real store), so its claim expires
+// in Redis while its handler runs; server B then claims the key, runs and
+// completes. When A's handler finishes, A's completion is refused by Redis
+// (the owner token no longer matches), the observer sees DecisionLeaseLost,
+// and a third call replays B's answer, not A's.
 func TestRedisLeaseTakenOver(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -147,10 +147,10 @@ func TestRedisLeaseTakenOver(t *testing.T) {
 	if r.err != nil || r.resp.GetExecution() != 1 {
 		t.Fatalf("server A answered %v, %v; want its own execution 1", r.resp, r.err)
 	}
-	if n := a.events.count(idempotency.DecisionLeaseLost); n != 1 {
+	if n := a.events.Count(idempotency.DecisionLeaseLost); n != 1 {
 		t.Fatalf("server A observed %d DecisionLeaseLost, want 1", n)
 	}
-	if n := a.events.count(idempotency.DecisionExecuted); n != 0 {
+	if n := a.events.Count(idempotency.DecisionExecuted); n != 0 {
 		t.Fatalf("server A observed %d DecisionExecuted, want 0: its completion must be refused", n)
 	}
 	var completeErr error

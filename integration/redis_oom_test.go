@@ -15,16 +15,16 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisOutOfMemory proves issue 10, item 5 on a Redis started with
-// maxmemory 4mb and maxmemory-policy noeviction. Two handlers claim their
-// keys, then Redis runs out of memory while they run. Under OOM: their
-// leases are renewed; a duplicate of a running call is still told the
-// key is in use; a new key is refused with RESOURCE_EXHAUSTED
-// IDEMPOTENCY_STORE_FULL. Then the first handler answers and its outcome
-// is stored (Complete goes through under OOM), and the second fails with
-// UNAVAILABLE and its claim is released. The client's retry of the first
-// call is a replay, under OOM and again once memory is free: the handler
-// ran once.
+// TestRedisOutOfMemory: what a Redis out of memory refuses and what it
+// still serves, on a Redis started with maxmemory 4mb and maxmemory-policy
+// noeviction. Two handlers claim their keys, then Redis runs out of memory
+// while they run. Under OOM: their leases are renewed; a duplicate of a
+// running call is still told the key is in use; a new key is refused with
+// RESOURCE_EXHAUSTED IDEMPOTENCY_STORE_FULL. Then the first handler answers
+// and its outcome is stored (Complete goes through under OOM), and the
+// second fails with UNAVAILABLE and its claim is released. The client's
+// retry of the first call is a replay, under OOM and again once memory is
+// free: the handler ran once.
 func TestRedisOutOfMemory(t *testing.T) {
 	t.Parallel()
 	ctx := redisCtx(t)
@@ -71,8 +71,8 @@ func TestRedisOutOfMemory(t *testing.T) {
 	<-running // both claims granted
 
 	filled := rs.FillMemory(ctx, "filler:")
-	renewed := r.events.count(idempotency.DecisionLeaseRenewed)
-	waitFor(t, func() bool { return r.events.count(idempotency.DecisionLeaseRenewed) >= renewed+2 })
+	renewed := r.events.Count(idempotency.DecisionLeaseRenewed)
+	r.events.Wait(t, idempotency.DecisionLeaseRenewed, renewed+2)
 	_, _, err := r.do(ctx, "k-oom", charge)
 	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
 	_, _, err = r.do(ctx, "k-oom-new", charge)
@@ -92,7 +92,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 		idempotency.DecisionStoreError: 0,
 		idempotency.DecisionLeaseLost:  0,
 	} {
-		if n := r.events.count(o); n != want {
+		if n := r.events.Count(o); n != want {
 			t.Errorf("observer saw %d %s, want %d", n, o, want)
 		}
 	}

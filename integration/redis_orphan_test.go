@@ -16,16 +16,16 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestRedisOrphanClaim proves issue 10, item 10. The claim of a call lands
-// in Redis but its reply is lost (the fault proxy cuts the connection);
-// go-redis resends it on a new connection, and the resend fails without
-// running: its dial is refused, or Redis answers MASTERDOWN (it turned
-// into a replica whose master link is down and serves no stale data, as
-// in a failover). The call fails with UNAVAILABLE. Once Redis is healthy
-// again, the claim that landed must not be left behind: owned by a token
-// nobody holds, it would block the key for a whole lease (60s) and refuse
-// the client's retry as in use while no handler runs. The retry runs the
-// handler once.
+// TestRedisOrphanClaim: a claim whose reply was lost is not left behind to
+// block its key. The claim of a call lands in Redis but its reply is lost
+// (the fault proxy cuts the connection); go-redis resends it on a new
+// connection, and the resend fails without running: its dial is refused, or
+// Redis answers MASTERDOWN (it turned into a replica whose master link is
+// down and serves no stale data, as in a failover). The call fails with
+// UNAVAILABLE. Once Redis is healthy again, the claim that landed must not
+// be left behind: owned by a token nobody holds, it would block the key for
+// a whole lease (60s) and refuse the client's retry as in use while no
+// handler runs. The retry runs the handler once.
 func TestRedisOrphanClaim(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

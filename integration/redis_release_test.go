@@ -70,10 +70,10 @@ func TestRedisReleaseReplyLost(t *testing.T) {
 	if proxy.Cuts() != 1 {
 		t.Fatalf("proxy cut %d connections, want 1 (the release's reply)", proxy.Cuts())
 	}
-	if n := r.events.count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := r.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("observer saw %d lease_lost for a release that landed, want 0", n)
 	}
-	if n := r.events.count(idempotency.DecisionReleased); n != 1 {
+	if n := r.events.Count(idempotency.DecisionReleased); n != 1 {
 		t.Fatalf("observer saw %d released, want 1", n)
 	}
 	if keys := redisKeys(ctx, t, rs.Client(), redisstore.DefaultPrefix); len(keys) != 0 {

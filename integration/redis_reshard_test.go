@@ -37,18 +37,18 @@ const (
 	reshardPause = 3 * time.Millisecond
 )
 
-// TestRedisReshard proves issue 12, item 5. Two server instances, each
-// with its own store on its own cluster client, serve 2,000 calls (four
-// per key, so each key executes once, and its other calls wait for it or
-// replay it) made by 32 goroutines through the client interceptor (with
-// retries) to a random instance per attempt. Keys are called in order, and
-// the calls of a key start once its slot is marked for migration to the
-// first master (as when a cluster moves slots to a new node), which then
-// moves it the way redis-cli --cluster reshard does (CLUSTER SETSLOT
-// IMPORTING and MIGRATING, MIGRATE of its keys, CLUSTER SETSLOT NODE),
-// each step held open 3 ms: the calls meet the slot half moved and moved,
-// and a completion may find its claim moved since. The keys whose slot is
-// on the first master already are called as they come.
+// TestRedisReshard: keys execute once while Redis Cluster reshards. Two
+// server instances, each with its own store on its own cluster client,
+// serve 2,000 calls (four per key, so each key executes once, and its other
+// calls wait for it or replay it) made by 32 goroutines through the client
+// interceptor (with retries) to a random instance per attempt. Keys are
+// called in order, and the calls of a key start once its slot is marked for
+// migration to the first master (as when a cluster moves slots to a new
+// node), which then moves it the way redis-cli --cluster reshard does
+// (CLUSTER SETSLOT IMPORTING and MIGRATING, MIGRATE of its keys, CLUSTER
+// SETSLOT NODE), each step held open 3 ms: the calls meet the slot half
+// moved and moved, and a completion may find its claim moved since. The
+// keys whose slot is on the first master already are called as they come.
 //
 // It proves: the store's requests (the claims' SET and the scripts'
 // EVALSHA, alone and in pipelines) follow MOVED and ASK (the nodes sent

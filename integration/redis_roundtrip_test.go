@@ -27,13 +27,13 @@ var redisBackends = map[string]func(t *testing.T) func() redis.UniversalClient{
 	},
 }
 
-// TestRedisRoundTrips proves issue 3, item 1: through the interceptor, an
-// executed call costs exactly two Redis round trips (claim, complete) and a
-// replay exactly one, with no renewal round trip when the handler finishes
-// inside a third of the lease. A handler held past lease/3 shows that the
-// count does see renewals: one more round trip per renewal. The claim is
-// a native SET, which a replay needs and nothing more (issue 12); the
-// completion and the renewals are one EVALSHA each.
+// TestRedisRoundTrips: through the interceptor, an executed call costs
+// exactly two Redis round trips (claim, complete) and a replay exactly one,
+// with no renewal round trip when the handler finishes inside a third of
+// the lease. A handler held past lease/3 shows that the count does see
+// renewals: one more round trip per renewal. The claim is a native SET,
+// which a replay needs and nothing more; the completion and the renewals
+// are one EVALSHA each.
 //
 // Round trips are counted by redistest.RoundTrips on the go-redis client
 // the store uses. Connection handshakes (HELLO, CLIENT SETINFO, READONLY…)
@@ -82,7 +82,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			}
 			wantReplayed(t, header, true)
 			want("replay", 0)
-			if n := fast.events.count(idempotency.DecisionLeaseRenewed); n != 0 {
+			if n := fast.events.Count(idempotency.DecisionLeaseRenewed); n != 0 {
 				t.Fatalf("%d renewals for a handler that finished inside lease/3", n)
 			}
 			if n := fast.srv.Service.Executions(); n != 1 {
@@ -91,13 +91,13 @@ func TestRedisRoundTrips(t *testing.T) {
 
 			// The counter sees renewals: a handler that waits for its
 			// first renewal costs claim + renewals + complete.
-			ev := &watchedEvents{}
+			ev := &events{}
 			slow := newRedisRig(t, st, redisRigConfig{
 				events: ev,
 				opts:   []idempotency.ServerOption{idempotency.WithLease(300 * time.Millisecond)},
 				handler: func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 					select {
-					case <-ev.seenCh(idempotency.DecisionLeaseRenewed):
+					case <-ev.Seen(idempotency.DecisionLeaseRenewed):
 					case <-ctx.Done():
 					}
 					return &testingv1.DoResponse{Payload: req.GetPayload()}, nil
@@ -107,7 +107,7 @@ func TestRedisRoundTrips(t *testing.T) {
 			if _, err := slow.client.Do(withKey(ctx, "k-rt-slow"), req); err != nil {
 				t.Fatal(err)
 			}
-			renewals := ev.count(idempotency.DecisionLeaseRenewed)
+			renewals := ev.Count(idempotency.DecisionLeaseRenewed)
 			if renewals < 1 {
 				t.Fatal("no renewal observed")
 			}

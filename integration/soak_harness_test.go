@@ -34,7 +34,7 @@ const soakLease = 500 * time.Millisecond
 type soakInstance struct {
 	proxy    *faultproxy.Proxy
 	store    *redisstore.Store
-	observed outcomeCounts
+	observed events
 }
 
 // newSoakInstances starts a redis-server and the stores of two instances

@@ -16,9 +16,9 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -49,8 +49,7 @@ func BenchmarkUnary(b *testing.B) {
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
 		b.Run("memory-"+path, func(b *testing.B) {
-			s := memorystore.New()
-			b.Cleanup(func() { _ = s.Close() })
+			s := testkit.NewMemoryStore(b)
 			client := serve(b, s)
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})

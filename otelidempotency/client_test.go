@@ -100,7 +100,7 @@ func holdKey(t *testing.T, s *server) {
 			t.Errorf("the call holding the key: %v", err)
 		}
 	})
-	waitUntil(t, func() bool { return s.Service.Executions() == 1 })
+	s.Service.WaitExecutions(t, 1)
 }
 
 // checkAttempts checks the attempts attribute against want (0: at least

@@ -3,7 +3,6 @@ package otelidempotency_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/attribute"
@@ -13,14 +12,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 	"github.com/grpc-idempotency/idempotency/otelidempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // telemetry is a real OpenTelemetry SDK pipeline: a manual metric reader
@@ -49,9 +48,9 @@ func newTelemetry(t *testing.T) *telemetry {
 	return tel
 }
 
-// server is the test service on bufconn behind otelgrpc's server stats
-// handler and the idempotency interceptor with the observer under test,
-// over a memory store wrapped in a fault store.
+// server is the test service on bufconn ([testkit.Serve]) behind
+// otelgrpc's server stats handler and the idempotency interceptor with the
+// observer under test, over a memory store wrapped in a fault store.
 type server struct {
 	*testserver.Server
 	tel   *telemetry
@@ -68,21 +67,16 @@ func newServer(t *testing.T, h testserver.HandlerFunc, opts ...idempotency.Serve
 func newServerWith(t *testing.T, h testserver.HandlerFunc, handler []otelgrpc.Option, opts ...idempotency.ServerOption) *server {
 	t.Helper()
 	tel := newTelemetry(t)
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	fs := faultstore.New(mem)
 	opts = append([]idempotency.ServerOption{
 		idempotency.WithObserver(otelidempotency.NewObserver(otelidempotency.WithMeterProvider(tel.mp))),
 	}, opts...)
-	srv := testserver.New(t, &testserver.Service{Handler: h},
+	r := testkit.Serve(t, testkit.Config{Handler: h, Options: opts, ServerOptions: []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler(append(handler, otelgrpc.WithTracerProvider(tel.tp))...)),
-		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(fs, opts...)))
-	return &server{Server: srv, tel: tel, store: fs}
+	}})
+	return &server{Server: r.Server, tel: tel, store: r.Faults}
 }
 
-func withKey(ctx context.Context, key string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, key)
-}
+var withKey = testkit.WithKey
 
 // counter returns the decision counter's value for method and outcome.
 func (tel *telemetry) counter(t *testing.T, method string, o idempotency.Decision) int64 {
@@ -148,22 +142,17 @@ func matches(set attribute.Set, method string, o idempotency.Decision) bool {
 // a server span ends after the client has its answer.
 func (tel *telemetry) waitSpans(t *testing.T, name string, n int) []sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var got []sdktrace.ReadOnlySpan
+	var got []sdktrace.ReadOnlySpan
+	wait.For(t, func() bool {
+		got = got[:0]
 		for _, s := range tel.spans.Ended() {
 			if s.Name() == name {
 				got = append(got, s)
 			}
 		}
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d spans named %q ended, want %d", len(got), name, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(got) >= n
+	})
+	return got
 }
 
 // serverSpanName is otelgrpc's span name for a method of the test service.

@@ -150,7 +150,7 @@ func TestObserverLeaseLost(t *testing.T) {
 		_, err := client.Required(ctx, &testingv1.DoRequest{Payload: "first"})
 		first <- err
 	}()
-	waitUntil(t, func() bool { return s.Service.Executions() == 1 })
+	s.Service.WaitExecutions(t, 1)
 	time.Sleep(2 * lease) // the first lease runs out unrenewed
 	if _, err := client.Required(ctx, &testingv1.DoRequest{Payload: "second"}); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func inFlight(t *testing.T, s *server) {
 		_, err := client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a", Sleep: durationpb.New(300 * time.Millisecond)})
 		done <- err
 	}()
-	waitUntil(t, func() bool { return s.Service.Executions() == 1 })
+	s.Service.WaitExecutions(t, 1)
 	_, err := client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a", Sleep: durationpb.New(300 * time.Millisecond)})
 	wantCode(t, err, codes.Aborted)
 	if err := <-done; err != nil {
@@ -205,20 +205,9 @@ func wantCode(t *testing.T, err error, want codes.Code) {
 	}
 }
 
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // A completion that fails twice and lands on its third attempt is one
 // store_error decision, not two, beside the executed one; the store
-// histogram records each failed attempt's time once (issue 18, item 13).
+// histogram records each failed attempt's time once.
 func TestObserverStoreErrorCountsSteps(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, nil)

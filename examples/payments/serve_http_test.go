@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 )
 
 // The -http mode: the README's curl commands against the REST gateway in
@@ -24,11 +25,11 @@ func TestServeHTTP(t *testing.T) {
 
 	first := httpPost(t, charges, "order-7", body)
 	replay := httpPost(t, charges, "order-7", body)
-	if first.status != http.StatusOK || replay.status != http.StatusOK || replay.body != first.body ||
-		!strings.Contains(first.body, `"id":"ch_1"`) {
-		t.Fatalf("charge %d %s, replay %d %s; want ch_1 twice", first.status, first.body, replay.status, replay.body)
+	if first.Status != http.StatusOK || replay.Status != http.StatusOK || replay.Body != first.Body ||
+		!strings.Contains(first.Body, `"id":"ch_1"`) {
+		t.Fatalf("charge %d %s, replay %d %s; want ch_1 twice", first.Status, first.Body, replay.Status, replay.Body)
 	}
-	if first.header.Get("Idempotent-Replayed") != "" || replay.header.Get("Idempotent-Replayed") != "true" {
+	if first.Header.Get("Idempotent-Replayed") != "" || replay.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatal("want Idempotent-Replayed: true on the replay only")
 	}
 
@@ -40,15 +41,15 @@ func TestServeHTTP(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the charge takes 300ms
 	dup := httpPost(t, charges, "order-8", `{"customer":"erin","amount_cents":800}`)
 	wantHTTPProblem(t, dup, 409, idempotency.ReasonKeyInUse)
-	if dup.header.Get("Retry-After") == "" {
+	if dup.Header.Get("Retry-After") == "" {
 		t.Fatal("409 without Retry-After")
 	}
-	if r := <-running; r.status != http.StatusOK {
-		t.Fatalf("the running charge: %d %s", r.status, r.body)
+	if r := <-running; r.Status != http.StatusOK {
+		t.Fatalf("the running charge: %d %s", r.Status, r.Body)
 	}
 
-	if r := httpGet(t, charges+"/ch_1"); r.status != http.StatusOK || !strings.Contains(r.body, `"customer":"dave"`) {
-		t.Fatalf("GET ch_1: %d %s", r.status, r.body)
+	if r := httpGet(t, charges+"/ch_1"); r.Status != http.StatusOK || !strings.Contains(r.Body, `"customer":"dave"`) {
+		t.Fatalf("GET ch_1: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -76,11 +77,7 @@ func startServe(t *testing.T, cfg config) string {
 	return httpLis.Addr().String()
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   string
-}
+type response = testkit.Response
 
 func httpPost(t *testing.T, url, key, body string) response {
 	t.Helper()
@@ -91,7 +88,7 @@ func httpPost(t *testing.T, url, key, body string) response {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	return do(t, req)
+	return testkit.Send(t, nil, req)
 }
 
 func httpGet(t *testing.T, url string) response {
@@ -100,21 +97,7 @@ func httpGet(t *testing.T, url string) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return do(t, req)
-}
-
-func do(t *testing.T, req *http.Request) response {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return testkit.Send(t, nil, req)
 }
 
 func wantHTTPProblem(t *testing.T, r response, status int, reason string) {
@@ -123,8 +106,8 @@ func wantHTTPProblem(t *testing.T, r response, status int, reason string) {
 		Status int    `json:"status"`
 		Reason string `json:"reason"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &p); err != nil || r.status != status || p.Status != status || p.Reason != reason ||
-		r.header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("got %d %s (%s), want a %d problem with reason %s", r.status, r.body, r.header.Get("Content-Type"), status, reason)
+	if err := json.Unmarshal([]byte(r.Body), &p); err != nil || r.Status != status || p.Status != status || p.Reason != reason ||
+		r.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("got %d %s (%s), want a %d problem with reason %s", r.Status, r.Body, r.Header.Get("Content-Type"), status, reason)
 	}
 }

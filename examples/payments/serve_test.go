@@ -60,7 +60,7 @@ func TestServe(t *testing.T) {
 	if services := listServices(t, cc); !strings.Contains(services, "payments.v1.Payments") {
 		t.Fatalf("reflection lists %q, want payments.v1.Payments", services)
 	}
-	body := httpGet(t, "http://"+metrics.Addr().String()+"/metrics").body
+	body := httpGet(t, "http://"+metrics.Addr().String()+"/metrics").Body
 	if want := `idempotency_decisions_total{method="/payments.v1.Payments/Charge",outcome="replayed"} 1`; !strings.Contains(body, want) {
 		t.Fatalf("metrics lack %q:\n%s", want, body)
 	}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -207,9 +207,9 @@ func (p *player) play() {
 				got = await(p, p.env.work.started, fmt.Sprintf("execution %d", st.n))
 			}
 		case opAwaitClaims:
-			testkit.WaitFor(t, func() bool { return p.env.store.Count("claim") >= st.n })
+			wait.For(t, func() bool { return p.env.store.Count("claim") >= st.n })
 		case opAwaitSettled:
-			testkit.WaitFor(t, func() bool { return p.env.store.Count("complete")+p.env.store.Count("release") >= st.n })
+			wait.For(t, func() bool { return p.env.store.Count("complete")+p.env.store.Count("release") >= st.n })
 		case opOpen:
 			p.open()
 		case opLeave:

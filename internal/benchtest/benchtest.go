@@ -1,6 +1,8 @@
 // Package benchtest holds what the benchmarks of several packages share:
 // the numbers of concurrent callers a row is measured at, the loop that
-// makes b.N calls from that many goroutines, and the keys they send.
+// makes b.N calls from that many goroutines, and the keys they send; and
+// the loops of the stores' scale benchmarks, which time claims one by one
+// against a filled store and report their latency.
 package benchtest
 
 import (

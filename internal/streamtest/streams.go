@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,12 +13,12 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
 )
 
 // Full names of the StreamService methods, whose idempotency options make
@@ -146,35 +145,18 @@ func (s *Streams) Chat(stream grpc.BidiStreamingServer[testingv1.DoRequest, test
 	}
 }
 
-// Proxied serves svc (a [Streams], or another implementation) over TCP on loopback, behind s's stream and unary
-// interceptors (none when s is nil) and a fault proxy, and returns a
-// client connection through the proxy, dialled with opts, and the proxy:
-// cutting its connections is a real network cut. Everything stops when the
-// test ends.
+// Proxied serves svc (a [Streams], or another implementation) with
+// [testserver.StartLoopback], behind s's stream and unary interceptors
+// (none when s is nil) and a fault proxy, and returns a client connection
+// through the proxy, dialled with opts, and the proxy: cutting its
+// connections is a real network cut. Everything stops when the test ends.
 func Proxied(tb testing.TB, svc testingv1.StreamServiceServer, s *idempotency.Server, opts ...grpc.DialOption) (*grpc.ClientConn, *faultproxy.Proxy) {
 	tb.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("streamtest: listen: %v", err)
-	}
-	var sopts []grpc.ServerOption
-	if s != nil {
-		sopts = append(sopts, grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
-	}
-	gs := grpc.NewServer(sopts...)
-	testingv1.RegisterStreamServiceServer(gs, svc)
-	go func() { _ = gs.Serve(lis) }()
-	tb.Cleanup(gs.Stop)
-	proxy, err := faultproxy.New(lis.Addr().String())
+	srv := testserver.StartLoopback(tb, func(r grpc.ServiceRegistrar) { testingv1.RegisterStreamServiceServer(r, svc) }, interceptors(s)...)
+	proxy, err := faultproxy.New(srv.Addr())
 	if err != nil {
 		tb.Fatalf("streamtest: proxy: %v", err)
 	}
 	tb.Cleanup(func() { _ = proxy.Close() })
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
-	cc, err := grpc.NewClient("passthrough:///"+proxy.Addr(), opts...)
-	if err != nil {
-		tb.Fatalf("streamtest: dial: %v", err)
-	}
-	tb.Cleanup(func() { _ = cc.Close() })
-	return cc, proxy
+	return testserver.Dial(tb, "passthrough:///"+proxy.Addr(), opts...), proxy
 }

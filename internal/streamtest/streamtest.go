@@ -1,7 +1,9 @@
-// Package streamtest serves grpc-go's interop TestService over bufconn
-// behind the stream server interceptor, for the stream tests of the root
-// package and of the integration module: the same cases run over the
-// memory store, Redis and PostgreSQL.
+// Package streamtest serves the streaming services the stream tests call,
+// with [testserver], behind the stream server interceptor: grpc-go's
+// interop TestService over bufconn ([Start]) and the StreamService over
+// loopback behind a fault proxy ([Proxied]), for the stream tests of the
+// root package, the integration module and the PostgreSQL store: the same
+// cases run over the memory store, Redis and PostgreSQL.
 package streamtest
 
 import (
@@ -9,21 +11,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
 )
 
 // Full names of the interop methods the tests call.
@@ -111,29 +111,24 @@ func (s *Service) StreamingInputCall(stream grpc.ClientStreamingServer[testgrpc.
 	}
 }
 
-// Start serves svc (a [Service], or another implementation) on a bufconn
-// listener behind s's stream and unary interceptors (none when s is nil),
-// with the server options sopts, and returns a client of it; both stop
-// when the test ends.
+// Start serves svc (a [Service], or another implementation) with
+// [testserver.Start] behind s's stream and unary interceptors (none when
+// s is nil), with the server options sopts, and returns a client of it;
+// both stop when the test ends.
 func Start(tb testing.TB, svc testgrpc.TestServiceServer, s *idempotency.Server, sopts ...grpc.ServerOption) testgrpc.TestServiceClient {
 	tb.Helper()
-	lis := bufconn.Listen(1 << 20)
-	var opts []grpc.ServerOption
-	if s != nil {
-		opts = append(opts, grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
+	srv := testserver.Start(tb, func(r grpc.ServiceRegistrar) { testgrpc.RegisterTestServiceServer(r, svc) },
+		append(interceptors(s), sopts...)...)
+	return testgrpc.NewTestServiceClient(srv.Dial(tb))
+}
+
+// interceptors returns the server options that put s's stream and unary
+// interceptors on a server, or none when s is nil.
+func interceptors(s *idempotency.Server) []grpc.ServerOption {
+	if s == nil {
+		return nil
 	}
-	gs := grpc.NewServer(append(opts, sopts...)...)
-	testgrpc.RegisterTestServiceServer(gs, svc)
-	go func() { _ = gs.Serve(lis) }()
-	tb.Cleanup(gs.Stop)
-	cc, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatalf("streamtest: dial: %v", err)
-	}
-	tb.Cleanup(func() { _ = cc.Close() })
-	return testgrpc.NewTestServiceClient(cc)
+	return []grpc.ServerOption{grpc.StreamInterceptor(s.StreamServerInterceptor()), grpc.UnaryInterceptor(s.UnaryServerInterceptor())}
 }
 
 // OutputRequest asks StreamingOutputCall for n messages of size bytes.

@@ -1,16 +1,26 @@
-// Package testkit holds the test helpers that the root package's tests and
-// the integration module's backend tests share: an observer that counts
-// outcomes, the checks of an error's ErrorInfo, and a server interceptor
-// called as a function. It needs nothing but grpc, so the core module can
-// hold it and every module of the repository can import it.
+// Package testkit is the test rig that the tests of every module of the
+// repository share, on top of [testserver] (which starts gRPC servers)
+// and [wait] (which waits):
+//
+//   - [Serve] starts the test service behind the idempotency interceptors
+//     of one Server over one store, with the interceptors a test puts
+//     around them, and records the Server's events;
+//   - [Events] records observer events and lets a test wait for them;
+//   - [Send] sends an HTTP request and reads the whole answer;
+//   - [WithKey], [ErrorInfo], [WantReason] and [ClientReason] send a key
+//     and check an error's ErrorInfo;
+//   - [DirectServer] calls the server interceptor as a function, with
+//     metadata a gRPC client would refuse to send;
+//   - [MoveOverServers] follows the documented move from one store to
+//     another over real servers.
+//
+// It needs nothing but grpc, so the core module can hold it and every
+// module of the repository can import it.
 package testkit
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -23,39 +33,6 @@ import (
 // WithKey returns ctx with key as the outgoing idempotency key.
 func WithKey(ctx context.Context, key string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, key)
-}
-
-// Events records observer events.
-type Events struct {
-	mu sync.Mutex
-	ev []idempotency.Event
-}
-
-// Observe records ev.
-func (e *Events) Observe(_ context.Context, ev idempotency.Event) {
-	e.mu.Lock()
-	e.ev = append(e.ev, ev)
-	e.mu.Unlock()
-}
-
-// All returns the events recorded so far, in order.
-func (e *Events) All() []idempotency.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.ev)
-}
-
-// Count returns how many recorded events have outcome o.
-func (e *Events) Count(o idempotency.Decision) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.ev {
-		if ev.Decision == o {
-			n++
-		}
-	}
-	return n
 }
 
 // ErrorInfo returns the ErrorInfo and RetryInfo details of err.
@@ -94,16 +71,4 @@ func ClientReason(err error) string {
 		}
 	}
 	return ""
-}
-
-// WaitFor polls cond until it holds or the test's deadline nears.
-func WaitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -1,9 +1,16 @@
-// Package testserver starts the test service on an in-memory bufconn
-// listener for tests and examples.
+// Package testserver is the one way tests start a gRPC server: [Start]
+// serves the services a test registers on an in-memory bufconn listener,
+// [StartLoopback] on a TCP port of 127.0.0.1 (for a fault proxy between
+// client and server), each with the test's server options (interceptors,
+// stats handlers), stopped when the test ends; [Server.Dial] connects a
+// client to either. [New] serves [Service], the test service every
+// package's tests call, which counts its executions and lets a test wait
+// for them.
 package testserver
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -15,6 +22,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/wait"
 )
 
 // HandlerFunc handles every unary method of the test service; method is the
@@ -30,10 +38,18 @@ type Service struct {
 	Handler HandlerFunc
 
 	executions atomic.Int64
+	started    wait.Signal
 }
 
 // Executions is how many times a unary handler ran.
 func (s *Service) Executions() int64 { return s.executions.Load() }
+
+// WaitExecutions waits until a unary handler has started n times in all,
+// and fails the test if that does not happen within [wait.Timeout].
+func (s *Service) WaitExecutions(tb testing.TB, n int64) {
+	tb.Helper()
+	s.started.Until(tb, fmt.Sprintf("%d executions", n), func() bool { return s.Executions() >= n })
+}
 
 // Echo answers with the request's payload and amount, numbers the execution,
 // and sleeps for req.Sleep first when it is set.
@@ -50,6 +66,7 @@ func Echo(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.D
 
 func (s *Service) handle(ctx context.Context, method string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 	n := s.executions.Add(1)
+	s.started.Notify()
 	h := s.Handler
 	if h == nil {
 		h = Echo
@@ -106,17 +123,54 @@ func (s *Service) Stream(stream grpc.BidiStreamingServer[testingv1.DoRequest, te
 
 // Server is a running test server.
 type Server struct {
-	// Service is the service behind the server.
+	// Service is the test service behind the server, when it was started
+	// by [New] or [NewWith]; nil when started by [Start].
 	Service *Service
 	// GRPC is the gRPC server.
 	GRPC *grpc.Server
 
-	listener *bufconn.Listener
+	addr     string                                          // host:port, or "bufconn"
+	dialer   func(context.Context, string) (net.Conn, error) // bufconn's; nil over TCP
 	stopOnce sync.Once
 }
 
-// New starts svc on a bufconn listener with the given server options and
-// stops it when the test ends.
+// Start builds a gRPC server with opts, lets register add its services,
+// and serves it on a bufconn listener until the test ends.
+func Start(tb testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *Server {
+	tb.Helper()
+	lis := bufconn.Listen(1 << 20)
+	s := serve(tb, lis, register, opts)
+	s.addr = "bufconn"
+	s.dialer = func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }
+	return s
+}
+
+// StartLoopback is [Start] on a TCP port of 127.0.0.1: a real network
+// connection, which a fault proxy can sit in and cut ([Server.Addr]).
+func StartLoopback(tb testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *Server {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("testserver: listen: %v", err)
+	}
+	s := serve(tb, lis, register, opts)
+	s.addr = lis.Addr().String()
+	return s
+}
+
+func serve(tb testing.TB, lis net.Listener, register func(grpc.ServiceRegistrar), opts []grpc.ServerOption) *Server {
+	gs := grpc.NewServer(opts...)
+	if register != nil {
+		register(gs)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	s := &Server{GRPC: gs}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// New serves svc on a bufconn listener with the given server options
+// until the test ends.
 func New(tb testing.TB, svc *Service, opts ...grpc.ServerOption) *Server {
 	tb.Helper()
 	return NewWith(tb, svc, nil, opts...)
@@ -126,31 +180,39 @@ func New(tb testing.TB, svc *Service, opts ...grpc.ServerOption) *Server {
 // before it starts; register may be nil.
 func NewWith(tb testing.TB, svc *Service, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *Server {
 	tb.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(opts...)
-	testingv1.RegisterTestServiceServer(gs, svc)
-	if register != nil {
-		register(gs)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	s := &Server{Service: svc, GRPC: gs, listener: lis}
-	tb.Cleanup(s.Stop)
+	s := Start(tb, func(r grpc.ServiceRegistrar) {
+		testingv1.RegisterTestServiceServer(r, svc)
+		if register != nil {
+			register(r)
+		}
+	}, opts...)
+	s.Service = svc
 	return s
 }
 
 // Stop stops the server at once; calls in progress fail with UNAVAILABLE.
 func (s *Server) Stop() { s.stopOnce.Do(s.GRPC.Stop) }
 
+// Addr is the server's host:port when it listens on loopback, "bufconn"
+// otherwise.
+func (s *Server) Addr() string { return s.addr }
+
 // Dial connects a client to the server and closes it when the test ends.
 func (s *Server) Dial(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	tb.Helper()
-	opts = append([]grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
-			return s.listener.DialContext(ctx)
-		}),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-	}, opts...)
-	cc, err := grpc.NewClient("passthrough:///bufconn", opts...)
+	if s.dialer != nil {
+		opts = append([]grpc.DialOption{grpc.WithContextDialer(s.dialer)}, opts...)
+	}
+	return Dial(tb, "passthrough:///"+s.addr, opts...)
+}
+
+// Dial connects a client without TLS to target (for example
+// "passthrough:///" and the address of a fault proxy in front of a
+// server) and closes it when the test ends.
+func Dial(tb testing.TB, target string, opts ...grpc.DialOption) *grpc.ClientConn {
+	tb.Helper()
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	cc, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		tb.Fatalf("testserver: dial: %v", err)
 	}

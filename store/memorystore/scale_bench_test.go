@@ -6,13 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"runtime"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
@@ -78,23 +78,7 @@ func BenchmarkScale(b *testing.B) {
 			perRecord := float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 
 			b.Run("claim", func(b *testing.B) {
-				ctx := context.Background()
-				lat := make([]time.Duration, 0, b.N)
-				i := n
-				for b.Loop() {
-					k := storeKey(i)
-					i++
-					start := time.Now()
-					c, err := s.Claim(ctx, k, fp, time.Minute)
-					lat = append(lat, time.Since(start))
-					if err != nil || !c.Won() {
-						b.Fatalf("claim: won=%v err=%v", c.Won(), err)
-					}
-					if err := s.Release(ctx, k, c.Token); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportLatency(b, lat)
+				benchtest.ClaimNew(b, s, fp, n, storeKey)
 				b.ReportMetric(perRecord, "B/record")
 			})
 			b.Run("replay", func(b *testing.B) { benchReplay(b, s, n, fp) })
@@ -113,32 +97,12 @@ func BenchmarkScale(b *testing.B) {
 // benchReplay claims 512 completed keys spread over the n stored ones: the
 // same working set at every size, so only the size of the store differs.
 func benchReplay(b *testing.B, s *memorystore.Store, n int, fp []byte) {
-	ctx := context.Background()
 	keys := make([]string, 512)
 	for j := range keys {
 		keys[j] = storeKey(j * n / len(keys))
 	}
-	lat := make([]time.Duration, 0, b.N)
-	j := 0
-	for b.Loop() {
-		k := keys[j%len(keys)]
-		j++
-		start := time.Now()
-		c, err := s.Claim(ctx, k, fp, time.Minute)
-		lat = append(lat, time.Since(start))
-		if err != nil || c.Won() {
-			b.Fatalf("replay claim: won=%v err=%v", c.Won(), err)
-		}
-	}
-	reportLatency(b, lat)
+	benchtest.ClaimCompleted(b, s, fp, keys)
 }
 
-func reportLatency(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
-	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "max-ns")
-}
+// reportLatency reports the full-store rows' latencies as the scale rows'.
+var reportLatency = benchtest.ReportLatency

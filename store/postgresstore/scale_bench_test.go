@@ -1,16 +1,15 @@
 package postgresstore_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
@@ -32,12 +31,14 @@ SELECT sha256(int8send(i)), 2, '\x00', sha256(int8send(-i)), convert_to(repeat('
 	clock_timestamp() + CASE WHEN i <= $1 THEN interval '1 hour' ELSE (i %% 600) * interval '1 second' END
 FROM generate_series(1, $1 + $1 / 10) AS i`
 
-// BenchmarkPostgresScale measures the latency of a claim of a new key (released
-// afterwards, so the table keeps its size) and of a replay (a claim that
-// finds a completed key), with 1,000 and 1,000,000 rows in the table and
-// the store's sweeper running (every second, batches of 1000) on a tenth
-// as many rows again that expire over the first ten minutes. It reports p50 and
-// p99 per operation, and how many rows the sweeper had deleted by the end.
+// BenchmarkPostgresScale measures the latency of a claim of a new key
+// (released afterwards, so the table keeps its size) and of a replay (a
+// claim that finds a completed key), with 1,000 and 1,000,000 rows in the
+// table and the store's sweeper running (every second, batches of 1000) on
+// a tenth as many rows again that expire over the first ten minutes. It
+// reports p50, p99 and the worst latency per operation
+// ([benchtest.ReportLatency]), and how many rows the sweeper had deleted by
+// the end.
 func BenchmarkPostgresScale(b *testing.B) {
 	for _, n := range []int{1_000, 1_000_000} {
 		b.Run("records="+strconv.Itoa(n), func(b *testing.B) {
@@ -53,46 +54,17 @@ func BenchmarkPostgresScale(b *testing.B) {
 			}
 			fp := sha256.Sum256([]byte("fingerprint"))
 			b.Run("claim", func(b *testing.B) {
-				ctx := context.Background()
-				lat := make([]time.Duration, 0, b.N)
-				i := 2 * n
-				for b.Loop() {
-					k := benchKey(i)
-					i++
-					start := time.Now()
-					c, err := s.Claim(ctx, k, fp[:], time.Minute)
-					lat = append(lat, time.Since(start))
-					if err != nil || !c.Won() {
-						b.Fatalf("claim: won=%v err=%v", c.Won(), err)
-					}
-					if err := s.Release(ctx, k, c.Token); err != nil {
-						b.Fatal(err)
-					}
-				}
-				reportLatency(b, lat)
+				benchtest.ClaimNew(b, s, fp[:], 2*n, benchKey)
 				b.ReportMetric(float64(swept.Load()), "swept")
 			})
 			b.Run("replay", func(b *testing.B) {
-				ctx := context.Background()
 				// 512 live rows spread over the table: the same working
 				// set at every size.
-				keys := make([][]byte, 0, 512)
+				keys := make([]string, 0, 512)
 				for i := 1; len(keys) < cap(keys); i += max(1, n/600) {
-					keys = append(keys, int8Key(i))
+					keys = append(keys, string(int8Key(i)))
 				}
-				lat := make([]time.Duration, 0, b.N)
-				j := 0
-				for b.Loop() {
-					k := keys[j%len(keys)]
-					j++
-					start := time.Now()
-					c, err := s.Claim(ctx, string(k), fp[:], time.Minute)
-					lat = append(lat, time.Since(start))
-					if err != nil || c.Won() {
-						b.Fatalf("replay claim: won=%v err=%v", c.Won(), err)
-					}
-				}
-				reportLatency(b, lat)
+				benchtest.ClaimCompleted(b, s, fp[:], keys)
 			})
 		})
 	}
@@ -102,13 +74,4 @@ func BenchmarkPostgresScale(b *testing.B) {
 func int8Key(i int) []byte {
 	sum := sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i)))
 	return sum[:]
-}
-
-func reportLatency(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
