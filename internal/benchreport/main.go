@@ -286,7 +286,7 @@ func main() {
 			current = append(current, t)
 		}
 	}
-	fmt.Fprintf(w, "## Targets\n\nThe targets of issue 22. A ratio is the first row's median over the second's, both named in All results. The floor column, beside a memory row against bare, is the matching floor row (`floor-executed` or `floor-replay`, same callers and unit) over the same bare row: the least that any interceptor which stores and replays serialized answers adds (see the floor tables below).\n\n")
+	fmt.Fprintf(w, "## Targets\n\nThe performance targets. A ratio is the first row's median over the second's, both named in All results. The floor column, beside a memory row against bare, is the matching floor row (`floor-executed` or `floor-replay`, same callers and unit) over the same bare row: the least that any interceptor which stores and replays serialized answers adds (see the floor tables below).\n\n")
 	writeTargets(w, res, current)
 	fmt.Fprintf(w, "\n## Targets of earlier rounds\n\nStill measured, so that a change that undoes them shows.\n\n")
 	writeTargets(w, res, earlier)

@@ -18,7 +18,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
-// oldClaimSQL is the claim statement before issue 22, which rewrote a live
+// oldClaimSQL is the claim statement of earlier releases, which rewrote a live
 // completed row unchanged in order to return it: kept here only to compare
 // with in the same run.
 const oldClaimSQL = `
@@ -34,7 +34,7 @@ RETURNING r.token = $2 AS won, r.state, r.fingerprint, r.data`
 
 // BenchmarkClaimCompleted measures a claim of one completed key (a replay
 // of one hot key) at 1 and 16 goroutines, against the floor of a plain
-// SELECT of the row and against the statement before issue 22
+// SELECT of the row and against the statement of earlier releases
 // (claim-old), in the same run. It reports ops/s. paired alternates a
 // SELECT and a claim at one goroutine, so that both see the same load, and
 // reports the median latency of each and their ratio (claim/select). claim-old runs on a
