@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+
+	"github.com/grpc-idempotency/idempotency/internal/clientretry"
 )
 
 // Defaults of the client options.
@@ -46,9 +47,8 @@ type clientConfig struct {
 
 func newClientConfig(opts []ClientOption) clientConfig {
 	c := clientConfig{
-		maxAttempts: DefaultMaxAttempts,
-		// Jitter fraction 1 draws from [0, 2·base·2^(n-1)): full jitter.
-		backoff:         retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
+		maxAttempts:     DefaultMaxAttempts,
+		backoff:         clientretry.FullJitter(DefaultBackoffBase, DefaultBackoffMax),
 		newKey:          uuid.NewString,
 		maxPushback:     DefaultMaxPushback,
 		maxStreamBuffer: DefaultMaxStreamRetryBuffer,

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-idempotency/idempotency/internal/clientretry"
 )
 
 // pushbackKey is the trailer in which a server asks for a retry delay, in
@@ -56,13 +58,10 @@ func (c *clientInterceptor) beforeRetry(ctx context.Context, attempt int, err er
 	}
 	delay, ok := c.delay(ctx, attempt, st, trailer)
 	if !ok {
-		return err
+		return err // no retry asked for, or it could not start in time
 	}
-	if deadline, has := ctx.Deadline(); has && time.Until(deadline) <= delay {
-		return err // the next attempt could not start in time
-	}
-	if werr := wait(ctx, delay); werr != nil {
-		return werr // cancelled: CANCELED, as grpc-go's own retries do
+	if werr := clientretry.Wait(ctx, delay); werr != nil {
+		return status.FromContextError(werr).Err() // cancelled: CANCELED, as grpc-go's own retries do
 	}
 	if c.cfg.onRetry != nil {
 		c.cfg.onRetry(ctx, attempt+1, err)
@@ -118,30 +117,32 @@ func hasReason(st *status.Status, reason string) bool {
 }
 
 // delay returns the wait before the retry that follows attempt: the
-// backoff, raised to the server's pushback when that is longer. It reports
-// false when the server asks for no retry: a negative or malformed pushback
-// trailer (gRFC A6), a RetryInfo that is not a valid duration, or either
-// one longer than the cap ([WithMaxPushback]).
+// backoff, raised to the server's pushback when that is longer
+// ([clientretry.Delay]). It reports false when the server asks for no
+// retry: a negative or malformed pushback trailer (gRFC A6), a RetryInfo
+// that is not a valid duration, or either one longer than the cap
+// ([WithMaxPushback]); or when the wait would end at or after ctx's
+// deadline.
 func (c *clientInterceptor) delay(ctx context.Context, attempt int, st *status.Status, trailer metadata.MD) (time.Duration, bool) {
-	d := max(c.cfg.backoff(ctx, uint(attempt)), 0)
+	var pushback time.Duration
 	if vals := trailer.Get(pushbackKey); len(vals) > 0 {
 		ms, err := strconv.ParseInt(vals[0], 10, 64)
-		if err != nil || ms < 0 || millis(ms) > c.cfg.maxPushback {
+		if err != nil || ms < 0 {
 			return 0, false
 		}
-		d = max(d, millis(ms))
+		pushback = millis(ms)
 	}
 	for _, detail := range st.Details() {
 		ri, ok := detail.(*errdetails.RetryInfo)
 		if !ok || ri.GetRetryDelay() == nil {
 			continue
 		}
-		if !ri.GetRetryDelay().IsValid() || ri.GetRetryDelay().AsDuration() > c.cfg.maxPushback {
+		if !ri.GetRetryDelay().IsValid() {
 			return 0, false
 		}
-		d = max(d, ri.GetRetryDelay().AsDuration())
+		pushback = max(pushback, ri.GetRetryDelay().AsDuration())
 	}
-	return d, true
+	return clientretry.Delay(ctx, c.cfg.backoff, attempt, pushback, c.cfg.maxPushback)
 }
 
 func millis(ms int64) time.Duration {
@@ -149,27 +150,4 @@ func millis(ms int64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(ms) * time.Millisecond
-}
-
-// wait sleeps for d or until ctx is done, and then returns ctx's error as
-// a status.
-func wait(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return statusOfContext(ctx.Err())
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return statusOfContext(ctx.Err())
-	}
-}
-
-func statusOfContext(err error) error {
-	if err == nil {
-		return nil
-	}
-	return status.FromContextError(err).Err()
 }

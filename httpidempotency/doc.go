@@ -60,4 +60,17 @@
 // too much, while a full store is the service's own condition, which every
 // client meets alike and which its operators must see among its 5xx
 // answers.
+//
+// # Client
+//
+// [Transport] is the client side, an http.RoundTripper with the gRPC
+// client interceptor's rules: each POST or PATCH gets one key (the
+// caller's header, [ContextWithKey], or a minted UUIDv4) and is retried
+// with it when its answer was lost, when it got 409 in flight or 503,
+// honouring Retry-After:
+//
+//	client := &http.Client{Transport: httpidempotency.Transport(nil)}
+//
+// [WithKeyHeader] and [WithMethods] are [SharedOption]s: give the
+// middleware and its clients the same ones.
 package httpidempotency

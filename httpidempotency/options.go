@@ -1,7 +1,6 @@
 package httpidempotency
 
 import (
-	"fmt"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -32,52 +31,56 @@ const (
 // covers. body is the request body, read in full; r.Body reads it again.
 type FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
 
-// Option configures [Middleware].
-type Option func(*config)
+// Option configures [Middleware]. Every middleware option returns one,
+// and so does every [SharedOption].
+type Option interface {
+	applyToMiddleware(*config)
+}
+
+// optionFunc is an [Option] that is a function of the middleware's
+// configuration.
+type optionFunc func(*config)
+
+func (f optionFunc) applyToMiddleware(c *config) { f(c) }
 
 type config struct {
-	header       string
-	operation    string
-	methods      map[string]bool
-	required     bool
-	fingerprint  FingerprintFunc // nil: method, path and query, body
-	maxRequest   int64
-	maxResponse  int
-	keep         func(status int) bool
-	configErrors []error
+	sharedConfig
+	operation   string
+	required    bool
+	fingerprint FingerprintFunc // nil: method, path and query, body
+	maxRequest  int64
+	maxResponse int
+	keep        func(status int) bool
 }
 
 func newConfig(opts []Option) *config {
 	c := &config{
-		header:      KeyHeader,
-		operation:   DefaultOperation,
-		methods:     map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		maxRequest:  DefaultMaxRequestBytes,
-		maxResponse: DefaultMaxResponseBytes,
-		keep:        DefaultKeep,
+		sharedConfig: newSharedConfig(),
+		operation:    DefaultOperation,
+		maxRequest:   DefaultMaxRequestBytes,
+		maxResponse:  DefaultMaxResponseBytes,
+		keep:         DefaultKeep,
 	}
 	for _, o := range opts {
-		o(c)
+		o.applyToMiddleware(c)
 	}
 	return c
 }
 
-func (c *config) invalid(option, format string, args ...any) {
-	c.configErrors = append(c.configErrors, fmt.Errorf("httpidempotency: "+option+": "+format, args...))
-}
-
-// WithKeyHeader reads the key from the request header name instead of
+// WithKeyHeader carries the key in the request header name instead of
 // [KeyHeader] ("Idempotency-Key"), for example "webhook-id" for Standard
-// Webhooks deliveries. The header line is a bare token or a Structured
+// Webhooks deliveries: [Middleware] reads it there, and [Transport] sends
+// it there and reads a key the caller set there. Give a middleware and its
+// clients the same name. The header line is a bare token or a Structured
 // Field string ([ParseKey]). A name that is not an HTTP token makes
-// [Middleware] panic.
-func WithKeyHeader(name string) Option {
-	return func(c *config) {
+// [Middleware] and [Transport] panic.
+func WithKeyHeader(name string) SharedOption {
+	return sharedOptionFunc(func(c *sharedConfig) {
 		if !isToken(name) {
 			c.invalid("WithKeyHeader", "%q is not a header name", name)
 		}
 		c.header = textproto.CanonicalMIMEHeaderKey(name)
-	}
+	})
 }
 
 // WithOperation sets the operation the keys live in, [DefaultOperation]
@@ -86,19 +89,20 @@ func WithKeyHeader(name string) Option {
 // (422), as with Stripe. Give each middleware its own operation to keep
 // their keys apart; an empty name makes [Middleware] panic.
 func WithOperation(name string) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if name == "" {
 			c.invalid("WithOperation", "the operation must not be empty")
 		}
 		c.operation = name
-	}
+	})
 }
 
-// WithMethods sets the request methods the middleware applies to; requests
-// with other methods pass through untouched. Default POST and PATCH. No
-// method, or one that is not an HTTP token, makes [Middleware] panic.
-func WithMethods(methods ...string) Option {
-	return func(c *config) {
+// WithMethods sets the request methods the middleware and the transport
+// apply to; requests with other methods pass through them untouched.
+// Default POST and PATCH. No method, or one that is not an HTTP token,
+// makes [Middleware] and [Transport] panic.
+func WithMethods(methods ...string) SharedOption {
+	return sharedOptionFunc(func(c *sharedConfig) {
 		if len(methods) == 0 {
 			c.invalid("WithMethods", "no method given")
 		}
@@ -109,14 +113,14 @@ func WithMethods(methods ...string) Option {
 			}
 			c.methods[m] = true
 		}
-	}
+	})
 }
 
 // WithKeyRequired answers a request of the middleware's methods that has
 // no key with 400 and [idempotency.ReasonKeyMissing]. By default a key is
 // optional: such a request runs its handler without a claim.
 func WithKeyRequired() Option {
-	return func(c *config) { c.required = true }
+	return optionFunc(func(c *config) { c.required = true })
 }
 
 // WithFingerprint sets what of a request its fingerprint covers: the key
@@ -124,12 +128,12 @@ func WithKeyRequired() Option {
 // Default: the method, the path and query, and the body. An error from fn
 // is answered 500 and claims nothing; a nil fn makes [Middleware] panic.
 func WithFingerprint(fn FingerprintFunc) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if fn == nil {
 			c.invalid("WithFingerprint", "the function must not be nil")
 		}
 		c.fingerprint = fn
-	}
+	})
 }
 
 // WithMaxRequestBytes bounds the body of a keyed request, which the
@@ -137,12 +141,12 @@ func WithFingerprint(fn FingerprintFunc) Option {
 // 413 with [ReasonRequestTooLarge], and nothing is claimed. Default
 // [DefaultMaxRequestBytes] (1 MiB); n below 0 makes [Middleware] panic.
 func WithMaxRequestBytes(n int64) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n < 0 {
 			c.invalid("WithMaxRequestBytes", "the bound must not be negative, got %d", n)
 		}
 		c.maxRequest = n
-	}
+	})
 }
 
 // WithMaxResponseBytes bounds the response body the middleware keeps. The
@@ -153,12 +157,12 @@ func WithMaxRequestBytes(n int64) Option {
 // well. Default [DefaultMaxResponseBytes] (4 MiB); n below 0 makes
 // [Middleware] panic.
 func WithMaxResponseBytes(n int) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if n < 0 {
 			c.invalid("WithMaxResponseBytes", "the bound must not be negative, got %d", n)
 		}
 		c.maxResponse = n
-	}
+	})
 }
 
 // WithKeptStatuses sets which responses are kept and replayed: keep
@@ -166,12 +170,12 @@ func WithMaxResponseBytes(n int) Option {
 // so a retry with the same key runs the handler again. Default
 // [DefaultKeep]; a nil keep makes [Middleware] panic.
 func WithKeptStatuses(keep func(status int) bool) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if keep == nil {
 			c.invalid("WithKeptStatuses", "the function must not be nil")
 		}
 		c.keep = keep
-	}
+	})
 }
 
 // DefaultKeep keeps every response below 500 except three kinds, whose

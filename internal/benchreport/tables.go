@@ -35,10 +35,18 @@ func comparisons() []comparison {
 		about: "Server rows send each request to an httptest server over loopback TCP (net/http's client and server and the network stack included); recorder rows call `ServeHTTP` with an `httptest.ResponseRecorder`, no network, so the middleware's own cost stands out. Each row compares with the bare handler of the same way. Memory store; an operation is one request.",
 		bench: "BenchmarkMiddleware",
 	}
+	client := comparison{
+		title: "`httpidempotency.Transport` against a bare `http.Client` (`BenchmarkTransport`)",
+		about: "Bare is an `http.Client` that sets each request's `Idempotency-Key` itself; transport is the same client over `httpidempotency.Transport`, which mints a UUIDv4 per request, and transport-keyed finds the caller's key header. Server rows send each request to an httptest server over loopback TCP whose handler runs behind the middleware on a memory store, a new key every request (net/http's client and server, the network stack and the middleware included); stub rows send it to a RoundTripper that answers 201 in memory, so the transport's own cost stands out. Each row compares with bare of the same way. An operation is one request.",
+		bench: "BenchmarkTransport",
+	}
 	for _, callers := range []string{"1", "64"} {
 		do.rows = append(do.rows, variants("BenchmarkDo/", "/callers="+callers, "bare", "do-executed", "do-replay", "once-executed", "once-replay")...)
 		for _, way := range []string{"server", "recorder"} {
 			mw.rows = append(mw.rows, variants("BenchmarkMiddleware/"+way+"/", "/callers="+callers, "bare", "executed", "replay")...)
+		}
+		for _, way := range []string{"server", "stub"} {
+			client.rows = append(client.rows, variants("BenchmarkTransport/"+way+"/", "/callers="+callers, "bare", "transport", "transport-keyed")...)
 		}
 	}
 	stream := comparison{
@@ -80,7 +88,7 @@ func comparisons() []comparison {
 		floor.rows = append(floor.rows, variants("BenchmarkUnary/", "/callers="+callers, paths...)...)
 		instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, append(paths, "redis-replay-cached", "postgres-replay-cached")...)...)
 	}
-	return []comparison{do, mw, stream, clientStream, pg, floor, instr}
+	return []comparison{do, mw, client, stream, clientStream, pg, floor, instr}
 }
 
 // variants returns the rows prefix+v+suffix for each of vs, each compared
