@@ -129,5 +129,5 @@ func do(t *testing.T, client *http.Client, req *http.Request) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b), trailer: resp.Trailer}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: string(b), Trailer: resp.Trailer}
 }

@@ -53,8 +53,8 @@ func TestTransportKeyOnEveryAttempt(t *testing.T) {
 			}
 			before := req.Header.Clone()
 			proxy.CutNextReply(1)
-			if r := do(t, client, req); r.status != http.StatusCreated || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
-				t.Fatalf("got %d %s; want the stored 201, replayed", r.status, r.body)
+			if r := do(t, client, req); r.Status != http.StatusCreated || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+				t.Fatalf("got %d %s; want the stored 201, replayed", r.Status, r.Body)
 			}
 			want := tt.want
 			if want == "" {
@@ -207,8 +207,8 @@ func TestTransportKeyHeader(t *testing.T) {
 	req := e.request(t, http.MethodPost, "/webhooks", `{"type":"invoice.paid"}`)
 	req.Header.Set("webhook-id", "msg_1")
 	proxy.CutNextReply(1)
-	if r := do(t, client, req); r.status != http.StatusCreated || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("got %d %s; want the stored 201, replayed", r.status, r.body)
+	if r := do(t, client, req); r.Status != http.StatusCreated || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("got %d %s; want the stored 201, replayed", r.Status, r.Body)
 	}
 	seen.wantKeys(t, 2, "msg_1")
 	e.wantRuns(t, 1)

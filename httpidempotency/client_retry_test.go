@@ -149,16 +149,16 @@ func TestTransportRetries(t *testing.T) {
 			}
 			r := do(t, client, req)
 			if tt.retry {
-				if n.Load() != 2 || r.status != http.StatusCreated {
-					t.Fatalf("%d attempts, last answer %d; want the retry's 201", n.Load(), r.status)
+				if n.Load() != 2 || r.Status != http.StatusCreated {
+					t.Fatalf("%d attempts, last answer %d; want the retry's 201", n.Load(), r.Status)
 				}
 				if b := base.seen[0]; !b.eof.Load() || !b.closed.Load() {
 					t.Fatalf("the retried answer's body: read to its end %v, closed %v; want both", b.eof.Load(), b.closed.Load())
 				}
 				return
 			}
-			if n.Load() != 1 || r.status != tt.first.status || r.body != tt.first.body {
-				t.Fatalf("%d attempts, answer %d %q; want 1, and the first answer with its body whole", n.Load(), r.status, r.body)
+			if n.Load() != 1 || r.Status != tt.first.status || r.Body != tt.first.body {
+				t.Fatalf("%d attempts, answer %d %q; want 1, and the first answer with its body whole", n.Load(), r.Status, r.Body)
 			}
 		})
 	}
@@ -198,8 +198,8 @@ func TestTransportMaxAttempts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := do(t, client, req); r.status != http.StatusServiceUnavailable || r.body != "down" || n.Load() != tt.attempts {
-				t.Fatalf("%d attempts, answer %d %q; want %d, the last 503 whole", n.Load(), r.status, r.body, tt.attempts)
+			if r := do(t, client, req); r.Status != http.StatusServiceUnavailable || r.Body != "down" || n.Load() != tt.attempts {
+				t.Fatalf("%d attempts, answer %d %q; want %d, the last 503 whole", n.Load(), r.Status, r.Body, tt.attempts)
 			}
 		})
 	}

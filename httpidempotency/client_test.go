@@ -28,8 +28,8 @@ func TestTransportLostResponse(t *testing.T) {
 
 	proxy.CutNextReply(1)
 	r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":1999}`))
-	if r.status != http.StatusCreated || r.body != `{"order":{"amount":1999}}` || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("got %d %s, replayed %q; want the stored 201, replayed", r.status, r.body, r.header.Get(httpidempotency.ReplayedHeader))
+	if r.Status != http.StatusCreated || r.Body != `{"order":{"amount":1999}}` || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("got %d %s, replayed %q; want the stored 201, replayed", r.Status, r.Body, r.Header.Get(httpidempotency.ReplayedHeader))
 	}
 	e.wantRuns(t, 1)
 	if proxy.Cuts() != 1 {
@@ -70,8 +70,8 @@ func TestTransportInFlight(t *testing.T) {
 	}}
 	client := newClient(t, httpidempotency.WithOnRetry(hook.hook), httpidempotency.WithBackoff(nil))
 	r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":1999}`, "order-1042"))
-	if won.status != http.StatusCreated || r.status != http.StatusCreated || r.body != won.body || r.header.Get(httpidempotency.ReplayedHeader) != "true" {
-		t.Fatalf("retry got %d %s, replayed %q; want the original's %d %s, replayed", r.status, r.body, r.header.Get(httpidempotency.ReplayedHeader), won.status, won.body)
+	if won.Status != http.StatusCreated || r.Status != http.StatusCreated || r.Body != won.Body || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry got %d %s, replayed %q; want the original's %d %s, replayed", r.Status, r.Body, r.Header.Get(httpidempotency.ReplayedHeader), won.Status, won.Body)
 	}
 	if calls := hook.all(); len(calls) != 1 || calls[0].status != http.StatusConflict || calls[0].err != nil {
 		t.Fatalf("retry hook calls %+v, want one, caused by the 409", calls)
@@ -93,8 +93,8 @@ func TestTransportStoreUnavailable(t *testing.T) {
 		hook := retries{then: func(int) { e.store.Down.Store(false) }}
 		client := newClient(t, httpidempotency.WithOnRetry(hook.hook), httpidempotency.WithBackoff(nil))
 		r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":1999}`))
-		if r.status != http.StatusCreated || r.header.Get(httpidempotency.ReplayedHeader) != "" {
-			t.Fatalf("got %d %s, want 201 from the handler", r.status, r.body)
+		if r.Status != http.StatusCreated || r.Header.Get(httpidempotency.ReplayedHeader) != "" {
+			t.Fatalf("got %d %s, want 201 from the handler", r.Status, r.Body)
 		}
 		got := seen.all()
 		if len(got) != 2 {
@@ -131,8 +131,8 @@ func TestTransportReusedKey(t *testing.T) {
 	e := newEnv(t, setup{outer: seen.outer})
 	var hook retries
 	client := newClient(t, httpidempotency.WithOnRetry(hook.hook))
-	if r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":1999}`, "order-1042")); r.status != http.StatusCreated {
-		t.Fatalf("first request: %d %s", r.status, r.body)
+	if r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":1999}`, "order-1042")); r.Status != http.StatusCreated {
+		t.Fatalf("first request: %d %s", r.Status, r.Body)
 	}
 	r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":2500}`, "order-1042"))
 	wantProblem(t, r, http.StatusUnprocessableEntity, idempotency.ReasonKeyReused)
