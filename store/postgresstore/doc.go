@@ -11,8 +11,11 @@
 // same DDL (the file schema.sql) for your own migration tool. Keys,
 // tokens, fingerprints and data are bytea; state is 1 in flight, 2
 // completed; expires_at is the end of the lease while in flight and of the
-// retention once completed. Owner tokens are 16 random bytes from
-// crypto/rand, 22 characters of base64url.
+// retention once completed. Owner tokens are made by [store.NewToken]: 25
+// characters that carry the claim time (the claiming server's clock, in
+// milliseconds) and 96 random bits; tokens of earlier releases, 22
+// characters of random base64url, are still owned, and their claim time
+// is unknown.
 //
 // # One statement per step
 //

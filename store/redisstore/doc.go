@@ -24,9 +24,12 @@
 //	data         the data passed to Complete, only once completed
 //
 // Its TTL, in milliseconds, is the lease while in flight and the retention
-// once completed. Owner tokens are 16 random bytes from crypto/rand, 22
-// characters of base64url. A fingerprint over 65,535 bytes is refused
-// (the interceptor's are 33).
+// once completed. Owner tokens are made by [store.NewToken]: 25
+// characters that carry the claim time (the claiming server's clock, in
+// milliseconds) and 96 random bits; tokens of earlier releases, 22
+// characters of random base64url, are still owned, and their claim time
+// is unknown. A fingerprint over 65,535 bytes is refused (the
+// interceptor's are 33).
 //
 // Releases before this one wrote layout 1, a hash with fields s (state,
 // "i" or "c"), f (fingerprint), o (owner token) and d (data). Such entries
@@ -168,7 +171,7 @@
 //
 // Measured with MEMORY USAGE on Redis 7.0 (by this package's tests), for a
 // 43-character key (the interceptor's base64url SHA-256), a 33-byte
-// fingerprint and 200 bytes of data: 168 bytes in flight, 424 bytes
+// fingerprint and 200 bytes of data: 184 bytes in flight, 424 bytes
 // completed (layout 1 took 184 and 632, or 424 with
 // hash-max-listpack-value raised above the data size). MEMORY USAGE leaves
 // out the key's slot in the expires table: counting it and the hash

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/grpc-idempotency/idempotency/internal/ttl"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -191,5 +190,9 @@ func (s *Store) acked(r *request) error {
 // up so that a TTL under a millisecond does not become 0, which deletes
 // the key; every positive TTL, up to math.MaxInt64, is one Redis takes.
 func millis(what string, d time.Duration) (int64, error) {
-	return ttl.Units("redisstore: "+what, d, time.Millisecond)
+	n, ok := store.Units(d, time.Millisecond)
+	if !ok {
+		return 0, fmt.Errorf("redisstore: %s must be positive, got %v", what, d)
+	}
+	return n, nil
 }
