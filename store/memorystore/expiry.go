@@ -42,6 +42,21 @@ func (sh *shard) advance(i int, expires int64) {
 func (sh *shard) remove(key string, e entry) {
 	sh.exp.removeAt(sh.exp.pos(e.slot))
 	delete(sh.m, key)
+	sh.tally(key, e, -1)
+}
+
+// tally adds e, the entry under key, to the shard's counts (sign 1) or
+// takes it away (sign -1). The caller holds sh.mu.
+func (sh *shard) tally(key string, e entry, sign int64) {
+	t := &sh.live[e.state-1]
+	t.n += sign
+	t.bytes += sign * entrySize(key, e)
+}
+
+// entrySize is the size of an entry as Info.Size counts it: its key,
+// fingerprint and data.
+func entrySize(key string, e entry) int64 {
+	return int64(len(key) + len(e.fingerprint) + len(e.data))
 }
 
 // popExpired deletes the entries that expired by now, earliest first, and
@@ -55,12 +70,16 @@ func (sh *shard) popExpired(now int64, limit int) (deleted int, more bool) {
 		if visited == limit {
 			return deleted, true
 		}
-		if e := sh.m[h.slots[h.items[0].slot].key]; e.expires > now {
+		key := h.slots[h.items[0].slot].key
+		e := sh.m[key]
+		if e.expires > now {
 			h.items[0].expires = e.expires
 			h.down(0)
 			continue
 		}
-		delete(sh.m, h.removeAt(0))
+		h.removeAt(0)
+		delete(sh.m, key)
+		sh.tally(key, e, -1)
 		deleted++
 	}
 	return deleted, false
@@ -105,4 +124,5 @@ func (sh *shard) shrink() {
 		h.slots[i] = slot{key, int32(i)}
 	}
 	sh.m, sh.exp, sh.peak = m, h, n
+	sh.gen++
 }
