@@ -128,6 +128,24 @@
 // takes, so that a claim that survives it is still there when its
 // completion, held back by the failover, arrives.
 //
+// # Inspection
+//
+// A Store is a [store.Inspector] and a [store.Invalidator], for an admin
+// service or a command line. [Store.Lookup] is one read-only script on the
+// key, one round trip; [Store.Purge] is one script that checks the entry's
+// state and token, deletes it and publishes the key on the Redis channel
+// prefix+"purged" for [Store.Invalidations], in one atomic step and one
+// round trip. An entry's claim time is read from its owner token (the
+// claiming server's clock, to the millisecond; unknown for a token of an
+// earlier release), and its completion time is not kept by the layout:
+// Info.Completed is zero. [Store.List] is one SCAN step per page, in
+// SCAN's order (not by age), one master after another on a Cluster.
+// [Store.Stats] samples the first 1,000 keys of each master's key space
+// and scales the counts by DBSIZE: exact on a master with fewer keys, an
+// estimate (Stats.Estimated) otherwise, at a bounded cost of one round trip
+// and about a millisecond of each master's time. The methods' documentation
+// gives the details. [Store.LoadScripts] loads their scripts too.
+//
 // # Errors
 //
 // A value under a store key that is not an entry (another Redis type, a

@@ -42,3 +42,7 @@ func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerpri
 
 // MaxLanes is how many batches a batcher keeps on the wire at most.
 const MaxLanes = maxLanes
+
+// DecodeListEntry reads one entry of a reply of the list script, for the
+// fuzz test.
+var DecodeListEntry = decodeListEntry

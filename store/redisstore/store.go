@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,10 +83,10 @@ func (s *Store) newBatcher(c client) *batcher {
 // which costs one extra round trip the first time a script runs on a node
 // (and after a restart or SCRIPT FLUSH). A claim is a native SET, and needs
 // a script only for a key of the earlier layout, or to release a claim that
-// failed. Call it at
+// failed. The methods of [store.Inspector] run scripts too. Call it at
 // start-up to avoid that, or before counting round trips.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range scripts {
+	for _, sc := range slices.Concat(scripts, inspectScripts) {
 		if err := redis.NewScript(sc.src).Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
 		}
