@@ -42,20 +42,25 @@ func (sh *shard) advance(i int, expires int64) {
 func (sh *shard) remove(key string, e entry) {
 	sh.exp.removeAt(sh.exp.pos(e.slot))
 	delete(sh.m, key)
-	sh.tally(key, e, -1)
+	sh.untally(key, &e)
 }
 
-// tally adds e, the entry under key, to the shard's counts (sign 1) or
-// takes it away (sign -1). The caller holds sh.mu.
-func (sh *shard) tally(key string, e entry, sign int64) {
-	t := &sh.live[e.state-1]
-	t.n += sign
-	t.bytes += sign * entrySize(key, e)
+// untally takes e, the entry under key, away from the shard's counts. The
+// caller holds sh.mu.
+func (sh *shard) untally(key string, e *entry) {
+	sh.live[e.state-1].add(-1, -entrySize(key, e))
+}
+
+// add counts n more entries of bytes more bytes (or fewer, when
+// negative).
+func (t *tally) add(n, bytes int64) {
+	t.n += n
+	t.bytes += bytes
 }
 
 // entrySize is the size of an entry as Info.Size counts it: its key,
 // fingerprint and data.
-func entrySize(key string, e entry) int64 {
+func entrySize(key string, e *entry) int64 {
 	return int64(len(key) + len(e.fingerprint) + len(e.data))
 }
 
@@ -79,7 +84,7 @@ func (sh *shard) popExpired(now int64, limit int) (deleted int, more bool) {
 		}
 		h.removeAt(0)
 		delete(sh.m, key)
-		sh.tally(key, e, -1)
+		sh.untally(key, &e)
 		deleted++
 	}
 	return deleted, false

@@ -77,7 +77,7 @@ func (st *state) info(key string, e entry) store.Info {
 		Key:     key,
 		State:   e.state,
 		Token:   formatToken(e.token),
-		Size:    entrySize(key, e),
+		Size:    entrySize(key, &e),
 		Claimed: st.wall(e.claimed),
 		Expires: st.wall(e.expires),
 	}

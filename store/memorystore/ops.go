@@ -65,12 +65,12 @@ func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, finge
 	if expired != nil { // replaced in place: no room needed
 		st.reuse(held)
 		e.slot = expired.slot
-		sh.tally(key, *expired, -1)
+		sh.untally(key, expired)
 		sh.put(key, e)
 	} else {
 		sh.add(key, e)
 	}
-	sh.tally(key, e, 1)
+	sh.live[store.StateInFlight-1].add(1, int64(len(key)+len(e.fingerprint)))
 	return token, true
 }
 
@@ -98,11 +98,12 @@ func (s *Store) Complete(_ context.Context, key, token string, data []byte, rete
 		}
 		return store.ErrLeaseLost
 	}
-	sh.tally(key, e, -1)
 	e.state, e.data = store.StateCompleted, data // e.token stays: it completed the entry
 	e.expires, e.completed = deadline(now, retention), now
 	sh.put(key, e)
-	sh.tally(key, e, 1)
+	held := int64(len(key) + len(e.fingerprint)) // an in-flight entry holds no data
+	sh.live[store.StateInFlight-1].add(-1, -held)
+	sh.live[store.StateCompleted-1].add(1, held+int64(len(data)))
 	return nil
 }
 

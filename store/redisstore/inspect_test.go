@@ -338,3 +338,13 @@ func TestPurgeWhileFull(t *testing.T) {
 		t.Fatalf("Purge: %v", err)
 	}
 }
+
+// The benchmarks' tokens of another time are tokens of store.NewToken's
+// shape, which TokenTime reads.
+func TestTokenAt(t *testing.T) {
+	t.Parallel()
+	at := time.UnixMilli(time.Now().Add(-10 * time.Minute).UnixMilli())
+	if got, ok := store.TokenTime(tokenAt(at)); !ok || !got.Equal(at) {
+		t.Fatalf("TokenTime(tokenAt(%v)) = %v, %v", at, got, ok)
+	}
+}
