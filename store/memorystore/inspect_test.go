@@ -183,3 +183,26 @@ func TestPurgeTokenSpellings(t *testing.T) {
 		}
 	}
 }
+
+// FuzzListCursor: a cursor from outside never makes List panic: it is
+// either one the store reads (a page) or refused with store.ErrCursor.
+func FuzzListCursor(f *testing.F) {
+	s := memorystore.New(memorystore.WithSweepInterval(0))
+	defer s.Close()
+	for i := range 300 {
+		_, _ = s.Claim(f.Context(), "k"+strconv.Itoa(i), []byte("fp"), time.Hour)
+	}
+	page, _ := s.List(f.Context(), store.ListOptions{Limit: 7})
+	f.Add(page.Next)
+	f.Add("m1.63.0.99999999")
+	f.Add("m1.64.0.0")
+	f.Add("m1.-1.0.0")
+	f.Add("m1.1.18446744073709551615.1")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, cursor string) {
+		_, err := s.List(t.Context(), store.ListOptions{Cursor: cursor, Limit: 7})
+		if err != nil && !errors.Is(err, store.ErrCursor) {
+			t.Fatalf("List(cursor %q): %v, want nil or store.ErrCursor", cursor, err)
+		}
+	})
+}
