@@ -7,7 +7,6 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/mdkey"
 )
 
 // DefaultRetryAfter is the Retry-After of a 409 or 503 answer whose status
@@ -58,7 +57,7 @@ func newConfig(opts []Option) config {
 // ("idempotency-key").
 func WithMetadataKey(name string) Option {
 	return func(c *config) {
-		key, err := mdkey.Check(name)
+		key, err := checkMetadataKey(name)
 		if err != nil && c.err == nil {
 			c.err = fmt.Errorf("gatewayidempotency: WithMetadataKey: %w", err)
 		}

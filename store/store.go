@@ -23,10 +23,28 @@
 // one extra round trip the first time a server sees an operation (loading a
 // script); that is the only exception to one round trip per operation.
 //
+// # Inspection and invalidation
+//
+// Beside Store, a store implements [Inspector], which looks up, lists,
+// purges and counts its entries for an operator (every store of this
+// repository does, and the conformance suite checks it), and may implement
+// [Invalidator], which tells every server's cache in front of the store
+// which keys were purged. Neither is on the request path.
+//
+// # Helpers for implementations
+//
+// [NewToken] makes owner tokens that carry their claim time, which
+// [TokenTime] reads back; [Units] converts a lease or a retention to the
+// whole units a backend takes. Like the rest of this package they import
+// nothing but the standard library, so that stores in modules of their
+// own share them without depending on the idempotency module's internals.
+//
 // Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore],
 // [github.com/grpc-idempotency/idempotency/store/redisstore] and
-// [github.com/grpc-idempotency/idempotency/store/postgresstore]; each passes
-// the conformance suite in [github.com/grpc-idempotency/idempotency/store/storetest].
+// [github.com/grpc-idempotency/idempotency/store/postgresstore], and
+// [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
+// service from one to another; each passes the conformance suite in
+// [github.com/grpc-idempotency/idempotency/store/storetest].
 package store
 
 import (

@@ -36,6 +36,19 @@
 // the store and with other callers: treat it as read-only. [Store.Complete]
 // copies the data it is given, and [Store.Claim] copies the fingerprint.
 //
+// # Inspection
+//
+// A Store is a [store.Inspector] and a [store.Invalidator]. Each entry
+// keeps the times it was claimed and completed (the process's clock), so
+// [Store.Lookup] reports both. [Store.List] walks the shards in turn, and a
+// shard's entries in the order of their slots in its expiry heap, neither
+// by key nor by age; a page holds a shard's lock while it examines at most
+// Limit slots. [Store.Stats] is exact and costs O(shards): each shard
+// counts its entries and their bytes (key, fingerprint and data, as
+// [store.Info.Size] counts them) as they come and go. [Store.Purge] tells
+// the subscribers of [Store.Invalidations] in this process; it never waits
+// for them.
+//
 // A Store keeps everything in memory: outcomes do not survive a restart and
 // are not shared between replicas. Use a networked store such as
 // [github.com/grpc-idempotency/idempotency/store/redisstore] when several

@@ -42,6 +42,26 @@ func (sh *shard) advance(i int, expires int64) {
 func (sh *shard) remove(key string, e entry) {
 	sh.exp.removeAt(sh.exp.pos(e.slot))
 	delete(sh.m, key)
+	sh.untally(key, &e)
+}
+
+// untally takes e, the entry under key, away from the shard's counts. The
+// caller holds sh.mu.
+func (sh *shard) untally(key string, e *entry) {
+	sh.live[e.state-1].add(-1, -entrySize(key, e))
+}
+
+// add counts n more entries of bytes more bytes (or fewer, when
+// negative).
+func (t *tally) add(n, bytes int64) {
+	t.n += n
+	t.bytes += bytes
+}
+
+// entrySize is the size of an entry as Info.Size counts it: its key,
+// fingerprint and data.
+func entrySize(key string, e *entry) int64 {
+	return int64(len(key) + len(e.fingerprint) + len(e.data))
 }
 
 // popExpired deletes the entries that expired by now, earliest first, and
@@ -55,12 +75,16 @@ func (sh *shard) popExpired(now int64, limit int) (deleted int, more bool) {
 		if visited == limit {
 			return deleted, true
 		}
-		if e := sh.m[h.slots[h.items[0].slot].key]; e.expires > now {
+		key := h.slots[h.items[0].slot].key
+		e := sh.m[key]
+		if e.expires > now {
 			h.items[0].expires = e.expires
 			h.down(0)
 			continue
 		}
-		delete(sh.m, h.removeAt(0))
+		h.removeAt(0)
+		delete(sh.m, key)
+		sh.untally(key, &e)
 		deleted++
 	}
 	return deleted, false
@@ -105,4 +129,5 @@ func (sh *shard) shrink() {
 		h.slots[i] = slot{key, int32(i)}
 	}
 	sh.m, sh.exp, sh.peak = m, h, n
+	sh.gen++
 }

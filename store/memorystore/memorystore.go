@@ -53,6 +53,8 @@ type state struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{} // closed when the sweeper has returned; nil without one
+
+	subs subscribers // of Invalidations (see invalidate.go)
 }
 
 // shard holds the entries of the keys that hash to it: a map, and a heap
@@ -67,13 +69,24 @@ type shard struct {
 	// empty), at most the earliest expiry in the shard; written under mu
 	// and read without it.
 	next atomic.Int64
-	_    [16]byte // whole cache lines: one shard never shares one (a test checks the sizes)
+	// live counts the entries of m and their bytes by state (index
+	// state-1), expired entries not removed yet included, for Stats.
+	live [2]tally
+	// gen counts the rebuilds of m and exp by shrink, which move entries
+	// to other slots, for List's cursors.
+	gen uint64
+	_   [40]byte // whole cache lines: one shard never shares one (a test checks the sizes)
 }
+
+// tally is a number of entries and their bytes (see entrySize).
+type tally struct{ n, bytes int64 }
 
 type entry struct {
 	fingerprint []byte
 	data        []byte
 	expires     int64  // nanoseconds since state.epoch
+	claimed     int64  // nanoseconds since state.epoch
+	completed   int64  // nanoseconds since state.epoch, once completed
 	token       uint64 // owner token while in flight; the token that completed it after
 	slot        int32  // its slot in the shard's expiry heap
 	state       store.State

@@ -32,7 +32,7 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 		if found {
 			expired = &old
 		}
-		token, ok := st.insert(sh, idx, key, expired, fingerprint, deadline(now, lease), held)
+		token, ok := st.insert(sh, idx, key, expired, fingerprint, now, deadline(now, lease), held)
 		sh.mu.Unlock()
 		if ok {
 			return store.ClaimResult{Token: formatToken(token)}, nil
@@ -49,7 +49,7 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 // place, or nil when key holds none. It reports false when the entry would
 // overflow a bounded store. held says the caller already holds room for
 // the entry, from makeRoom. The caller holds sh.mu.
-func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, fingerprint []byte, expires int64, held bool) (token uint64, ok bool) {
+func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, fingerprint []byte, now, expires int64, held bool) (token uint64, ok bool) {
 	if expired == nil && !held && st.bounded() && !st.reserve() {
 		return 0, false
 	}
@@ -58,16 +58,19 @@ func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, finge
 	e := entry{
 		fingerprint: clone(fingerprint),
 		expires:     expires,
+		claimed:     now,
 		token:       token,
 		state:       store.StateInFlight,
 	}
 	if expired != nil { // replaced in place: no room needed
 		st.reuse(held)
 		e.slot = expired.slot
+		sh.untally(key, expired)
 		sh.put(key, e)
 	} else {
 		sh.add(key, e)
 	}
+	sh.live[store.StateInFlight-1].add(1, int64(len(key)+len(e.fingerprint)))
 	return token, true
 }
 
@@ -96,8 +99,11 @@ func (s *Store) Complete(_ context.Context, key, token string, data []byte, rete
 		return store.ErrLeaseLost
 	}
 	e.state, e.data = store.StateCompleted, data // e.token stays: it completed the entry
-	e.expires = deadline(now, retention)
+	e.expires, e.completed = deadline(now, retention), now
 	sh.put(key, e)
+	held := int64(len(key) + len(e.fingerprint)) // an in-flight entry holds no data
+	sh.live[store.StateInFlight-1].add(-1, -held)
+	sh.live[store.StateCompleted-1].add(1, held+int64(len(data)))
 	return nil
 }
 

@@ -34,6 +34,16 @@
 // of others owns nothing: give a token back only to the Store that issued
 // it (the interceptor does).
 //
+// The adapter is a [store.Inspector] and a [store.Invalidator] when the
+// two stores are (its methods fail with an error wrapping
+// errors.ErrUnsupported otherwise). Lookup looks in both stores and
+// answers as Claim would, from the new store first; List walks the new
+// store, then the old one, so a key both hold (every key claimed through
+// the adapter) is listed twice; Purge purges the new store, then the old
+// one; Stats adds the two stores' figures up, so during a move a key
+// claimed through the adapter counts twice; Invalidations merges the two
+// stores' subscriptions. Each costs the round trips of both stores.
+//
 // The adapter does not offer transactional completion (NewTxOutcome,
 // CompleteTx): a transaction cannot span two stores. Each operation costs
 // the round trips of both stores, and a replay of an outcome stored in the

@@ -66,7 +66,8 @@ func TestConformance(t *testing.T) {
 // from one server connection to the next: in pgx's default mode this run
 // fails with "prepared statement … does not exist"), with the sweeper
 // running. Each step is one statement in its own transaction, so any
-// server connection may run it.
+// server connection may run it; the subscriptions of Invalidations, which
+// LISTEN, connect to PostgreSQL directly (WithListenConfig).
 func TestConformanceThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	url := pgtest.StartBouncer(t, 2)
@@ -78,7 +79,10 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	pool := pgtest.PoolFrom(t, cfg)
 	table := newSchema(t, pgtest.Pool(t, 1)) + ".records"
-	s := postgresstore.New(pool, postgresstore.WithTable(table), postgresstore.WithSweepInterval(50*time.Millisecond))
+	// LISTEN needs a session of its own: Invalidations reaches
+	// PostgreSQL directly.
+	s := postgresstore.New(pool, postgresstore.WithTable(table), postgresstore.WithSweepInterval(50*time.Millisecond),
+		postgresstore.WithListenConfig(pgtest.Config(t, 1).ConnConfig))
 	t.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatal(err)

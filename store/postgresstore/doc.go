@@ -11,8 +11,11 @@
 // same DDL (the file schema.sql) for your own migration tool. Keys,
 // tokens, fingerprints and data are bytea; state is 1 in flight, 2
 // completed; expires_at is the end of the lease while in flight and of the
-// retention once completed. Owner tokens are 16 random bytes from
-// crypto/rand, 22 characters of base64url.
+// retention once completed. Owner tokens are made by [store.NewToken]: 25
+// characters that carry the claim time (the claiming server's clock, in
+// milliseconds) and 96 random bits; tokens of earlier releases, 22
+// characters of random base64url, are still owned, and their claim time
+// is unknown.
 //
 // # One statement per step
 //
@@ -107,6 +110,21 @@
 // other or on live calls. [Store.Sweep] does one batch, for a cron job
 // instead.
 //
+// # Inspection
+//
+// A Store is a [store.Inspector] and a [store.Invalidator], for an admin
+// service or a command line. [Store.Lookup] is one SELECT by the primary
+// key; [Store.Purge] one statement that deletes the row fenced by its state
+// and token and NOTIFYs the key for [Store.Invalidations]; [Store.List]
+// reads pages in key order from the primary key's index (keyset
+// pagination: no index is added, so claims cost what they did), one index
+// range scan of Limit rows per page whatever the table's size; [Store.Stats]
+// is exact, one aggregate query, a sequential scan of the table. An
+// entry's claim time is read from its owner token (the claiming server's
+// clock; unknown for a token of an earlier release); the table keeps no
+// completion time. Invalidations LISTENs on a connection of its own,
+// outside the pool ([WithListenConfig]).
+//
 // # PgBouncer
 //
 // The store works through PgBouncer in transaction pooling mode: every step
@@ -118,5 +136,7 @@
 // ConnConfig.DefaultQueryExecMode to pgx.QueryExecModeExec (one round trip
 // per statement, no prepared statement) or pgx.QueryExecModeCacheDescribe.
 // With PgBouncer 1.21 or later and max_prepared_statements set, the default
-// mode works.
+// mode works. LISTEN needs a session of its own, which transaction pooling
+// does not keep: point [WithListenConfig] at PostgreSQL itself for
+// [Store.Invalidations].
 package postgresstore

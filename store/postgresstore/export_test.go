@@ -3,3 +3,6 @@ package postgresstore
 // ClaimSQL returns the claim statement of s, for tests that run it inside
 // a transaction of their own.
 func ClaimSQL(s *Store) string { return s.sql.claim }
+
+// ChannelOf returns the channel of the purges of s.
+func ChannelOf(s *Store) string { return channelOf(s.cfg.table) }

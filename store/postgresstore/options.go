@@ -30,6 +30,7 @@ type config struct {
 	sweepInterval time.Duration
 	sweepBatch    int
 	sweepReport   func(deleted int64, err error)
+	listen        *pgx.ConnConfig // of Invalidations; nil: the pool's
 	err           error
 }
 
@@ -91,4 +92,13 @@ func WithSweepBatch(n int) Option {
 // function must not block.
 func WithSweepReport(f func(deleted int64, err error)) Option {
 	return func(c *config) { c.sweepReport = f }
+}
+
+// WithListenConfig sets the connection settings of the connections that
+// [Store.Invalidations] opens to LISTEN, one per subscription. Default:
+// the pool's (pool.Config().ConnConfig). Set it to reach PostgreSQL
+// directly when the pool goes through PgBouncer in transaction pooling
+// mode, where a LISTEN is not kept and notifications do not arrive.
+func WithListenConfig(cfg *pgx.ConnConfig) Option {
+	return func(c *config) { c.listen = cfg }
 }

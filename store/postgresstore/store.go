@@ -11,8 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/grpc-idempotency/idempotency/internal/owner"
-	"github.com/grpc-idempotency/idempotency/internal/ttl"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -92,7 +90,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	if err := ctx.Err(); err != nil {
 		return store.ClaimResult{}, s.fail("claim", key, err)
 	}
-	token := owner.NewToken()
+	token := store.NewToken()
 	var (
 		won   bool
 		state int16
@@ -207,5 +205,9 @@ func (s *Store) fail(op, key string, err error) error {
 // duration that is not positive; every positive duration, up to
 // math.MaxInt64, gives an interval PostgreSQL can add to its clock.
 func micros(what string, d time.Duration) (int64, error) {
-	return ttl.Units("postgresstore: "+what, d, time.Microsecond)
+	n, ok := store.Units(d, time.Microsecond)
+	if !ok {
+		return 0, fmt.Errorf("postgresstore: %s must be positive, got %v", what, d)
+	}
+	return n, nil
 }

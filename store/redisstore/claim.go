@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/grpc-idempotency/idempotency/internal/owner"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -43,7 +42,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	if err := ctx.Err(); err != nil {
 		return store.ClaimResult{}, fmt.Errorf("redisstore: claim %q: %w", rkey, err)
 	}
-	cl := claim{s: s, rkey: rkey, token: owner.NewToken(), ms: ms}
+	cl := claim{s: s, rkey: rkey, token: store.NewToken(), ms: ms}
 	cl.value = encodeInFlight(cl.token, fingerprint)
 	c, err := cl.run(ctx)
 	if err != nil {

@@ -24,9 +24,12 @@
 //	data         the data passed to Complete, only once completed
 //
 // Its TTL, in milliseconds, is the lease while in flight and the retention
-// once completed. Owner tokens are 16 random bytes from crypto/rand, 22
-// characters of base64url. A fingerprint over 65,535 bytes is refused
-// (the interceptor's are 33).
+// once completed. Owner tokens are made by [store.NewToken]: 25
+// characters that carry the claim time (the claiming server's clock, in
+// milliseconds) and 96 random bits; tokens of earlier releases, 22
+// characters of random base64url, are still owned, and their claim time
+// is unknown. A fingerprint over 65,535 bytes is refused (the
+// interceptor's are 33).
 //
 // Releases before this one wrote layout 1, a hash with fields s (state,
 // "i" or "c"), f (fingerprint), o (owner token) and d (data). Such entries
@@ -128,6 +131,24 @@
 // takes, so that a claim that survives it is still there when its
 // completion, held back by the failover, arrives.
 //
+// # Inspection
+//
+// A Store is a [store.Inspector] and a [store.Invalidator], for an admin
+// service or a command line. [Store.Lookup] is one read-only script on the
+// key, one round trip; [Store.Purge] is one script that checks the entry's
+// state and token, deletes it and publishes the key on the Redis channel
+// prefix+"purged" for [Store.Invalidations], in one atomic step and one
+// round trip. An entry's claim time is read from its owner token (the
+// claiming server's clock, to the millisecond; unknown for a token of an
+// earlier release), and its completion time is not kept by the layout:
+// Info.Completed is zero. [Store.List] is one SCAN step per page, in
+// SCAN's order (not by age), one master after another on a Cluster.
+// [Store.Stats] samples the first 1,000 keys of each master's key space
+// and scales the counts by DBSIZE: exact on a master with fewer keys, an
+// estimate (Stats.Estimated) otherwise, at a bounded cost of one round trip
+// and about a millisecond of each master's time. The methods' documentation
+// gives the details. [Store.LoadScripts] loads their scripts too.
+//
 // # Errors
 //
 // A value under a store key that is not an entry (another Redis type, a
@@ -174,7 +195,7 @@
 //
 // Measured with MEMORY USAGE on Redis 7.0 (by this package's tests), for a
 // 43-character key (the interceptor's base64url SHA-256), a 33-byte
-// fingerprint and 200 bytes of data: 168 bytes in flight, 424 bytes
+// fingerprint and 200 bytes of data: 184 bytes in flight, 424 bytes
 // completed (layout 1 took 184 and 632, or 424 with
 // hash-max-listpack-value raised above the data size). MEMORY USAGE leaves
 // out the key's slot in the expires table: counting it and the hash

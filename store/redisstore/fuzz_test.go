@@ -165,3 +165,31 @@ func FuzzDecodeFencedReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeListEntry reads arbitrary bytes as the header of an entry that
+// the list script found: nothing panics, and what reads back is the entry
+// DecodeValue reads from those bytes, without data, under its key.
+func FuzzDecodeListEntry(f *testing.F) {
+	inFlight := redisstore.EncodeInFlight(store.NewToken(), []byte("fingerprint"))
+	f.Add("k", inFlight, int64(len(inFlight)), int64(1))
+	f.Add("k", append([]byte{2, 'c'}, inFlight[2:]...), int64(len(inFlight)+100), int64(-1))
+	f.Add("", []byte{2, 'i', 0, 0, 0}, int64(5), int64(0))
+	f.Add("k", []byte("garbage"), int64(7), int64(1))
+	f.Fuzz(func(t *testing.T, key string, header []byte, length, expiry int64) {
+		const prefix = "p:"
+		info, ok := redisstore.DecodeListEntry(prefix, []any{prefix + key, "s", string(header), length, expiry})
+		e, token, err := redisstore.DecodeValue(string(header))
+		if ok != (err == nil) {
+			t.Fatalf("DecodeListEntry ok=%v, DecodeValue err=%v", ok, err)
+		}
+		if !ok {
+			return
+		}
+		if info.Key != key || info.State != e.State || info.Token != token || !bytes.Equal(info.Fingerprint, e.Fingerprint) || info.Data != nil {
+			t.Fatalf("DecodeListEntry = %+v; DecodeValue = %+v, token %q", info, e, token)
+		}
+		if at, _ := store.TokenTime(token); !info.Claimed.Equal(at) {
+			t.Fatalf("Claimed = %v, TokenTime = %v", info.Claimed, at)
+		}
+	})
+}

@@ -27,10 +27,10 @@ func TestLayout(t *testing.T) {
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
-	if len(c.Token) != 22 {
-		t.Errorf("token %q has %d characters, want 22 (16 bytes, base64url)", c.Token, len(c.Token))
+	if _, ok := store.TokenTime(c.Token); !ok || len(c.Token) != 25 {
+		t.Errorf("token %q (%d characters) is not one of store.NewToken", c.Token, len(c.Token))
 	}
-	header := append([]byte{2, 'i', 22}, c.Token...)
+	header := append([]byte{2, 'i', 25}, c.Token...)
 	header = append(header, 0, byte(len(fingerprint)))
 	header = append(header, fingerprint...)
 	if got, err := rdb.Get(ctx, rkey).Bytes(); err != nil || !bytes.Equal(got, header) {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/grpc-idempotency/idempotency/internal/ttl"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -83,10 +83,10 @@ func (s *Store) newBatcher(c client) *batcher {
 // which costs one extra round trip the first time a script runs on a node
 // (and after a restart or SCRIPT FLUSH). A claim is a native SET, and needs
 // a script only for a key of the earlier layout, or to release a claim that
-// failed. Call it at
+// failed. The methods of [store.Inspector] run scripts too. Call it at
 // start-up to avoid that, or before counting round trips.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range scripts {
+	for _, sc := range slices.Concat(scripts, inspectScripts) {
 		if err := redis.NewScript(sc.src).Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
 		}
@@ -191,5 +191,9 @@ func (s *Store) acked(r *request) error {
 // up so that a TTL under a millisecond does not become 0, which deletes
 // the key; every positive TTL, up to math.MaxInt64, is one Redis takes.
 func millis(what string, d time.Duration) (int64, error) {
-	return ttl.Units("redisstore: "+what, d, time.Millisecond)
+	n, ok := store.Units(d, time.Millisecond)
+	if !ok {
+		return 0, fmt.Errorf("redisstore: %s must be positive, got %v", what, d)
+	}
+	return n, nil
 }

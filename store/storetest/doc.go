@@ -18,6 +18,20 @@
 // backend: every case uses keys of its own, made from the subtest name and a
 // random suffix.
 //
+// # Inspection and invalidation
+//
+// Every store implements [store.Inspector], and the Inspect cases check
+// it: Lookup, the fences of Purge (completed only by default, in flight
+// only when asked, by token; atomic against a racing Complete and against
+// other purges), List walked page by page with small pages and each
+// filter, and Stats. A store that does not implement it fails them,
+// unless [WithoutInspection] says it cannot. The Invalidate cases run on a
+// store that also implements [store.Invalidator] (a store that cannot
+// carry invalidations states its bound instead) and check, on one
+// instance, that a purge is delivered, that a refused one is not, and that
+// the channel closes with its context; that a purge reaches another
+// instance over the same backend is each networked store's own test.
+//
 // # Time
 //
 // The suite uses real time. Cases about expiry claim with a short lease

@@ -20,6 +20,8 @@ type env struct {
 	ctx       context.Context
 	lease     time.Duration
 	retention time.Duration
+	// notInspectable is WithoutInspection.
+	notInspectable bool
 }
 
 func (s *suite) begin(t *testing.T) *env {
@@ -28,7 +30,7 @@ func (s *suite) begin(t *testing.T) *env {
 	if st == nil {
 		t.Fatal("newStore returned nil")
 	}
-	return &env{t: t, s: st, ctx: t.Context(), lease: s.lease, retention: s.retention}
+	return &env{t: t, s: st, ctx: t.Context(), lease: s.lease, retention: s.retention, notInspectable: s.notInspectable}
 }
 
 // key returns a key no other case (or run) uses: the subtest name and a

@@ -21,6 +21,9 @@ type Option func(*config)
 type config struct {
 	lease     time.Duration
 	retention time.Duration
+	// notInspectable waives the Inspect cases for a store that does not
+	// implement store.Inspector.
+	notInspectable bool
 }
 
 func newConfig(opts []Option) config {
@@ -52,4 +55,14 @@ func WithRetention(d time.Duration) Option {
 			c.retention = d
 		}
 	}
+}
+
+// WithoutInspection is for a store that does not implement
+// [store.Inspector], the one exception to the rule that every store does:
+// the Inspect and Invalidate cases are then skipped instead of failing.
+// Without it, [Run] fails every Inspect case of such a store, so that a
+// new store cannot leave inspection out by accident. A store that does
+// implement store.Inspector runs the cases all the same.
+func WithoutInspection() Option {
+	return func(c *config) { c.notInspectable = true }
 }

@@ -14,19 +14,22 @@ import (
 // refStore is the simplest correct Store (one mutex, one map) with
 // switches that plant one bug each, to prove the suite catches them.
 type refStore struct {
-	mu  sync.Mutex
-	m   map[string]*refEntry
-	seq int
-	bug string
+	mu   sync.Mutex
+	m    map[string]*refEntry
+	seq  int
+	bug  string
+	subs []chan store.Invalidation // of Invalidations, under mu
 }
 
 type refEntry struct {
-	state   store.State
-	token   string
-	winner  string // the token that completed the entry
-	fp      []byte
-	data    []byte
-	expires time.Time
+	state     store.State
+	token     string
+	winner    string // the token that completed the entry
+	fp        []byte
+	data      []byte
+	expires   time.Time
+	claimed   time.Time
+	completed time.Time
 }
 
 func newRefStore(bug string) *refStore {
@@ -77,7 +80,7 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 	if s.bug != "keep-fingerprint" {
 		stored = bytes.Clone(fp)
 	}
-	s.m[key] = &refEntry{state: store.StateInFlight, token: tok, fp: stored, expires: time.Now().Add(lease)}
+	s.m[key] = &refEntry{state: store.StateInFlight, token: tok, fp: stored, expires: time.Now().Add(lease), claimed: time.Now()}
 	s.mu.Unlock()
 	c := store.ClaimResult{Token: tok}
 	if s.bug == "winner-existing" {
@@ -127,7 +130,7 @@ func (s *refStore) Complete(ctx context.Context, key, token string, data []byte,
 	if s.bug != "no-copy-data" {
 		data = bytes.Clone(data)
 	}
-	e.state, e.data, e.winner = store.StateCompleted, data, token
+	e.state, e.data, e.winner, e.completed = store.StateCompleted, data, token, time.Now()
 	if s.bug != "empty-token-completed" {
 		e.token = "-"
 	} else {

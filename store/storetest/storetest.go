@@ -55,5 +55,7 @@ func groups() []group {
 		{"Duration", durationCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Context", contextCases()},
+		{"Inspect", inspectCases()},
+		{"Invalidate", invalidateCases()},
 	}
 }

@@ -28,7 +28,23 @@ func TestMutant(t *testing.T) {
 	if bug == "" {
 		t.Skip("run by TestSuiteCatchesBugs")
 	}
-	storetest.Run(t, func(t *testing.T) store.Store { return newRefStore(bug) })
+	storetest.Run(t, func(t *testing.T) store.Store {
+		if bug == "not-inspectable" {
+			return notInspectable{newRefStore("")}
+		}
+		return newRefStore(bug)
+	})
+}
+
+// notInspectable hides the Inspector of the store it holds.
+type notInspectable struct{ store.Store }
+
+// TestWithoutInspection: a store that does not implement store.Inspector
+// passes the suite with WithoutInspection, and fails it without (see
+// TestSuiteCatchesBugs, bug not-inspectable).
+func TestWithoutInspection(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return notInspectable{newRefStore("")} }, storetest.WithoutInspection())
 }
 
 // TestSuiteCatchesBugs proves that the suite's checks can fail: for each
@@ -61,6 +77,17 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"read-then-write", []string{"Concurrency/OneWinnerAmongThousand", "Concurrency/ManyKeysCompletedOnce"}},
 		{"cancel-wrong-error", []string{"Context/CancelledClaim", "Context/CancelledComplete"}},
 		{"cancel-panics", []string{"Context/CancelledClaim"}},
+		{"not-inspectable", []string{"Inspect/LookupInFlight", "Inspect/PurgeCompleted", "Inspect/ListWalksEveryEntry", "Inspect/Stats"}},
+		{"lookup-expired", []string{"Inspect/ExpiredIsNotFound"}},
+		{"lookup-shares-data", []string{"Inspect/LookupCopies"}},
+		{"purge-inflight", []string{"Inspect/PurgeInFlightRefused", "Invalidate/RefusedPurgeIsNotDelivered"}},
+		{"purge-completed-forced", []string{"Inspect/PurgeInFlightOnCompleted", "Inspect/PurgeRacesComplete"}},
+		{"purge-ignores-token", []string{"Inspect/PurgeFencedByToken"}},
+		{"purge-read-then-delete", []string{"Inspect/PurgeRacesPurge"}},
+		{"purge-no-invalidation", []string{"Invalidate/PurgeIsDelivered"}},
+		{"list-skips-last", []string{"Inspect/ListWalksEveryEntry"}},
+		{"list-ignores-state", []string{"Inspect/ListWalksEveryEntry"}},
+		{"list-data", []string{"Inspect/ListWalksEveryEntry"}},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			t.Parallel()

@@ -1,10 +1,11 @@
-package ttl
+package store_test
 
 import (
 	"math"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/grpc-idempotency/idempotency/store"
 )
 
 func TestUnits(t *testing.T) {
@@ -21,14 +22,13 @@ func TestUnits(t *testing.T) {
 		{time.Duration(math.MaxInt64 - math.MaxInt64%int64(time.Millisecond)), time.Millisecond, math.MaxInt64 / int64(time.Millisecond)},
 	}
 	for _, tt := range tests {
-		got, err := Units("x", tt.d, tt.unit)
-		if err != nil || got != tt.want {
-			t.Errorf("Units(%d, %v) = %d, %v; want %d", int64(tt.d), tt.unit, got, err, tt.want)
+		if got, ok := store.Units(tt.d, tt.unit); !ok || got != tt.want {
+			t.Errorf("Units(%d, %v) = %d, %v; want %d", int64(tt.d), tt.unit, got, ok, tt.want)
 		}
 	}
 	for _, d := range []time.Duration{0, -1, math.MinInt64} {
-		if _, err := Units("redisstore: lease", d, time.Millisecond); err == nil || !strings.HasPrefix(err.Error(), "redisstore: lease must be positive") {
-			t.Errorf("Units(%v) error = %v, want one naming the lease", d, err)
+		if got, ok := store.Units(d, time.Millisecond); ok || got != 0 {
+			t.Errorf("Units(%v) = %d, %v; want 0, false", d, got, ok)
 		}
 	}
 }

@@ -1,0 +1,238 @@
+package postgresstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+var _ store.Inspector = (*Store)(nil)
+
+// row is a row as the inspection statements read it.
+type row struct {
+	key         []byte
+	state       int16
+	token       []byte
+	fingerprint []byte
+	data        []byte
+	expires     time.Time
+	size        int64
+}
+
+// info describes r.
+func (s *Store) info(r row) (store.Info, error) {
+	i := store.Info{
+		Key:         string(r.key),
+		Token:       string(r.token),
+		Fingerprint: r.fingerprint,
+		Size:        r.size,
+		Expires:     r.expires,
+	}
+	switch r.state {
+	case stateInFlight:
+		i.State = store.StateInFlight
+	case stateCompleted:
+		i.State = store.StateCompleted
+		i.Data = r.data
+		if i.Data == nil {
+			i.Data = []byte{}
+		}
+	default:
+		return store.Info{}, fmt.Errorf("postgresstore: key %x in %s: unknown state %d: %w", r.key, s.table, r.state, store.ErrCorrupt)
+	}
+	i.Claimed, _ = store.TokenTime(i.Token)
+	return i, nil
+}
+
+// Lookup implements [store.Inspector.Lookup] with one SELECT of the key's
+// live row through the primary key: one round trip. Info.Claimed is read
+// from the owner token ([store.TokenTime]): the claiming server's clock,
+// and zero for a token of an earlier release; Info.Completed is always
+// zero, as the table keeps no completion time; Info.Expires is
+// expires_at, by the database's clock; Info.Size counts the key, token,
+// fingerprint and data columns.
+func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Info{}, s.fail("lookup", key, err)
+	}
+	r := row{key: []byte(key)}
+	err := s.pool.QueryRow(ctx, newInspectStatements(s.cfg.table).lookup, []byte(key)).
+		Scan(&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Info{}, s.fail("lookup", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Info{}, s.fail("lookup", key, err)
+	}
+	return s.info(r)
+}
+
+// Purge implements [store.Inspector.Purge] with one statement: a DELETE
+// of the key's live row fenced by its state and, with opts.Token, its
+// token, followed in the same statement by a NOTIFY of the key for
+// [Store.Invalidations], sent when it commits: one atomic step and one
+// round trip.
+func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Info{}, s.fail("purge", key, err)
+	}
+	state := int16(stateCompleted)
+	if opts.InFlight {
+		state = stateInFlight
+	}
+	var token []byte // NULL: any token
+	if opts.Token != "" {
+		token = []byte(opts.Token)
+	}
+	var (
+		purged   bool
+		notified int64
+		r        = row{key: []byte(key)}
+	)
+	err := s.pool.QueryRow(ctx, newInspectStatements(s.cfg.table).purge, []byte(key), state, token, channelOf(s.cfg.table)).
+		Scan(&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &notified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Info{}, s.fail("purge", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Info{}, s.fail("purge", key, err)
+	}
+	info, err := s.info(r)
+	switch {
+	case err != nil || purged:
+	case opts.Token != "" && info.Token != opts.Token:
+		err = s.fail("purge", key, store.ErrChanged)
+	case info.State == store.StateInFlight && !opts.InFlight:
+		err = s.fail("purge", key, store.ErrInFlight)
+	default:
+		err = s.fail("purge", key, store.ErrChanged)
+	}
+	return info, err
+}
+
+// List implements [store.Inspector.List] with one SELECT per page, which
+// reads the next opts.Limit rows in key order from the primary key's
+// index (keyset pagination: the cursor is the last key read), without
+// their data, and keeps those that are live and match. The order is the
+// keys', which the interceptor's hashing makes random: listing oldest
+// first would need an index on the claim time, which every claim would
+// pay for. The age of an entry is read from its owner token (an entry
+// whose token has none, claimed by an earlier release, is kept whatever
+// MinAge is). A page costs one index range scan of Limit rows, whatever
+// the size of the table.
+func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, error) {
+	limit, err := opts.PageSize()
+	if err != nil {
+		return store.Page{}, fmt.Errorf("postgresstore: %w", err)
+	}
+	after, first, err := parseListCursor(opts.Cursor)
+	if err != nil {
+		return store.Page{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
+	}
+	sql := newInspectStatements(s.cfg.table)
+	var rows pgx.Rows
+	if first {
+		rows, err = s.pool.Query(ctx, sql.listFirst, limit)
+	} else {
+		rows, err = s.pool.Query(ctx, sql.listNext, limit, after)
+	}
+	if err != nil {
+		return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
+	}
+	defer rows.Close()
+	var (
+		page store.Page
+		n    int
+		last []byte
+		now  = time.Now()
+	)
+	for rows.Next() {
+		var (
+			r    row
+			live bool
+		)
+		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live); err != nil {
+			return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
+		}
+		n, last = n+1, r.key
+		info, err := s.info(r)
+		if err != nil || !live {
+			continue // a row of an unknown state is reported by Lookup
+		}
+		info.Data = nil
+		if opts.Matches(info, now) {
+			page.Entries = append(page.Entries, info)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
+	}
+	if n == limit {
+		page.Next = listCursorPrefix + hex.EncodeToString(last)
+	}
+	return page, nil
+}
+
+// listCursorPrefix starts every cursor of this store; the hex of the last
+// key read follows.
+const listCursorPrefix = "p1:"
+
+// parseListCursor reads a cursor of List: the key to read after, or first
+// for "", the start of a walk.
+func parseListCursor(c string) (after []byte, first bool, err error) {
+	if c == "" {
+		return nil, true, nil
+	}
+	h, ok := strings.CutPrefix(c, listCursorPrefix)
+	if ok {
+		if after, err = hex.DecodeString(h); err == nil {
+			return after, false, nil
+		}
+	}
+	return nil, false, fmt.Errorf("postgresstore: list cursor %q: %w", c, store.ErrCursor)
+}
+
+// Stats implements [store.Inspector.Stats] exactly, with one aggregate
+// query: a sequential scan of the whole table, O(rows), whose time this
+// package's benchmarks measure (BenchmarkInspectPostgres); call it every
+// minute or so at most on a large table.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Stats{}, fmt.Errorf("postgresstore: stats of %s: %w", s.table, err)
+	}
+	rows, err := s.pool.Query(ctx, newInspectStatements(s.cfg.table).stats)
+	if err != nil {
+		return store.Stats{}, fmt.Errorf("postgresstore: stats of %s: %w", s.table, err)
+	}
+	defer rows.Close()
+	var st store.Stats
+	for rows.Next() {
+		var (
+			state int16
+			c     store.Count
+		)
+		if err := rows.Scan(&state, &c.Entries, &c.Bytes); err != nil {
+			return store.Stats{}, fmt.Errorf("postgresstore: stats of %s: %w", s.table, err)
+		}
+		switch state {
+		case stateInFlight:
+			st.InFlight = c
+		case stateCompleted:
+			st.Completed = c
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return store.Stats{}, fmt.Errorf("postgresstore: stats of %s: %w", s.table, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,128 @@
+package redisstore
+
+// The scripts of the store.Inspector. Lookup and Purge work on KEYS[1],
+// on the node that owns the key; List and Stats take no key and run on
+// one master each, scanning its keys (allow-cross-slot-keys: on a Cluster
+// a script may touch only the keys of one slot unless it says so).
+
+// describeEntry is the start of lookupScript and purgeScript: it reads
+// KEYS[1] with readEntry and sets d to a description of the entry for
+// decodeDescription, or returns from the script:
+//
+//   - {'none'} when the key holds nothing;
+//   - {'corrupt', t} when it holds a value that is not an entry, t its
+//     Redis type;
+//   - otherwise d is {'s', value, expiry} for a layout 2 string, or
+//     {'h', s, f, o, d, expiry} for a layout 1 hash (a missing field is
+//     false), expiry the key's PEXPIRETIME.
+const describeEntry = readEntry + `
+if layout == nil then return {'none'} end
+if not layout then return {'corrupt', s} end
+if s ~= 'i' and s ~= 'c' then return {'corrupt', 'state'} end
+local d
+if layout == 2 then
+  d = {'s', v, redis.call('PEXPIRETIME', KEYS[1])}
+else
+  local h = redis.call('HMGET', KEYS[1], 's', 'f', 'o', 'd')
+  d = {'h', h[1], h[2], h[3], h[4], redis.call('PEXPIRETIME', KEYS[1])}
+end
+`
+
+// lookupScript: ARGV = unused. Replies {'found', d}, {'none'} or
+// {'corrupt', t} (see describeEntry). It writes nothing, so Redis runs it
+// on a replica too, and past maxmemory.
+var lookupScript = newScript("#!lua flags=no-writes,allow-oom\n" + describeEntry + `
+return {'found', d}
+`)
+
+// purgeScript: ARGV = the state to purge ('i' or 'c'), the owner token to
+// purge (empty for any), the channel of Invalidations, the key to publish.
+// It deletes the entry only when it is in that state and, with a token,
+// owned by it, and then publishes the key. Replies {verdict, d}, verdict
+// 'purged', 'inflight' (in flight, not asked for) or 'changed' (another
+// token, or completed where in flight was asked), or {'none'} or
+// {'corrupt', t}. It runs past maxmemory: a purge frees memory.
+var purgeScript = newScript(allowOOM + describeEntry + `
+local verdict = 'purged'
+if ARGV[2] ~= '' and o ~= ARGV[2] then verdict = 'changed'
+elseif s == 'i' and ARGV[1] ~= 'i' then verdict = 'inflight'
+elseif s == 'c' and ARGV[1] == 'i' then verdict = 'changed'
+end
+if verdict == 'purged' then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return {verdict, d}
+`)
+
+// listScript: ARGV = SCAN cursor, MATCH pattern, COUNT. One SCAN step;
+// replies {next cursor, entry...}, each entry {key, 's', header, length,
+// expiry} for a layout 2 string (header: the entry up to the end of its
+// fingerprint, as far as it is well formed; length: STRLEN) or {key, 'h',
+// s, f, o, size, expiry} for a layout 1 hash (size: the key and its
+// fields). Keys of other types, and keys that expired meanwhile, are left
+// out.
+var listScript = newScript("#!lua flags=no-writes,allow-oom,allow-cross-slot-keys\n" + `
+local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+local out = {r[1]}
+for _, k in ipairs(r[2]) do
+  local h = redis.pcall('GETRANGE', k, 0, 261)
+  if type(h) == 'table' then
+    if redis.call('TYPE', k).ok == 'hash' then
+      local f = redis.call('HMGET', k, 's', 'f', 'o')
+      local size = #k
+      for _, field in ipairs({'s', 'f', 'o', 'd'}) do size = size + redis.call('HSTRLEN', k, field) end
+      out[#out + 1] = {k, 'h', f[1], f[2], f[3], size, redis.call('PEXPIRETIME', k)}
+    end
+  elseif #h > 0 then
+    if #h >= 5 and string.byte(h, 1) == 2 then
+      local tl = string.byte(h, 3)
+      if #h >= 5 + tl then
+        local hl = 5 + tl + string.byte(h, 4 + tl) * 256 + string.byte(h, 5 + tl)
+        if hl > #h then h = redis.call('GETRANGE', k, 0, hl - 1) else h = string.sub(h, 1, hl) end
+      end
+    end
+    out[#out + 1] = {k, 's', h, redis.call('STRLEN', k), redis.call('PEXPIRETIME', k)}
+  end
+end
+return out
+`)
+
+// statsScript: ARGV = key prefix, sample size. It scans the master's keys
+// from the start of its key space until it has examined the sample size
+// or every key, and counts, among those under the prefix, the entries and
+// their bytes (key and value) by state. Replies {examined, whole (1 when
+// the scan reached its end), DBSIZE, in-flight entries, their bytes,
+// completed entries, their bytes}.
+var statsScript = newScript("#!lua flags=no-writes,allow-oom,allow-cross-slot-keys\n" + `
+local prefix, want = ARGV[1], tonumber(ARGV[2])
+local cursor, examined = '0', 0
+local n, b = {i = 0, c = 0}, {i = 0, c = 0}
+repeat
+  local r = redis.call('SCAN', cursor, 'COUNT', 100)
+  cursor = r[1]
+  for _, k in ipairs(r[2]) do
+    examined = examined + 1
+    if string.sub(k, 1, #prefix) == prefix then
+      local s, size = redis.pcall('GETRANGE', k, 1, 1), 0
+      if type(s) == 'table' then
+        if redis.call('TYPE', k).ok == 'hash' then
+          s = redis.call('HGET', k, 's')
+          size = #k
+          for _, field in ipairs({'s', 'f', 'o', 'd'}) do size = size + redis.call('HSTRLEN', k, field) end
+        end
+      else
+        size = #k + redis.call('STRLEN', k)
+      end
+      if s == 'i' or s == 'c' then
+        n[s] = n[s] + 1
+        b[s] = b[s] + size
+      end
+    end
+  end
+until cursor == '0' or examined >= want
+return {examined, cursor == '0' and 1 or 0, redis.call('DBSIZE'), n.i, b.i, n.c, b.c}
+`)
+
+// inspectScripts lists the scripts of this file, for [Store.LoadScripts].
+var inspectScripts = []*script{lookupScript, purgeScript, listScript, statsScript}
