@@ -58,6 +58,7 @@ func (s *Store) SetStallAfter(d time.Duration) {
 	defer s.batch.mu.Unlock()
 	s.batch.stallAfter = d
 }
+
 // DecodeListEntry reads one entry of a reply of the list script, for the
 // fuzz test.
 var DecodeListEntry = decodeListEntry
