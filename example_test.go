@@ -31,7 +31,7 @@ func newPaymentsServer(st store.Store, opts ...idempotency.ServerOption) *grpc.S
 // memory store. A retry with the same key gets the stored answer, marked
 // idempotency-replayed, and the handler does not run again.
 func ExampleUnaryServerInterceptor() {
-	// At most a million entries: about 660 MB with 200-byte responses.
+	// At most a million entries: about 700 MB with 200-byte responses.
 	memory := memorystore.New(memorystore.WithMaxEntries(1_000_000))
 	defer memory.Close()
 
