@@ -58,40 +58,53 @@ const (
 	ReasonResumeInvalid = "IDEMPOTENCY_RESUME_INVALID"
 )
 
-// Sentinel errors behind each reason. The interceptor turns them into gRPC
-// statuses in one place at the edge; wrap them with %w to add detail.
+// Error is the type of the library's sentinel errors, one per situation a
+// caller branches on with errors.Is: [ErrKeyReused] and the others. Reason
+// is the situation's google.rpc.ErrorInfo reason, the one a server sends in
+// [ErrorDomain] and [Reason] returns.
+type Error struct {
+	// Reason is the google.rpc.ErrorInfo reason, "IDEMPOTENCY_KEY_REUSED".
+	Reason string
+	// Message is the error's text.
+	Message string
+}
+
+// Error returns e.Message.
+func (e *Error) Error() string { return e.Message }
+
+// The sentinel errors, one per situation. The interceptor turns them into
+// gRPC statuses in one place at the edge; wrap them with %w to add detail.
 var (
-	ErrKeyMissing          = errors.New("idempotency key required")
-	ErrKeyInvalid          = errors.New("idempotency key invalid")
-	ErrKeyReused           = errors.New("idempotency key was already used with a different request")
-	ErrKeyInUse            = errors.New("a request with this idempotency key is in progress; retry with the same key")
-	ErrStoreUnavailable    = errors.New("idempotency store unavailable")
-	ErrRecordCorrupt       = errors.New("stored idempotency record is unreadable")
-	ErrResponseNotRetained = errors.New("the original response was too large to retain and cannot be replayed")
-	ErrStoreFull           = errors.New("idempotency store is full")
-	ErrMisconfigured       = errors.New("the method's idempotency policy cannot work")
-	ErrStreamTooLarge      = errors.New("the requests of the keyed stream are larger than the server holds")
-	ErrResumeInvalid       = errors.New("the resume position is not a non-negative integer")
+	ErrKeyMissing          = &Error{Reason: "IDEMPOTENCY_KEY_MISSING", Message: "idempotency key required"}
+	ErrKeyInvalid          = &Error{Reason: "IDEMPOTENCY_KEY_INVALID", Message: "idempotency key invalid"}
+	ErrKeyReused           = &Error{Reason: "IDEMPOTENCY_KEY_REUSED", Message: "idempotency key was already used with a different request"}
+	ErrKeyInUse            = &Error{Reason: "IDEMPOTENCY_KEY_IN_USE", Message: "a request with this idempotency key is in progress; retry with the same key"}
+	ErrStoreUnavailable    = &Error{Reason: "IDEMPOTENCY_STORE_UNAVAILABLE", Message: "idempotency store unavailable"}
+	ErrRecordCorrupt       = &Error{Reason: "IDEMPOTENCY_RECORD_CORRUPT", Message: "stored idempotency record is unreadable"}
+	ErrResponseNotRetained = &Error{Reason: "IDEMPOTENCY_RESPONSE_NOT_RETAINED", Message: "the original response was too large to retain and cannot be replayed"}
+	ErrStoreFull           = &Error{Reason: "IDEMPOTENCY_STORE_FULL", Message: "idempotency store is full"}
+	ErrMisconfigured       = &Error{Reason: "IDEMPOTENCY_METHOD_MISCONFIGURED", Message: "the method's idempotency policy cannot work"}
+	ErrStreamTooLarge      = &Error{Reason: "IDEMPOTENCY_STREAM_TOO_LARGE", Message: "the requests of the keyed stream are larger than the server holds"}
+	ErrResumeInvalid       = &Error{Reason: "IDEMPOTENCY_RESUME_INVALID", Message: "the resume position is not a non-negative integer"}
 )
 
 // KeyError says why a key was refused.
 type KeyError struct {
-	// Reason is ReasonKeyMissing or ReasonKeyInvalid.
+	// Err is [ErrKeyMissing] or [ErrKeyInvalid].
+	Err error
+	// Reason is ReasonKeyMissing or ReasonKeyInvalid, when Err is nil.
 	Reason string
 	// Detail says what is wrong, without echoing the key.
 	Detail string
 }
 
 func (e *KeyError) Error() string {
-	if e.Reason == ReasonKeyMissing {
-		return ErrKeyMissing.Error() + ": " + e.Detail
-	}
-	return ErrKeyInvalid.Error() + ": " + e.Detail
+	return e.Unwrap().Error() + ": " + e.Detail
 }
 
 // Unwrap returns ErrKeyMissing or ErrKeyInvalid.
 func (e *KeyError) Unwrap() error {
-	if e.Reason == ReasonKeyMissing {
+	if e.Err == ErrKeyMissing || (e.Err == nil && e.Reason == ReasonKeyMissing) {
 		return ErrKeyMissing
 	}
 	return ErrKeyInvalid

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
-
-	"github.com/grpc-idempotency/idempotency"
 )
 
 // Defaults of the middleware's options.
@@ -25,7 +23,7 @@ const (
 	DefaultMaxRequestBytes = 1 << 20
 	// DefaultMaxResponseBytes bounds the response body the middleware
 	// keeps; see [WithMaxResponseBytes].
-	DefaultMaxResponseBytes = idempotency.DefaultMaxResponseBytes
+	DefaultMaxResponseBytes = 4 << 20 // the server's own default
 )
 
 // FingerprintFunc returns the bytes of a request that its fingerprint

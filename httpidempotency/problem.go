@@ -33,6 +33,10 @@ const ReasonRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
 // ErrRequestTooLarge is the error behind [ReasonRequestTooLarge].
 var ErrRequestTooLarge = errors.New("the request body is longer than the idempotency middleware reads")
 
+// defaultRetryAfter is the Retry-After [StatusOf] gives when err carries
+// none: the default of [idempotency.WithRetryAfter].
+const defaultRetryAfter = time.Second
+
 // statusOfReason is the one mapping of the library's errors to HTTP
 // statuses: the IETF draft's for the reasons it names, and for the others
 // the status that google.rpc's code mapping gives their gRPC code.

@@ -16,6 +16,10 @@ import (
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
 )
 
+// defaultRetryAfter is the Retry-After StatusOf gives an error that
+// carries none: idempotency.WithRetryAfter's default, 1 s.
+const defaultRetryAfter = time.Second
+
 // StatusOf maps the library's errors, as sentinels (wrapped or not) and
 // as the interceptor's gRPC statuses, to one status and Retry-After.
 func TestStatusOf(t *testing.T) {
