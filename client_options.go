@@ -10,26 +10,26 @@ import (
 
 // Defaults of the client options.
 const (
-	// DefaultMaxAttempts is how many attempts [UnaryClientInterceptor]
+	// defaultMaxAttempts is how many attempts [UnaryClientInterceptor]
 	// makes per call, the first one included.
-	DefaultMaxAttempts = 5
-	// DefaultBackoffBase and DefaultBackoffMax shape the default backoff:
+	defaultMaxAttempts = 5
+	// defaultBackoffBase and defaultBackoffMax shape the default backoff:
 	// before retry n the client waits a random time between 0 and
-	// DefaultBackoffBase·2^n, at most DefaultBackoffMax (exponential
+	// defaultBackoffBase·2^n, at most defaultBackoffMax (exponential
 	// backoff with full jitter).
-	DefaultBackoffBase = 50 * time.Millisecond
-	DefaultBackoffMax  = 5 * time.Second
-	// DefaultMaxPushback is the longest wait a server may ask for with
+	defaultBackoffBase = 50 * time.Millisecond
+	defaultBackoffMax  = 5 * time.Second
+	// defaultMaxPushback is the longest wait a server may ask for with
 	// google.rpc.RetryInfo or grpc-retry-pushback-ms before a retry; see
 	// [WithMaxPushback]. One minute covers every wait the server
 	// interceptor asks for by default (in-flight rejections ask for
-	// [DefaultRetryAfter], 1s) and the longest a key can stay blocked by a
-	// server that died holding it ([DefaultLease], 60s).
-	DefaultMaxPushback = time.Minute
-	// DefaultMaxStreamRetryBuffer is how many bytes of a client-streaming
+	// [defaultRetryAfter], 1s) and the longest a key can stay blocked by a
+	// server that died holding it ([defaultLease], 60s).
+	defaultMaxPushback = time.Minute
+	// defaultMaxStreamRetryBuffer is how many bytes of a client-streaming
 	// call's requests [StreamClientInterceptor] holds for its retries; see
 	// [WithMaxStreamRetryBuffer].
-	DefaultMaxStreamRetryBuffer = 1 << 20
+	defaultMaxStreamRetryBuffer = 1 << 20
 )
 
 type clientConfig struct {
@@ -46,12 +46,12 @@ type clientConfig struct {
 
 func newClientConfig(opts []ClientOption) clientConfig {
 	c := clientConfig{
-		maxAttempts: DefaultMaxAttempts,
+		maxAttempts: defaultMaxAttempts,
 		// Jitter fraction 1 draws from [0, 2·base·2^(n-1)): full jitter.
-		backoff:         retry.BackoffExponentialWithJitterBounded(DefaultBackoffBase, 1, DefaultBackoffMax),
+		backoff:         retry.BackoffExponentialWithJitterBounded(defaultBackoffBase, 1, defaultBackoffMax),
 		newKey:          uuid.NewString,
-		maxPushback:     DefaultMaxPushback,
-		maxStreamBuffer: DefaultMaxStreamRetryBuffer,
+		maxPushback:     defaultMaxPushback,
+		maxStreamBuffer: defaultMaxStreamRetryBuffer,
 		sharedConfig:    sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
 	}
 	for _, o := range opts {
@@ -71,7 +71,7 @@ func newClientConfig(opts []ClientOption) clientConfig {
 
 // WithMaxAttempts sets how many attempts a call makes at most, the first
 // one included: WithMaxAttempts(1) never retries. Values below 1 mean 1.
-// Default [DefaultMaxAttempts] (5).
+// Default [defaultMaxAttempts] (5).
 func WithMaxAttempts(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxAttempts = n })
 }
@@ -99,8 +99,8 @@ func WithPerAttemptTimeout(d time.Duration) ClientOption {
 // The server's pushback (google.rpc.RetryInfo or the grpc-retry-pushback-ms
 // trailer) raises the wait when it is longer. A nil backoff retries at once
 // unless the server asks for a wait. Default: exponential with full jitter,
-// a random wait between 0 and [DefaultBackoffBase]·2^attempt, at most
-// [DefaultBackoffMax].
+// a random wait between 0 and [defaultBackoffBase]·2^attempt, at most
+// [defaultBackoffMax].
 func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.backoff = backoff })
 }
@@ -129,7 +129,7 @@ func WithKeyGenerator(generate func() string) ClientOption {
 // call, and its goroutine, that has no deadline. A wait of exactly d is
 // honoured. Negative values mean 0: any positive pushback ends the
 // retries. The cap applies to the server's pushback only, never to the
-// backoff set with [WithBackoff]. Default [DefaultMaxPushback] (1 minute).
+// backoff set with [WithBackoff]. Default [defaultMaxPushback] (1 minute).
 func WithMaxPushback(d time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxPushback = d })
 }
@@ -143,7 +143,7 @@ func WithMaxPushback(d time.Duration) ClientOption {
 // is returned, as without the interceptor. 0 holds nothing, so no
 // client-streaming call is retried; a negative n makes
 // [StreamClientInterceptor] panic. A server-streaming call's one request
-// is always held. Default [DefaultMaxStreamRetryBuffer] (1 MiB).
+// is always held. Default [defaultMaxStreamRetryBuffer] (1 MiB).
 func WithMaxStreamRetryBuffer(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) {
 		if n < 0 {

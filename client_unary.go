@@ -25,12 +25,12 @@ import (
 // that name once, before the first attempt, so every attempt carries it,
 // including those made by retry layers below this interceptor. A key that
 // [ValidateKey] refuses, or keys that disagree, fail the call with
-// INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
+// INVALID_ARGUMENT and [ErrKeyInvalid] before any attempt.
 //
 // A failed attempt is retried on UNAVAILABLE; on ABORTED only when its
-// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain] (a plain
+// google.rpc.ErrorInfo says [ErrKeyInUse] in [ErrorDomain] (a plain
 // ABORTED is not safe to retry, AIP-194); on RESOURCE_EXHAUSTED only when
-// its ErrorInfo says [ReasonStoreFull] in [ErrorDomain] (the server refused
+// its ErrorInfo says [ErrStoreFull] in [ErrorDomain] (the server refused
 // the claim, so the handler did not run; a plain RESOURCE_EXHAUSTED, from a
 // rate limiter or for a message too large, is not retried); and on
 // DEADLINE_EXCEEDED of an attempt cut by [WithPerAttemptTimeout]. Nothing
@@ -77,7 +77,7 @@ func newClientInterceptor(opts []ClientOption) *clientInterceptor {
 // crash reuses it. Only [UnaryClientInterceptor] reads it: on a connection
 // without the interceptor, gRPC ignores the option and the call goes out
 // with no key at all, silently (a MODE_REQUIRED method then answers
-// INVALID_ARGUMENT with [ReasonKeyMissing], an optional one runs without
+// INVALID_ARGUMENT with [ErrKeyMissing], an optional one runs without
 // deduplication). Such clients use [ContextWithKey]. On methods that get
 // no key (see [UnaryClientInterceptor]) it is ignored. On a method with a
 // key_field whose request sets it, key must be that value. Default: none:
@@ -99,7 +99,7 @@ func WithKey(key string) grpc.CallOption {
 // [ValidateKey], or when the outgoing metadata of ctx already carries
 // another key, or more than one, under [MetadataKey] (the server refuses a
 // call with two keys), it returns ctx unchanged and a [*KeyError] whose
-// [Reason] is [ReasonKeyInvalid]. A ctx that already carries the same key
+// [Reason] is [ErrKeyInvalid]. A ctx that already carries the same key
 // is returned as it is.
 func ContextWithKey(ctx context.Context, key string) (context.Context, error) {
 	if err := ValidateKey(key); err != nil {
@@ -107,9 +107,9 @@ func ContextWithKey(ctx context.Context, key string) (context.Context, error) {
 	}
 	switch md := metadata.ValueFromOutgoingContext(ctx, MetadataKey); {
 	case len(md) > 1:
-		return ctx, &KeyError{Reason: ReasonKeyInvalid, Detail: "the outgoing metadata carries more than one key"}
+		return ctx, &KeyError{Err: ErrKeyInvalid, Detail: "the outgoing metadata carries more than one key"}
 	case len(md) == 1 && md[0] != key:
-		return ctx, &KeyError{Reason: ReasonKeyInvalid, Detail: "the outgoing metadata carries a different key"}
+		return ctx, &KeyError{Err: ErrKeyInvalid, Detail: "the outgoing metadata carries a different key"}
 	case len(md) == 1:
 		return ctx, nil
 	}
@@ -188,7 +188,7 @@ func (c *clientInterceptor) attachKey(ctx context.Context, method, field string,
 }
 
 func keyInvalid(detail string) error {
-	return keyStatus(&KeyError{Reason: ReasonKeyInvalid, Detail: detail})
+	return keyStatus(&KeyError{Err: ErrKeyInvalid, Detail: detail})
 }
 
 // keyStatus turns a key error found on the client into the status the

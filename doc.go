@@ -73,7 +73,7 @@
 //
 // [UnaryClientInterceptor] mints one key per logical call (or takes it from
 // the request field a key_field names) and retries UNAVAILABLE, ABORTED
-// with [ReasonKeyInUse] and RESOURCE_EXHAUSTED with [ReasonStoreFull],
+// with [ErrKeyInUse] and RESOURCE_EXHAUSTED with [ErrStoreFull],
 // always with the same key, honouring the server's pushback up to
 // [WithMaxPushback]. [WithDefaultMode] leaves methods without the
 // option alone.
@@ -82,7 +82,7 @@
 // [ContextWithKey]. [WithMetadataKey] and [WithDefaultMode] are [Option]s,
 // valid on both sides, so a server and its clients can share one value.
 // [Reason] returns the ErrorInfo reason of an error, to branch on
-// ([ReasonKeyReused], [ReasonKeyInUse], ...). [Replayed] tells a replayed
+// ([ErrKeyReused], [ErrKeyInUse], ...). [Replayed] tells a replayed
 // answer from the call's header and trailer, and [ReplayedInto] has the
 // interceptor report it for the call's last attempt.
 //

@@ -108,7 +108,7 @@ func TestReplayCacheKeyReused(t *testing.T) {
 	}
 	before := f.storeCalls()
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "b"})
-	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonKeyReused)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
 	if f.storeCalls() != before {
 		t.Fatalf("a reused key on a cached key made store calls %v", f.store.Calls()[before:])
 	}
@@ -134,7 +134,7 @@ func TestReplayCacheSkipsInFlight(t *testing.T) {
 	for range 2 {
 		before := f.store.Count("claim")
 		_, err := f.client.Do(ctx, req)
-		wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+		wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 		if f.store.Count("claim") != before+1 {
 			t.Fatal("a duplicate of an in-flight key did not ask the store")
 		}

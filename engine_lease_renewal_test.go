@@ -176,7 +176,7 @@ func TestLeaseFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := f.store.Calls()
-	if len(calls) == 0 || calls[0].Op != "claim" || calls[0].Duration != idempotency.MinLease {
-		t.Fatalf("first store call %+v, want a claim with lease %v", calls, idempotency.MinLease)
+	if len(calls) == 0 || calls[0].Op != "claim" || calls[0].Duration != minLease {
+		t.Fatalf("first store call %+v, want a claim with lease %v", calls, minLease)
 	}
 }

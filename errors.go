@@ -92,7 +92,7 @@ var (
 type KeyError struct {
 	// Err is [ErrKeyMissing] or [ErrKeyInvalid].
 	Err error
-	// Reason is ReasonKeyMissing or ReasonKeyInvalid, when Err is nil.
+	// Reason is ErrKeyMissing.Reason or ErrKeyInvalid.Reason, when Err is nil.
 	Reason string
 	// Detail says what is wrong, without echoing the key.
 	Detail string
@@ -104,7 +104,7 @@ func (e *KeyError) Error() string {
 
 // Unwrap returns ErrKeyMissing or ErrKeyInvalid.
 func (e *KeyError) Unwrap() error {
-	if e.Err == ErrKeyMissing || (e.Err == nil && e.Reason == ReasonKeyMissing) {
+	if e.Err == ErrKeyMissing || (e.Err == nil && e.Reason == ErrKeyMissing.Reason) {
 		return ErrKeyMissing
 	}
 	return ErrKeyInvalid
@@ -114,7 +114,7 @@ func (e *KeyError) Unwrap() error {
 // [NewServer] panics with it (joined with errors.Join when
 // there are several) for a method named by [WithMethodPolicy]; a method
 // resolved on its first call fails its calls with INTERNAL,
-// [ReasonMisconfigured] and a message naming only the method and file,
+// [ErrMisconfigured] and a message naming only the method and file,
 // and reports it to the observer as the Err of [DecisionMisconfigured];
 // [Server.Validate] returns it. It unwraps to [ErrMisconfigured].
 type MethodConfigError struct {
@@ -153,17 +153,17 @@ type failure struct {
 }
 
 var failures = []failure{
-	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, DecisionKeyMissing, false},
-	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, DecisionKeyInvalid, false},
-	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, DecisionKeyReused, false},
-	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, DecisionInFlight, true},
-	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, DecisionStoreError, true},
-	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, DecisionRecordCorrupt, false},
-	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
-	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, DecisionStoreFull, true},
-	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, DecisionMisconfigured, false},
-	{ErrStreamTooLarge, codes.InvalidArgument, ReasonStreamTooLarge, DecisionStreamTooLarge, false},
-	{ErrResumeInvalid, codes.InvalidArgument, ReasonResumeInvalid, DecisionResumeInvalid, false},
+	{ErrKeyMissing, codes.InvalidArgument, ErrKeyMissing.Reason, DecisionKeyMissing, false},
+	{ErrKeyInvalid, codes.InvalidArgument, ErrKeyInvalid.Reason, DecisionKeyInvalid, false},
+	{ErrKeyReused, codes.FailedPrecondition, ErrKeyReused.Reason, DecisionKeyReused, false},
+	{ErrKeyInUse, codes.Aborted, ErrKeyInUse.Reason, DecisionInFlight, true},
+	{ErrStoreUnavailable, codes.Unavailable, ErrStoreUnavailable.Reason, DecisionStoreError, true},
+	{ErrRecordCorrupt, codes.Internal, ErrRecordCorrupt.Reason, DecisionRecordCorrupt, false},
+	{ErrResponseNotRetained, codes.FailedPrecondition, ErrResponseNotRetained.Reason, 0, false},
+	{ErrStoreFull, codes.ResourceExhausted, ErrStoreFull.Reason, DecisionStoreFull, true},
+	{ErrMisconfigured, codes.Internal, ErrMisconfigured.Reason, DecisionMisconfigured, false},
+	{ErrStreamTooLarge, codes.InvalidArgument, ErrStreamTooLarge.Reason, DecisionStreamTooLarge, false},
+	{ErrResumeInvalid, codes.InvalidArgument, ErrResumeInvalid.Reason, DecisionResumeInvalid, false},
 }
 
 // failureOf returns the failure err is one of, if any.
@@ -205,7 +205,7 @@ func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 // Reason returns the google.rpc.ErrorInfo reason of err when err is a gRPC
 // status error from this library (its ErrorInfo is in [ErrorDomain]), or
 // one of its sentinel errors; otherwise "". Clients branch on it, for
-// example on [ReasonKeyReused] (a bug: never retry) or [ReasonKeyInUse].
+// example on [ErrKeyReused] (a bug: never retry) or [ErrKeyInUse].
 func Reason(err error) string {
 	if err == nil {
 		return ""

@@ -135,13 +135,13 @@ func ExampleReason() {
 	_, err = charge(ctx, conn, 9900, idempotency.WithKey("order-1042-payment"))
 
 	switch idempotency.Reason(err) {
-	case idempotency.ReasonKeyReused:
+	case idempotency.ErrKeyReused.Reason:
 		// A bug: the key was sent with another request. Never retry it.
 		fmt.Println("bug, not retried:", status.Code(err), idempotency.Reason(err))
-	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
+	case idempotency.ErrKeyInUse.Reason, idempotency.ErrStoreUnavailable.Reason, idempotency.ErrStoreFull.Reason:
 		// Transient: the interceptor retried as long as it could; try again
 		// later with the same key.
-	case idempotency.ReasonResponseNotRetained:
+	case idempotency.ErrResponseNotRetained.Reason:
 		// The call ran but its answer was too large to keep: look the
 		// charge up instead of charging again.
 	case "":

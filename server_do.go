@@ -122,7 +122,7 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 	}
 	err := ValidateKey(key)
 	if key == "" {
-		err = &KeyError{Reason: ReasonKeyMissing, Detail: "Do and Once need a key"}
+		err = &KeyError{Err: ErrKeyMissing, Detail: "Do and Once need a key"}
 	}
 	if req == nil {
 		req = &emptypb.Empty{}

@@ -10,34 +10,34 @@ import (
 
 // Defaults and bounds of the server options.
 const (
-	DefaultRetention = 24 * time.Hour
-	MinRetention     = time.Hour
-	// MaxRetention is the longest retention, ten years (87600h): longer
+	defaultRetention = 24 * time.Hour
+	minRetention     = time.Hour
+	// maxRetention is the longest retention, ten years (87600h): longer
 	// ones, from any source (an option, a proto option, whose durations
 	// over about 292 years come out as math.MaxInt64, or a
 	// [MethodPolicy]), are lowered to it.
-	MaxRetention = 87600 * time.Hour
-	DefaultLease = 60 * time.Second
-	// MinLease is the shortest lease: renewal runs every lease/3 and retries
+	maxRetention = 87600 * time.Hour
+	defaultLease = 60 * time.Second
+	// minLease is the shortest lease: renewal runs every lease/3 and retries
 	// a failed renewal until the lease would run out, which needs room for
 	// store round trips and scheduling delays. Shorter leases are raised to
 	// it.
-	MinLease = 100 * time.Millisecond
-	// MaxLease is the longest lease, a day: a server that dies holding a
+	minLease = 100 * time.Millisecond
+	// maxLease is the longest lease, a day: a server that dies holding a
 	// claim blocks its key for at most that long. Longer leases, from any
 	// source, are lowered to it.
-	MaxLease = 24 * time.Hour
-	// DefaultHandlerTimeout bounds a claimed handler whose caller has gone;
+	maxLease = 24 * time.Hour
+	// defaultHandlerTimeout bounds a claimed handler whose caller has gone;
 	// see [WithHandlerTimeout].
-	DefaultHandlerTimeout   = time.Minute
-	DefaultMaxResponseBytes = 4 << 20
-	// DefaultMaxStreamRequestBytes bounds the requests of a keyed
+	defaultHandlerTimeout   = time.Minute
+	defaultMaxResponseBytes = 4 << 20
+	// defaultMaxStreamRequestBytes bounds the requests of a keyed
 	// client-streaming or server-streaming call; see
 	// [WithMaxStreamRequestBytes].
-	DefaultMaxStreamRequestBytes = 4 << 20
-	DefaultRetryAfter            = time.Second
-	// DefaultStoreTimeout bounds every store call; see [WithStoreTimeout].
-	DefaultStoreTimeout = 10 * time.Second
+	defaultMaxStreamRequestBytes = 4 << 20
+	defaultRetryAfter            = time.Second
+	// defaultStoreTimeout bounds every store call; see [WithStoreTimeout].
+	defaultStoreTimeout = 10 * time.Second
 )
 
 // DefaultStoredCodes are the error codes a handler's error is stored and
@@ -72,15 +72,15 @@ type config struct {
 func newConfig(opts []ServerOption) *config {
 	c := &config{
 		sharedConfig:     sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
-		retention:        DefaultRetention,
-		lease:            DefaultLease,
-		maxResponseBytes: DefaultMaxResponseBytes,
-		maxStreamRequest: DefaultMaxStreamRequestBytes,
+		retention:        defaultRetention,
+		lease:            defaultLease,
+		maxResponseBytes: defaultMaxResponseBytes,
+		maxStreamRequest: defaultMaxStreamRequestBytes,
 		observer:         nopObserver{},
 		files:            protoregistry.GlobalFiles,
-		retryAfter:       DefaultRetryAfter,
-		storeTimeout:     DefaultStoreTimeout,
-		handlerTimeout:   DefaultHandlerTimeout,
+		retryAfter:       defaultRetryAfter,
+		storeTimeout:     defaultStoreTimeout,
+		handlerTimeout:   defaultHandlerTimeout,
 		cancellation:     CancellationDetached,
 	}
 	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
@@ -115,9 +115,9 @@ func WithScope(scope func(context.Context) (string, error)) ServerOption {
 }
 
 // WithRetention keeps completed outcomes for d, for methods whose proto
-// option or [WithMethodPolicy] does not say. Default [DefaultRetention]
-// (24h); values below [MinRetention] (1h) are raised to it, values above
-// [MaxRetention] (87600h, ten years) lowered to it; zero or negative makes
+// option or [WithMethodPolicy] does not say. Default [defaultRetention]
+// (24h); values below [minRetention] (1h) are raised to it, values above
+// [maxRetention] (87600h, ten years) lowered to it; zero or negative makes
 // [UnaryServerInterceptor] panic.
 func WithRetention(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
@@ -130,8 +130,8 @@ func WithRetention(d time.Duration) ServerOption {
 // methods whose proto option or [WithMethodPolicy] does not say. The lease
 // is renewed every d/3 while the handler runs and until its outcome is
 // stored, so d bounds how long a crashed server blocks a key, not how long a
-// handler may run. Default [DefaultLease] (60s); values below [MinLease]
-// (100ms) are raised to it, values above [MaxLease] (24h) lowered to it;
+// handler may run. Default [defaultLease] (60s); values below [minLease]
+// (100ms) are raised to it, values above [maxLease] (24h) lowered to it;
 // zero or negative makes [UnaryServerInterceptor] panic.
 func WithLease(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
@@ -155,7 +155,7 @@ func WithWaitForInFlight(d time.Duration) ServerOption {
 
 // WithFailOpen runs the handler without deduplication when the store
 // cannot be reached, and reports [DecisionFailOpen] to the observer.
-// Default: fail closed with UNAVAILABLE and [ReasonStoreUnavailable].
+// Default: fail closed with UNAVAILABLE and [ErrStoreUnavailable].
 func WithFailOpen() ServerOption {
 	return serverOptionFunc(func(c *config) { c.failOpen = true })
 }
@@ -164,8 +164,8 @@ func WithFailOpen() ServerOption {
 // the encoded response or error status, with the header and trailer keys
 // and values. A larger outcome is returned to the caller, and its key is
 // completed with a record that replays FAILED_PRECONDITION with
-// [ReasonResponseNotRetained], so a retry never runs the handler twice.
-// Default [DefaultMaxResponseBytes] (4 MiB). A negative n makes
+// [ErrResponseNotRetained], so a retry never runs the handler twice.
+// Default [defaultMaxResponseBytes] (4 MiB). A negative n makes
 // [UnaryServerInterceptor] panic.
 func WithMaxResponseBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
@@ -181,10 +181,10 @@ func WithMaxResponseBytes(n int) ServerOption {
 // handler runs so they can be fingerprinted: each message counts its
 // encoded size plus 5 bytes (its gRPC frame header, so that a stream of
 // empty messages is bounded too). A stream over n bytes fails with
-// INVALID_ARGUMENT and [ReasonStreamTooLarge] before anything is claimed
+// INVALID_ARGUMENT and [ErrStreamTooLarge] before anything is claimed
 // or the handler runs; a retry with the same requests fails the same way.
 // Calls without a key are not read ahead, and not bounded. Default
-// [DefaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
+// [defaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
 // panic.
 func WithMaxStreamRequestBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
@@ -308,9 +308,9 @@ func WithDescriptors(files *protoregistry.Files) ServerOption {
 
 // WithRetryAfter sets the delay the server asks a client to wait before
 // retrying, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer,
-// on an in-flight rejection ([ReasonKeyInUse]) and when the store is
-// unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
-// clients do not hammer a store that is down. Default [DefaultRetryAfter]
+// on an in-flight rejection ([ErrKeyInUse]) and when the store is
+// unavailable ([ErrStoreUnavailable]) or full ([ErrStoreFull]), so
+// clients do not hammer a store that is down. Default [defaultRetryAfter]
 // (1s). A negative d makes [UnaryServerInterceptor] panic.
 func WithRetryAfter(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
@@ -326,7 +326,7 @@ func WithRetryAfter(d time.Duration) ServerOption {
 // retried through transient store errors for up to d in all, each attempt
 // bounded by the remaining time and by a third of the lease. A lease
 // renewal is bounded by d, by a third of the lease and by the time left on
-// the lease. Default [DefaultStoreTimeout] (10s). Zero or negative makes
+// the lease. Default [defaultStoreTimeout] (10s). Zero or negative makes
 // [UnaryServerInterceptor] panic.
 func WithStoreTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
@@ -342,7 +342,7 @@ func WithStoreTimeout(d time.Duration) ServerOption {
 // context that keeps the caller's values but not its cancellation, and its
 // outcome is stored as usual. That context's deadline is d after the
 // handler starts, or the caller's own deadline when that is later. Default
-// [DefaultHandlerTimeout] (1m); zero or negative makes
+// [defaultHandlerTimeout] (1m); zero or negative makes
 // [UnaryServerInterceptor] panic. See [WithCallerCancellation] for the
 // opt-out.
 func WithHandlerTimeout(d time.Duration) ServerOption {
@@ -386,7 +386,7 @@ func WithCallerCancellation() ServerOption {
 // replays from each server's cache that holds it until that entry
 // expires: ttl bounds how long, on each server. Entries are evicted least
 // recently used first when either bound is reached; an entry counts its
-// store key, fingerprint and record bytes plus [ReplayCacheEntryOverhead],
+// store key, fingerprint and record bytes plus [replayCacheEntryOverhead],
 // and a record larger than maxBytes is not cached. A replay from the cache
 // is a [DecisionReplayed] event with [Event.Cached] set and no store time.
 //

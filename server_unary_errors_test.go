@@ -148,7 +148,7 @@ func TestStoreUnavailable(t *testing.T) {
 		f := newFixture(t, nil)
 		f.store.Down.Store(true)
 		_, err := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-		wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+		wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 		if msg := status.Convert(err).Message(); strings.Contains(msg, "10.0.0.1") || strings.Contains(msg, "refused") {
 			t.Fatalf("message leaks backend detail: %q", msg)
 		}
@@ -190,7 +190,7 @@ func TestCorruptRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{})
-	wantReason(t, err, codes.Internal, idempotency.ReasonRecordCorrupt)
+	wantReason(t, err, codes.Internal, idempotency.ErrRecordCorrupt.Reason)
 	if n := f.srv.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
@@ -211,7 +211,7 @@ func TestResponseTooLargeIsNotRetained(t *testing.T) {
 	}
 	var tr metadata.MD
 	_, err = f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&tr))
-	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonResponseNotRetained)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrResponseNotRetained.Reason)
 	if got := tr.Get(idempotency.ReplayedKey); len(got) != 1 {
 		t.Fatalf("not-retained replay trailer %v, want the replay marker", got)
 	}
@@ -230,7 +230,7 @@ func TestStoreFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := client.Do(withKey(t.Context(), "k2"), &testingv1.DoRequest{})
-	wantReason(t, err, codes.ResourceExhausted, idempotency.ReasonStoreFull)
+	wantReason(t, err, codes.ResourceExhausted, idempotency.ErrStoreFull.Reason)
 	// The stored key still replays.
 	if _, err := client.Do(withKey(t.Context(), "k1"), &testingv1.DoRequest{}); err != nil {
 		t.Fatalf("replay in a full store: %v", err)

@@ -130,7 +130,7 @@ func wantProblem(t *testing.T, r response, status int, reason string) httpidempo
 	}
 	// Only the not-retained answer comes from the store: it is a replay.
 	want := ""
-	if reason == idempotency.ReasonResponseNotRetained {
+	if reason == idempotency.ErrResponseNotRetained.Reason {
 		want = "true"
 	}
 	if got := r.header.Get(httpidempotency.ReplayedHeader); got != want {

@@ -18,12 +18,12 @@ const (
 	// DefaultOperation is the operation keys live in when
 	// [WithOperation] does not say.
 	DefaultOperation = "http"
-	// DefaultMaxRequestBytes bounds the request body the middleware reads
+	// defaultMaxRequestBytes bounds the request body the middleware reads
 	// to fingerprint a keyed request; see [WithMaxRequestBytes].
-	DefaultMaxRequestBytes = 1 << 20
-	// DefaultMaxResponseBytes bounds the response body the middleware
+	defaultMaxRequestBytes = 1 << 20
+	// defaultMaxResponseBytes bounds the response body the middleware
 	// keeps; see [WithMaxResponseBytes].
-	DefaultMaxResponseBytes = 4 << 20 // the server's own default
+	defaultMaxResponseBytes = 4 << 20 // the server's own default
 )
 
 // FingerprintFunc returns the bytes of a request that its fingerprint
@@ -50,8 +50,8 @@ func newConfig(opts []Option) *config {
 		header:      KeyHeader,
 		operation:   DefaultOperation,
 		methods:     map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		maxRequest:  DefaultMaxRequestBytes,
-		maxResponse: DefaultMaxResponseBytes,
+		maxRequest:  defaultMaxRequestBytes,
+		maxResponse: defaultMaxResponseBytes,
 		keep:        DefaultKeep,
 	}
 	for _, o := range opts {
@@ -111,7 +111,7 @@ func WithMethods(methods ...string) Option {
 }
 
 // WithKeyRequired answers a request of the middleware's methods that has
-// no key with 400 and [idempotency.ReasonKeyMissing]. By default a key is
+// no key with 400 and [idempotency.ErrKeyMissing]. By default a key is
 // optional: such a request runs its handler without a claim.
 func WithKeyRequired() Option {
 	return func(c *config) { c.required = true }
@@ -133,7 +133,7 @@ func WithFingerprint(fn FingerprintFunc) Option {
 // WithMaxRequestBytes bounds the body of a keyed request, which the
 // middleware reads in full to fingerprint it: a longer body is answered
 // 413 with [ReasonRequestTooLarge], and nothing is claimed. Default
-// [DefaultMaxRequestBytes] (1 MiB); n below 0 makes [Middleware] panic.
+// [defaultMaxRequestBytes] (1 MiB); n below 0 makes [Middleware] panic.
 func WithMaxRequestBytes(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -148,7 +148,7 @@ func WithMaxRequestBytes(n int64) Option {
 // retained: a retry gets [idempotency.ErrResponseNotRetained]'s problem,
 // never a truncated replay. The server's own
 // [idempotency.WithMaxResponseBytes] bounds the whole stored outcome as
-// well. Default [DefaultMaxResponseBytes] (4 MiB); n below 0 makes
+// well. Default [defaultMaxResponseBytes] (4 MiB); n below 0 makes
 // [Middleware] panic.
 func WithMaxResponseBytes(n int) Option {
 	return func(c *config) {

@@ -17,7 +17,7 @@ import (
 
 // ProblemType is the RFC 9457 problem type of every error the library
 // answers over HTTP, here and in gatewayidempotency. Its "reason" member is
-// the google.rpc.ErrorInfo reason ([idempotency.ReasonKeyInUse] and the
+// the google.rpc.ErrorInfo reason ([idempotency.ErrKeyInUse] and the
 // others, or [ReasonRequestTooLarge]); "detail" says what happened; "title"
 // and "status" are those of the HTTP status.
 const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemType"
@@ -41,18 +41,18 @@ const defaultRetryAfter = time.Second
 // statuses: the IETF draft's for the reasons it names, and for the others
 // the status that google.rpc's code mapping gives their gRPC code.
 var statusOfReason = map[string]int{
-	idempotency.ReasonKeyMissing:          http.StatusBadRequest,
-	idempotency.ReasonKeyInvalid:          http.StatusBadRequest,
-	idempotency.ReasonKeyInUse:            http.StatusConflict,
-	idempotency.ReasonKeyReused:           http.StatusUnprocessableEntity,
-	idempotency.ReasonStoreUnavailable:    http.StatusServiceUnavailable,
-	idempotency.ReasonStoreFull:           http.StatusServiceUnavailable,
-	idempotency.ReasonResponseNotRetained: http.StatusBadRequest, // FAILED_PRECONDITION
-	idempotency.ReasonRecordCorrupt:       http.StatusInternalServerError,
-	idempotency.ReasonMisconfigured:       http.StatusInternalServerError,
-	idempotency.ReasonStreamTooLarge:      http.StatusBadRequest, // INVALID_ARGUMENT
-	idempotency.ReasonResumeInvalid:       http.StatusBadRequest, // INVALID_ARGUMENT
-	ReasonRequestTooLarge:                 http.StatusRequestEntityTooLarge,
+	idempotency.ErrKeyMissing.Reason:          http.StatusBadRequest,
+	idempotency.ErrKeyInvalid.Reason:          http.StatusBadRequest,
+	idempotency.ErrKeyInUse.Reason:            http.StatusConflict,
+	idempotency.ErrKeyReused.Reason:           http.StatusUnprocessableEntity,
+	idempotency.ErrStoreUnavailable.Reason:    http.StatusServiceUnavailable,
+	idempotency.ErrStoreFull.Reason:           http.StatusServiceUnavailable,
+	idempotency.ErrResponseNotRetained.Reason: http.StatusBadRequest, // FAILED_PRECONDITION
+	idempotency.ErrRecordCorrupt.Reason:       http.StatusInternalServerError,
+	idempotency.ErrMisconfigured.Reason:       http.StatusInternalServerError,
+	idempotency.ErrStreamTooLarge.Reason:      http.StatusBadRequest, // INVALID_ARGUMENT
+	idempotency.ErrResumeInvalid.Reason:       http.StatusBadRequest, // INVALID_ARGUMENT
+	ReasonRequestTooLarge:                     http.StatusRequestEntityTooLarge,
 }
 
 // StatusOf returns the HTTP status of err and the Retry-After it calls for.
@@ -83,7 +83,7 @@ var statusOfReason = map[string]int{
 // RESOURCE_EXHAUSTED, 499 CANCELLED, 501 UNIMPLEMENTED, 503 UNAVAILABLE,
 // 504 DEADLINE_EXCEEDED, 500 the others. Any other error is 500.
 // retryAfter is the google.rpc.RetryInfo delay err carries, else
-// [idempotency.DefaultRetryAfter] for a 409, 429 or 503, else 0; a
+// [defaultRetryAfter] for a 409, 429 or 503, else 0; a
 // Retry-After header is due on a 409, 429 or 503 answer.
 func StatusOf(err error) (status int, retryAfter time.Duration) {
 	code, ok := statusOfReason[idempotency.Reason(err)]
@@ -97,7 +97,7 @@ func StatusOf(err error) (status int, retryAfter time.Duration) {
 		return code, d
 	}
 	if wantsRetryAfter(code) {
-		return code, idempotency.DefaultRetryAfter
+		return code, defaultRetryAfter
 	}
 	return code, 0
 }

@@ -136,7 +136,7 @@ func (p *Processor) action(r Result, replayed bool) Action {
 		return final()
 	}
 	switch idempotency.Reason(r.Err) {
-	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
+	case idempotency.ErrKeyInUse.Reason, idempotency.ErrStoreUnavailable.Reason, idempotency.ErrStoreFull.Reason:
 		return NakWithDelay
 	case "": // ctx ended before the handler started
 		return Nak
