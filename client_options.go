@@ -8,7 +8,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 )
 
-// Defaults of the client options.
+// Defaults of the client options, which each option's doc comment states.
 const (
 	// defaultMaxAttempts is how many attempts [UnaryClientInterceptor]
 	// makes per call, the first one included.
@@ -23,8 +23,8 @@ const (
 	// google.rpc.RetryInfo or grpc-retry-pushback-ms before a retry; see
 	// [WithMaxPushback]. One minute covers every wait the server
 	// interceptor asks for by default (in-flight rejections ask for
-	// [defaultRetryAfter], 1s) and the longest a key can stay blocked by a
-	// server that died holding it ([defaultLease], 60s).
+	// defaultRetryAfter, 1s) and the longest a key can stay blocked by a
+	// server that died holding it (defaultLease, 60s).
 	defaultMaxPushback = time.Minute
 	// defaultMaxStreamRetryBuffer is how many bytes of a client-streaming
 	// call's requests [StreamClientInterceptor] holds for its retries; see
@@ -71,7 +71,7 @@ func newClientConfig(opts []ClientOption) clientConfig {
 
 // WithMaxAttempts sets how many attempts a call makes at most, the first
 // one included: WithMaxAttempts(1) never retries. Values below 1 mean 1.
-// Default [defaultMaxAttempts] (5).
+// Default 5.
 func WithMaxAttempts(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxAttempts = n })
 }
@@ -99,8 +99,7 @@ func WithPerAttemptTimeout(d time.Duration) ClientOption {
 // The server's pushback (google.rpc.RetryInfo or the grpc-retry-pushback-ms
 // trailer) raises the wait when it is longer. A nil backoff retries at once
 // unless the server asks for a wait. Default: exponential with full jitter,
-// a random wait between 0 and [defaultBackoffBase]·2^attempt, at most
-// [defaultBackoffMax].
+// a random wait between 0 and 50ms·2^attempt, at most 5s.
 func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.backoff = backoff })
 }
@@ -129,7 +128,7 @@ func WithKeyGenerator(generate func() string) ClientOption {
 // call, and its goroutine, that has no deadline. A wait of exactly d is
 // honoured. Negative values mean 0: any positive pushback ends the
 // retries. The cap applies to the server's pushback only, never to the
-// backoff set with [WithBackoff]. Default [defaultMaxPushback] (1 minute).
+// backoff set with [WithBackoff]. Default 1 minute.
 func WithMaxPushback(d time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxPushback = d })
 }
@@ -143,7 +142,7 @@ func WithMaxPushback(d time.Duration) ClientOption {
 // is returned, as without the interceptor. 0 holds nothing, so no
 // client-streaming call is retried; a negative n makes
 // [StreamClientInterceptor] panic. A server-streaming call's one request
-// is always held. Default [defaultMaxStreamRetryBuffer] (1 MiB).
+// is always held. Default 1 MiB.
 func WithMaxStreamRetryBuffer(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) {
 		if n < 0 {

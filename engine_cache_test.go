@@ -233,8 +233,7 @@ func TestReplayCacheBounds(t *testing.T) {
 		payload string
 	}{
 		// Two entries, by count or by bytes (a record of ~4 KB, and
-		// ReplayCacheEntryOverhead, fit twice in 10 KB and not three
-		// times).
+		// 192-byte overhead, fit twice in 10 KB and not three times).
 		{"entries", idempotency.WithReplayCache(2, 1<<20, time.Hour), "small"},
 		{"bytes", idempotency.WithReplayCache(1000, 10_000, time.Hour), big},
 	}

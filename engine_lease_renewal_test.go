@@ -167,7 +167,7 @@ func TestLostLeaseCancelsHandlerWithCause(t *testing.T) {
 	}
 }
 
-// TestLeaseFloor: a lease shorter than MinLease is raised to it, so the
+// TestLeaseFloor: a lease shorter than the 100ms floor is raised to it, so the
 // renewal cadence can be honoured.
 func TestLeaseFloor(t *testing.T) {
 	t.Parallel()

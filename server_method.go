@@ -36,11 +36,11 @@ const (
 type MethodPolicy struct {
 	// Mode of the method.
 	Mode Mode
-	// Retention of completed outcomes, raised to [minRetention] and
-	// lowered to [maxRetention]; negative panics (see [WithMethodPolicy]).
+	// Retention of completed outcomes, kept within 1h and 87600h as
+	// [WithRetention]'s; negative panics (see [WithMethodPolicy]).
 	Retention time.Duration
-	// Lease of in-flight claims, raised to [minLease] and lowered to
-	// [maxLease]; negative panics.
+	// Lease of in-flight claims, kept within 100ms and 24h as
+	// [WithLease]'s; negative panics.
 	Lease time.Duration
 	// KeyField names a top-level singular string field of the request to
 	// read the key from when metadata has none (AIP-155 request_id). A name

@@ -8,7 +8,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// Defaults and bounds of the server options.
+// Defaults and bounds of the server options, which each option's doc
+// comment states.
 const (
 	defaultRetention = 24 * time.Hour
 	minRetention     = time.Hour
@@ -41,7 +42,10 @@ const (
 )
 
 // DefaultStoredCodes are the error codes a handler's error is stored and
-// replayed for: the outcome would be the same on a retry.
+// replayed for by default: the outcome would be the same on a retry. A
+// server copies it when it is built. To add a code, give a server
+// WithStoredCodes(append(slices.Clone(DefaultStoredCodes), codes.DataLoss)...)
+// rather than changing it in place.
 var DefaultStoredCodes = []codes.Code{
 	codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
 	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
@@ -115,10 +119,10 @@ func WithScope(scope func(context.Context) (string, error)) ServerOption {
 }
 
 // WithRetention keeps completed outcomes for d, for methods whose proto
-// option or [WithMethodPolicy] does not say. Default [defaultRetention]
-// (24h); values below [minRetention] (1h) are raised to it, values above
-// [maxRetention] (87600h, ten years) lowered to it; zero or negative makes
-// [UnaryServerInterceptor] panic.
+// option or [WithMethodPolicy] does not say. Default 24h; values below 1h
+// are raised to it, values above 87600h (ten years) lowered to it, from
+// any source (an option, a proto option, a [MethodPolicy]); zero or
+// negative makes [UnaryServerInterceptor] panic.
 func WithRetention(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithRetention", "retention", d)
@@ -130,9 +134,9 @@ func WithRetention(d time.Duration) ServerOption {
 // methods whose proto option or [WithMethodPolicy] does not say. The lease
 // is renewed every d/3 while the handler runs and until its outcome is
 // stored, so d bounds how long a crashed server blocks a key, not how long a
-// handler may run. Default [defaultLease] (60s); values below [minLease]
-// (100ms) are raised to it, values above [maxLease] (24h) lowered to it;
-// zero or negative makes [UnaryServerInterceptor] panic.
+// handler may run. Default 60s; values below 100ms are raised to it,
+// values above 24h lowered to it, from any source; zero or negative makes
+// [UnaryServerInterceptor] panic.
 func WithLease(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithLease", "lease", d)
@@ -165,8 +169,7 @@ func WithFailOpen() ServerOption {
 // and values. A larger outcome is returned to the caller, and its key is
 // completed with a record that replays FAILED_PRECONDITION with
 // [ErrResponseNotRetained], so a retry never runs the handler twice.
-// Default [defaultMaxResponseBytes] (4 MiB). A negative n makes
-// [UnaryServerInterceptor] panic.
+// Default 4 MiB. A negative n makes [UnaryServerInterceptor] panic.
 func WithMaxResponseBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		if n < 0 {
@@ -183,9 +186,8 @@ func WithMaxResponseBytes(n int) ServerOption {
 // empty messages is bounded too). A stream over n bytes fails with
 // INVALID_ARGUMENT and [ErrStreamTooLarge] before anything is claimed
 // or the handler runs; a retry with the same requests fails the same way.
-// Calls without a key are not read ahead, and not bounded. Default
-// [defaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
-// panic.
+// Calls without a key are not read ahead, and not bounded. Default 4 MiB.
+// A negative n makes [NewServer] panic.
 func WithMaxStreamRequestBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		if n < 0 {
@@ -310,8 +312,8 @@ func WithDescriptors(files *protoregistry.Files) ServerOption {
 // retrying, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer,
 // on an in-flight rejection ([ErrKeyInUse]) and when the store is
 // unavailable ([ErrStoreUnavailable]) or full ([ErrStoreFull]), so
-// clients do not hammer a store that is down. Default [defaultRetryAfter]
-// (1s). A negative d makes [UnaryServerInterceptor] panic.
+// clients do not hammer a store that is down. Default 1s. A negative d
+// makes [UnaryServerInterceptor] panic.
 func WithRetryAfter(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.notNegative("WithRetryAfter", "delay", d)
@@ -326,8 +328,8 @@ func WithRetryAfter(d time.Duration) ServerOption {
 // retried through transient store errors for up to d in all, each attempt
 // bounded by the remaining time and by a third of the lease. A lease
 // renewal is bounded by d, by a third of the lease and by the time left on
-// the lease. Default [defaultStoreTimeout] (10s). Zero or negative makes
-// [UnaryServerInterceptor] panic.
+// the lease. Default 10s. Zero or negative makes [UnaryServerInterceptor]
+// panic.
 func WithStoreTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithStoreTimeout", "store timeout", d)
@@ -342,9 +344,8 @@ func WithStoreTimeout(d time.Duration) ServerOption {
 // context that keeps the caller's values but not its cancellation, and its
 // outcome is stored as usual. That context's deadline is d after the
 // handler starts, or the caller's own deadline when that is later. Default
-// [defaultHandlerTimeout] (1m); zero or negative makes
-// [UnaryServerInterceptor] panic. See [WithCallerCancellation] for the
-// opt-out.
+// 1 minute; zero or negative makes [UnaryServerInterceptor] panic. See
+// [WithCallerCancellation] for the opt-out.
 func WithHandlerTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithHandlerTimeout", "handler timeout", d)
@@ -386,7 +387,7 @@ func WithCallerCancellation() ServerOption {
 // replays from each server's cache that holds it until that entry
 // expires: ttl bounds how long, on each server. Entries are evicted least
 // recently used first when either bound is reached; an entry counts its
-// store key, fingerprint and record bytes plus [replayCacheEntryOverhead],
+// store key, fingerprint and record bytes plus 192 bytes,
 // and a record larger than maxBytes is not cached. A replay from the cache
 // is a [DecisionReplayed] event with [Event.Cached] set and no store time.
 //

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,25 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
+
+// TestDefaultStoredCodesCopied: a server copies DefaultStoredCodes when it
+// is built, so changing the variable afterwards does not change what it
+// stores. It changes a package variable, so it does not run in parallel:
+// Go runs the tests that do not call t.Parallel before those that do.
+func TestDefaultStoredCodesCopied(t *testing.T) {
+	saved := slices.Clone(idempotency.DefaultStoredCodes)
+	t.Cleanup(func() { copy(idempotency.DefaultStoredCodes, saved) })
+	s := idempotency.NewServer(newMemStore(t))
+	for i := range idempotency.DefaultStoredCodes {
+		idempotency.DefaultStoredCodes[i] = codes.DataLoss
+	}
+	if !s.StoresError(status.Error(codes.InvalidArgument, "x")) || s.StoresError(status.Error(codes.DataLoss, "x")) {
+		t.Fatal("a change to DefaultStoredCodes after NewServer changed the codes the server stores")
+	}
+	if !idempotency.NewServer(newMemStore(t)).StoresError(status.Error(codes.DataLoss, "x")) {
+		t.Fatal("a server built after the change does not store its codes")
+	}
+}
 
 func TestDeterministicErrorIsStoredAndReplayed(t *testing.T) {
 	t.Parallel()

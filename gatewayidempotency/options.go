@@ -68,9 +68,8 @@ func WithMetadataKey(name string) Option {
 
 // WithRetryAfter sets the Retry-After of a 409 answer (key in use) or 503
 // answer (store unavailable or full) whose status carries no
-// google.rpc.RetryInfo. It is sent in whole
-// seconds, rounded up. Default [defaultRetryAfter] (1s); negative values
-// mean 0.
+// google.rpc.RetryInfo. It is sent in whole seconds, rounded up. Default
+// 1s; negative values mean 0.
 func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.retryAfter = d }
 }

@@ -132,8 +132,8 @@ func WithFingerprint(fn FingerprintFunc) Option {
 
 // WithMaxRequestBytes bounds the body of a keyed request, which the
 // middleware reads in full to fingerprint it: a longer body is answered
-// 413 with [ReasonRequestTooLarge], and nothing is claimed. Default
-// [defaultMaxRequestBytes] (1 MiB); n below 0 makes [Middleware] panic.
+// 413 with [ReasonRequestTooLarge], and nothing is claimed. Default 1 MiB;
+// n below 0 makes [Middleware] panic.
 func WithMaxRequestBytes(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -148,8 +148,7 @@ func WithMaxRequestBytes(n int64) Option {
 // retained: a retry gets [idempotency.ErrResponseNotRetained]'s problem,
 // never a truncated replay. The server's own
 // [idempotency.WithMaxResponseBytes] bounds the whole stored outcome as
-// well. Default [defaultMaxResponseBytes] (4 MiB); n below 0 makes
-// [Middleware] panic.
+// well. Default 4 MiB; n below 0 makes [Middleware] panic.
 func WithMaxResponseBytes(n int) Option {
 	return func(c *config) {
 		if n < 0 {

@@ -82,9 +82,9 @@ var statusOfReason = map[string]int{
 // 400 INVALID_ARGUMENT, FAILED_PRECONDITION and OUT_OF_RANGE, 429
 // RESOURCE_EXHAUSTED, 499 CANCELLED, 501 UNIMPLEMENTED, 503 UNAVAILABLE,
 // 504 DEADLINE_EXCEEDED, 500 the others. Any other error is 500.
-// retryAfter is the google.rpc.RetryInfo delay err carries, else
-// [defaultRetryAfter] for a 409, 429 or 503, else 0; a
-// Retry-After header is due on a 409, 429 or 503 answer.
+// retryAfter is the google.rpc.RetryInfo delay err carries, else 1 s (the
+// default of [idempotency.WithRetryAfter]) for a 409, 429 or 503, else 0;
+// a Retry-After header is due on a 409, 429 or 503 answer.
 func StatusOf(err error) (status int, retryAfter time.Duration) {
 	code, ok := statusOfReason[idempotency.Reason(err)]
 	if !ok && errors.Is(err, ErrRequestTooLarge) {
