@@ -67,11 +67,11 @@ func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor 
 func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	replayed := replayedDst(opts)
 	if desc.ClientStreams && desc.ServerStreams {
-		return streamer(ctx, desc, cc, method, opts...)
+		return c.pass(ctx, desc, cc, method, streamer, opts)
 	}
 	m := c.method(method, nil)
 	if !m.keyed {
-		return streamer(ctx, desc, cc, method, opts...)
+		return c.pass(ctx, desc, cc, method, streamer, opts)
 	}
 	s := &retryStream{c: c, m: m, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		holding:    c.cfg.maxAttempts > 1 && (!desc.ClientStreams || c.cfg.maxStreamBuffer > 0),
@@ -83,6 +83,16 @@ func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.Stre
 		return nil, err
 	}
 	return s, nil
+}
+
+// pass starts a stream the interceptor passes through, whose errors it
+// returns as [clientError] does.
+func (c *clientInterceptor) pass(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, clientError(err)
+	}
+	return passStream{cs}, nil
 }
 
 // resumeOf returns the [ResumeAfterKey] the caller put in the outgoing
@@ -137,16 +147,14 @@ type retryStream struct {
 // or nil, for the key field, and starts the first attempt. mu is held.
 func (s *retryStream) start(first any) error {
 	ctx, err := s.c.attachKey(s.ctx, s.method, s.m.fieldKey(first), s.opts)
-	if err != nil {
-		s.failed = err
-		s.finish()
-		return err
+	if err == nil {
+		s.ctx = ctx
+		err = s.next()
 	}
-	s.ctx = ctx
-	if err := s.next(); err != nil {
-		s.failed = err
+	if err != nil {
+		s.failed = clientError(err)
 		s.finish()
-		return err
+		return s.failed
 	}
 	return nil
 }
@@ -264,7 +272,7 @@ func (s *retryStream) SendMsg(m any) error {
 	if !s.broken {
 		err := s.cur.SendMsg(m)
 		if !errors.Is(err, io.EOF) {
-			return err
+			return clientError(err)
 		}
 		s.broken = true
 	}
@@ -290,7 +298,7 @@ func (s *retryStream) CloseSend() error {
 	if s.broken {
 		return nil
 	}
-	return s.cur.CloseSend()
+	return clientError(s.cur.CloseSend())
 }
 
 // RecvMsg receives the next message, retrying the call, with the same
@@ -324,7 +332,8 @@ func (s *retryStream) RecvMsg(m any) error {
 			s.finish()
 		default: // only a receive changes the attempt, and gRPC allows one at a time
 			if rerr := s.retry(err); rerr != nil {
-				s.failed, err = rerr, rerr
+				s.failed = clientError(rerr)
+				err = s.failed
 				s.report(true)
 				s.finish()
 			} else {
@@ -366,7 +375,8 @@ func (s *retryStream) Header() (metadata.MD, error) {
 	}
 	cur := s.cur
 	s.mu.Unlock()
-	return cur.Header()
+	h, err := cur.Header()
+	return h, clientError(err)
 }
 
 // Trailer returns the trailer of the last attempt.

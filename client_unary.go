@@ -134,6 +134,11 @@ type clientInterceptor struct {
 }
 
 func (c *clientInterceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return clientError(c.invoke(ctx, method, req, reply, cc, invoker, opts))
+}
+
+// invoke makes the call, with its key and retries when it gets a key.
+func (c *clientInterceptor) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	invoker = reportReplayed(invoker, opts)
 	m := c.method(method, req)
 	if !m.keyed {
@@ -198,5 +203,5 @@ func keyStatus(err error) error {
 		return nil
 	}
 	f, _ := failureOf(err) // a *KeyError is always one of the key failures
-	return statusOf(f, err, 0).Err()
+	return &statusError{err: statusOf(f, err, 0).Err(), cause: err}
 }
