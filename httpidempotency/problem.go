@@ -30,8 +30,13 @@ const ProblemContentType = "application/problem+json"
 // fingerprint it, so it claims nothing and the handler does not run.
 const ReasonRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
 
-// ErrRequestTooLarge is the error behind [ReasonRequestTooLarge].
-var ErrRequestTooLarge = errors.New("the request body is longer than the idempotency middleware reads")
+// ErrRequestTooLarge is the error of a keyed request whose body is longer
+// than [WithMaxRequestBytes], answered 413 with its Reason: the middleware
+// cannot fingerprint it, so it claims nothing and the handler does not run.
+var ErrRequestTooLarge = &idempotency.Error{
+	Reason:  "IDEMPOTENCY_REQUEST_TOO_LARGE",
+	Message: "the request body is longer than the idempotency middleware reads",
+}
 
 // defaultRetryAfter is the Retry-After [StatusOf] gives when err carries
 // none: the default of [idempotency.WithRetryAfter].
