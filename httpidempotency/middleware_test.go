@@ -177,7 +177,7 @@ func TestRefusals(t *testing.T) {
 			name:   "request body over the bound",
 			setup:  setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}},
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "123456789", "k") },
-			status: http.StatusRequestEntityTooLarge, reason: httpidempotency.ReasonRequestTooLarge,
+			status: http.StatusRequestEntityTooLarge, reason: httpidempotency.ErrRequestTooLarge.Reason,
 		},
 	}
 	for _, tt := range tests {
@@ -207,7 +207,7 @@ func TestRefusals(t *testing.T) {
 func TestRequestTooLargeClaimsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}})
-	wantProblem(t, e.post(t, "/orders", "123456789", "k"), http.StatusRequestEntityTooLarge, httpidempotency.ReasonRequestTooLarge)
+	wantProblem(t, e.post(t, "/orders", "123456789", "k"), http.StatusRequestEntityTooLarge, httpidempotency.ErrRequestTooLarge.Reason)
 	if r := e.post(t, "/orders", "12345678", "k"); r.status != http.StatusCreated {
 		t.Fatalf("within the bound: %d %s", r.status, r.body)
 	}

@@ -132,7 +132,7 @@ func WithFingerprint(fn FingerprintFunc) Option {
 
 // WithMaxRequestBytes bounds the body of a keyed request, which the
 // middleware reads in full to fingerprint it: a longer body is answered
-// 413 with [ReasonRequestTooLarge], and nothing is claimed. Default 1 MiB;
+// 413 with [ErrRequestTooLarge], and nothing is claimed. Default 1 MiB;
 // n below 0 makes [Middleware] panic.
 func WithMaxRequestBytes(n int64) Option {
 	return func(c *config) {

@@ -18,7 +18,7 @@ import (
 // ProblemType is the RFC 9457 problem type of every error the library
 // answers over HTTP, here and in gatewayidempotency. Its "reason" member is
 // the google.rpc.ErrorInfo reason ([idempotency.ErrKeyInUse] and the
-// others, or [ReasonRequestTooLarge]); "detail" says what happened; "title"
+// others, or [ErrRequestTooLarge]); "detail" says what happened; "title"
 // and "status" are those of the HTTP status.
 const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemType"
 
@@ -57,7 +57,7 @@ var statusOfReason = map[string]int{
 	idempotency.ErrMisconfigured.Reason:       http.StatusInternalServerError,
 	idempotency.ErrStreamTooLarge.Reason:      http.StatusBadRequest, // INVALID_ARGUMENT
 	idempotency.ErrResumeInvalid.Reason:       http.StatusBadRequest, // INVALID_ARGUMENT
-	ReasonRequestTooLarge:                     http.StatusRequestEntityTooLarge,
+	ErrRequestTooLarge.Reason:                 http.StatusRequestEntityTooLarge,
 }
 
 // StatusOf returns the HTTP status of err and the Retry-After it calls for.
@@ -211,7 +211,7 @@ func ProblemOf(err error) Problem {
 
 func reasonOf(err error) string {
 	if errors.Is(err, ErrRequestTooLarge) {
-		return ReasonRequestTooLarge
+		return ErrRequestTooLarge.Reason
 	}
 	return idempotency.Reason(err)
 }
