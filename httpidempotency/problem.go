@@ -25,11 +25,6 @@ const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/
 // ProblemContentType is the media type of a [ProblemType] body.
 const ProblemContentType = "application/problem+json"
 
-// ReasonRequestTooLarge is the reason of the 413 answer to a keyed request
-// whose body is longer than [WithMaxRequestBytes]: the middleware cannot
-// fingerprint it, so it claims nothing and the handler does not run.
-const ReasonRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
-
 // ErrRequestTooLarge is the error of a keyed request whose body is longer
 // than [WithMaxRequestBytes], answered 413 with its Reason: the middleware
 // cannot fingerprint it, so it claims nothing and the handler does not run.
@@ -92,9 +87,6 @@ var statusOfReason = map[string]int{
 // a Retry-After header is due on a 409, 429 or 503 answer.
 func StatusOf(err error) (status int, retryAfter time.Duration) {
 	code, ok := statusOfReason[idempotency.Reason(err)]
-	if !ok && errors.Is(err, ErrRequestTooLarge) {
-		code, ok = http.StatusRequestEntityTooLarge, true
-	}
 	if !ok {
 		code = statusOfCode(err)
 	}
@@ -201,19 +193,12 @@ func ProblemOf(err error) Problem {
 	code, after := StatusOf(err)
 	p := Problem{
 		Type: ProblemType, Title: titleOf(code), Status: code,
-		Detail: detailOf(err), Reason: reasonOf(err), RetryAfter: after,
+		Detail: detailOf(err), Reason: idempotency.Reason(err), RetryAfter: after,
 	}
 	if p.Detail == "" { // a status without a message
 		p.Detail = p.Title
 	}
 	return p
-}
-
-func reasonOf(err error) string {
-	if errors.Is(err, ErrRequestTooLarge) {
-		return ErrRequestTooLarge.Reason
-	}
-	return idempotency.Reason(err)
 }
 
 // sentinels are the errors whose text a problem's detail may carry.
