@@ -91,17 +91,13 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return s.e.interceptStream
 }
 
-// StreamServerInterceptor is shorthand for
-// NewServer(s, opts...).StreamServerInterceptor(). It panics as
-// [NewServer] does.
-func StreamServerInterceptor(s store.Store, opts ...ServerOption) grpc.StreamServerInterceptor {
-	return NewServer(s, opts...).StreamServerInterceptor()
-}
-
 // UnaryServerInterceptor is shorthand for
-// NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
-// not run the start-up check [Server.Validate]. It panics as [NewServer]
-// does.
+// NewServer(s, opts...).UnaryServerInterceptor(), for a server whose one
+// idempotency entry point is this interceptor. It panics as [NewServer]
+// does. Each call builds a server of its own, with its own in-flight
+// waiters and replay cache: a server that also intercepts streams, calls
+// [Do] or [Once], or runs the start-up check [Server.Validate] builds one
+// [Server] with [NewServer] and takes everything from it.
 func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	return NewServer(s, opts...).UnaryServerInterceptor()
 }
