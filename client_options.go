@@ -153,29 +153,17 @@ func WithMaxStreamRetryBuffer(n int) ClientOption {
 	})
 }
 
-// WithDerivedKeys makes [UnaryClientInterceptor] give a call made from a
-// claimed handler's context ([ClaimFromContext]) that carries no key of
-// its own a key derived from that claim ([DerivedKey]) instead of a fresh
-// one. Its label is the called full method name, "#" and the ordinal of
-// the call among the calls to that method from that execution that took a
-// derived key ("/shop.v1.PaymentsService/Charge#1", then "#2"): a handler
-// that charges twice sends two keys, and a re-run of the handler after a
-// crash that makes the same calls in the same order sends the same keys,
-// so the downstream service replays them instead of charging again.
+// WithDerivedKeys makes [UnaryClientInterceptor] give a call that brings
+// no key of its own, made from a claimed handler's context, a key derived
+// from that claim ([DerivedKey]) instead of a fresh one, labelled with the
+// called method and the call's ordinal among that execution's calls to it
+// ("/shop.v1.PaymentsService/Charge#1", then "#2"). A re-run of the
+// handler that makes the same calls in the same order sends the same
+// keys. Calls made concurrently, or by a retry loop above the interceptor,
+// need a label of their own: WithKey(DerivedKey(ctx, label)). Default:
+// off. The rest is in [the client guide].
 //
-// The ordinal is counted per execution of the handler, in the order the
-// calls reach the interceptor. Calls to one method made concurrently from
-// one execution have no stable order, so a re-run may pair their keys
-// with the other requests: give each its own label with
-// WithKey(DerivedKey(ctx, label)). A retry loop above the interceptor
-// makes new calls with new ordinals: retry with the interceptor's own
-// retries, or with WithKey.
-//
-// A key given with [WithKey], in the outgoing metadata or in the request's
-// key field wins, and takes no ordinal. Calls from a context without a
-// claim get a key from the key generator ([WithKeyGenerator]), and methods
-// that get no key (see [UnaryClientInterceptor]) are unaffected. Default:
-// off; every call without a key gets a fresh one.
+// [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md#keys-for-downstream-calls
 func WithDerivedKeys() ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.derivedKeys = true })
 }

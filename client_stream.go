@@ -13,53 +13,16 @@ import (
 )
 
 // StreamClientInterceptor returns the client interceptor of streaming
-// calls: it gives each client-streaming or server-streaming call one
-// idempotency key, as [UnaryClientInterceptor] gives a unary call, and
-// retries the call with that key when a retry is safe, so that the caller
-// sees one stream. It takes the same options, reads the key from the same
-// places ([WithKey], the outgoing metadata, the first request's key_field,
-// the key generator) and retries on the same answers, with the same
-// backoff, pushback and [WithMaxAttempts]; [WithPerAttemptTimeout] does
-// not apply to streams, whose attempts last as long as the stream.
+// calls: each client-streaming or server-streaming call gets one key and
+// is retried with it as [UnaryClientInterceptor] does a unary call, with
+// the same options, so that the caller sees one stream. A cut server
+// stream resumes after the messages received ([ResumeAfterKey]; the server
+// needs [Server.StreamServerInterceptor]); a client stream is resent from
+// copies held up to [WithMaxStreamRetryBuffer]. Bidirectional streams pass
+// through. It panics on a configuration error. The rest is in
+// [the streaming guide].
 //
-// A server-streaming call whose attempt fails with a retryable answer,
-// before or after some messages, is retried with the same request and
-// [ResumeAfterKey] set to the number of messages the caller already
-// received (added to the caller's own, when the outgoing metadata carries
-// one): the server's stream interceptor then sends only the messages after
-// those, from its stored outcome or from a run of its own, so the caller
-// receives each message once and in order. Header returns the header of
-// the first attempt that received one (a later attempt's header is not
-// seen: the replay marker of a resumed stream is in its trailer only when
-// the stream ended in an error); Trailer returns the last attempt's.
-// [ReplayedInto] reports [Replayed] of those two, and the [grpc.Header]
-// call option gets what Header returns once the call has ended. Context
-// is the call's, not an attempt's: it is done when the call has ended,
-// not at a cut that a retry resumes.
-//
-// A client-streaming call is retried from copies of the messages it sent,
-// which the interceptor holds until the call ends, up to
-// [WithMaxStreamRetryBuffer] (1 MiB by default): a retry sends them all
-// again, in order, then closes the stream if the caller had closed it. A
-// call whose messages go past the bound, or that sends a message that is
-// not a proto message, drops its copies and is not retried from then on;
-// the caller is never asked to send again. While the copies are held, a
-// send that finds the attempt broken returns nil: the failure is known,
-// and retried, when the caller receives the response.
-//
-// The stream is started when the caller sends its first message (or
-// closes, or asks for the header, before sending one) when the method's
-// key may come from that message's key_field; otherwise at once.
-// Bidirectional streams, and methods that get no key (see
-// [UnaryClientInterceptor]), pass through untouched.
-//
-// The retries rely on the server's stream interceptor
-// ([Server.StreamServerInterceptor]), which runs a keyed call once and
-// resumes it; against a server without it, a retried server stream would
-// start again from its first message.
-//
-// It panics on a configuration error, as [UnaryClientInterceptor] does, and
-// when [WithMaxStreamRetryBuffer] is negative.
+// [the streaming guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/streaming.md#the-client-side
 func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor {
 	return newClientInterceptor(opts).interceptStream
 }

@@ -243,10 +243,10 @@ func WithFingerprint(f FingerprintFunc) ServerOption {
 // it take part.
 //
 // [NewServer] checks the policy of every method named here when it is
-// built, and panics with a [*MethodConfigError] naming the
-// method and its proto file when it cannot work: a KeyField (or the
-// proto's key_field) that is not a singular string field of the request,
-// or a streaming method. A name the descriptor registry ([WithDescriptors])
+// built, and panics with a [*MethodConfigError] naming the method and its
+// proto file when it cannot work: a KeyField (or the proto's key_field)
+// that is not a singular string field of the request, or a bidirectional
+// streaming method. A name the descriptor registry ([WithDescriptors])
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
 // method's calls closed. [Server.Validate] reports names a server does not
@@ -365,34 +365,17 @@ func WithCallerCancellation() ServerOption {
 }
 
 // WithReplayCache keeps up to maxEntries completed outcomes, taking up to
-// maxBytes in all, in this process, in front of the store: a replay of a
-// cached key makes no store call. Default: no cache; every replay asks the
-// store.
+// maxBytes in all (each entry its store key, fingerprint and record plus
+// 192 bytes), in this process, in front of the store: a replay of a cached
+// key makes no store call, and is a [DecisionReplayed] event with
+// [Event.Cached] set. An entry expires with the record's retention, or ttl
+// after it is filled, whichever comes first; a record removed from the
+// store early replays from the cache until then. Each [Server] has one
+// cache, shared by its entry points. Default: no cache. A maxEntries,
+// maxBytes or ttl that is zero or negative makes [NewServer] panic. What
+// it holds, and how to size it, is in [the operations guide].
 //
-// The cache holds completed outcomes only. It is filled from a completed
-// entry a claim found in the store, after its record decoded, and from
-// this server's own stored outcome once the store has accepted it; never
-// from an in-flight or a released key, nor from an outcome a handler
-// recorded in its own transaction ([TxOutcome]: its key is cached when it
-// is next replayed from the store). A cached key is checked against the
-// request's fingerprint as a store hit is: another request gets
-// [ErrKeyReused]. Every entry point of one [Server] (its interceptors,
-// [Do], [Once]) shares its cache; each Server has its own.
-//
-// An entry expires at the record's completion time plus the method's
-// retention as this server resolves it when the entry is filled, or ttl
-// after it is filled, whichever comes first, so the cache never replays a
-// record its retention has ended. A record that leaves the store before
-// then (deleted, swept, migrated away, evicted by a bounded store) still
-// replays from each server's cache that holds it until that entry
-// expires: ttl bounds how long, on each server. Entries are evicted least
-// recently used first when either bound is reached; an entry counts its
-// store key, fingerprint and record bytes plus 192 bytes,
-// and a record larger than maxBytes is not cached. A replay from the cache
-// is a [DecisionReplayed] event with [Event.Cached] set and no store time.
-//
-// A maxEntries, maxBytes or ttl that is zero or negative makes [NewServer]
-// panic.
+// [the operations guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#a-replay-cache-in-front-of-the-store
 func WithReplayCache(maxEntries int, maxBytes int64, ttl time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		switch {
