@@ -41,10 +41,11 @@
 //
 // [UnaryClientInterceptor] and [StreamClientInterceptor] give each call one
 // key and retry it with that key when that is safe ([the client guide]).
-// Every error of the library is one of its sentinels, each an [*Error]:
-// branch with errors.Is(err, ErrKeyReused), on what the client interceptors
-// and [Do] return alike; the sentinel's Reason is the google.rpc.ErrorInfo
-// reason on the wire, which [Reason] reads from any error.
+// Every failure the library answers a call with is one of its sentinels,
+// each an [*Error]: branch with errors.Is(err, ErrKeyReused), on what the
+// client interceptors and [Do] return alike; the sentinel's Reason is the
+// google.rpc.ErrorInfo reason on the wire, which [Reason] reads from any
+// error.
 //
 // # Stores
 //
