@@ -17,24 +17,16 @@ import (
 const derivedKeyDomain = "grpc-idempotency derived key v1"
 
 // DerivedKey returns the idempotency key a handler sends with a call it
-// makes to another system under label: a payment provider's HTTP
-// Idempotency-Key header, another gRPC service's key ([WithKey]). It
-// reports false when ctx carries no claim (the call is not deduplicated:
-// no key, method disabled, or failing open; see [ClaimFromContext]).
+// makes to another system under label (a payment provider's
+// Idempotency-Key header, another gRPC service's key with [WithKey]),
+// derived from the claim's store key and label alone: a run of the handler
+// again for the same key, on any server, gets the same key for the same
+// label, so its downstream call replays; other labels, methods, scopes and
+// client keys get other keys. The key passes [ValidateKey]. It reports
+// false when ctx carries no claim ([ClaimFromContext]). See
+// [the client guide].
 //
-// The key is derived from the claim's store key (which hashes the method,
-// the caller's scope and the client's key) and label, and from nothing
-// else: not from the owner token, the server or the time. A handler that
-// runs again for the same key, on this server or on another after a crash
-// and a lease takeover, gets the same key for the same label, so its
-// downstream call replays instead of running twice. Keys differ for
-// different labels, methods, scopes and client keys, so two tenants that
-// send the same key never share a downstream key, and a handler that
-// makes two distinct calls names them with two labels. Every derived key
-// passes [ValidateKey]: 43 characters of base64url (unpadded SHA-256).
-//
-// [WithDerivedKeys] makes [UnaryClientInterceptor] send such keys on its
-// own, labelled by called method and call ordinal.
+// [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md#keys-for-downstream-calls
 func DerivedKey(ctx context.Context, label string) (string, bool) {
 	c, ok := ctx.Value(claimKey{}).(*call)
 	if !ok {

@@ -62,13 +62,13 @@ func TestClientKeyFieldPrecedence(t *testing.T) {
 		{name: "WithKey equal to the field", requestID: "r-1", opts: []grpc.CallOption{idempotency.WithKey("r-1")}, wantKey: "r-1"},
 		{name: "metadata key equal to the field", requestID: "r-1", metadata: "r-1", wantKey: "r-1"},
 		{name: "WithKey different from the field", requestID: "r-1", opts: []grpc.CallOption{idempotency.WithKey("other")},
-			wantCode: codes.InvalidArgument, wantReason: idempotency.ReasonKeyInvalid},
+			wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
 		{name: "metadata key different from the field", requestID: "r-1", metadata: "other",
-			wantCode: codes.InvalidArgument, wantReason: idempotency.ReasonKeyInvalid},
+			wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
 		{name: "empty field, WithKey", opts: []grpc.CallOption{idempotency.WithKey("k-1")}, wantKey: "k-1"},
 		{name: "empty field, metadata key", metadata: "k-1", wantKey: "k-1"},
 		{name: "empty field, minted key"},
-		{name: "invalid field", requestID: "bad id", wantCode: codes.InvalidArgument, wantReason: idempotency.ReasonKeyInvalid},
+		{name: "invalid field", requestID: "bad id", wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,28 +9,18 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/clientretry"
 )
 
-// Defaults of the client options.
+// Defaults of the client options, which each option's doc comment states.
 const (
-	// DefaultMaxAttempts is how many attempts [UnaryClientInterceptor]
-	// makes per call, the first one included.
-	DefaultMaxAttempts = 5
-	// DefaultBackoffBase and DefaultBackoffMax shape the default backoff:
-	// before retry n the client waits a random time between 0 and
-	// DefaultBackoffBase·2^n, at most DefaultBackoffMax (exponential
-	// backoff with full jitter).
-	DefaultBackoffBase = 50 * time.Millisecond
-	DefaultBackoffMax  = 5 * time.Second
-	// DefaultMaxPushback is the longest wait a server may ask for with
-	// google.rpc.RetryInfo or grpc-retry-pushback-ms before a retry; see
-	// [WithMaxPushback]. One minute covers every wait the server
-	// interceptor asks for by default (in-flight rejections ask for
-	// [DefaultRetryAfter], 1s) and the longest a key can stay blocked by a
-	// server that died holding it ([DefaultLease], 60s).
-	DefaultMaxPushback = time.Minute
-	// DefaultMaxStreamRetryBuffer is how many bytes of a client-streaming
+	// defaultMaxAttempts, defaultBackoffBase, defaultBackoffMax and
+	// defaultMaxPushback are the HTTP client's too (internal/clientretry).
+	defaultMaxAttempts = clientretry.DefaultMaxAttempts
+	defaultBackoffBase = clientretry.DefaultBackoffBase
+	defaultBackoffMax  = clientretry.DefaultBackoffMax
+	defaultMaxPushback = clientretry.DefaultMaxPushback
+	// defaultMaxStreamRetryBuffer is how many bytes of a client-streaming
 	// call's requests [StreamClientInterceptor] holds for its retries; see
 	// [WithMaxStreamRetryBuffer].
-	DefaultMaxStreamRetryBuffer = 1 << 20
+	defaultMaxStreamRetryBuffer = 1 << 20
 )
 
 type clientConfig struct {
@@ -47,11 +37,11 @@ type clientConfig struct {
 
 func newClientConfig(opts []ClientOption) clientConfig {
 	c := clientConfig{
-		maxAttempts:     DefaultMaxAttempts,
-		backoff:         clientretry.FullJitter(DefaultBackoffBase, DefaultBackoffMax),
+		maxAttempts:     defaultMaxAttempts,
+		backoff:         clientretry.FullJitter(defaultBackoffBase, defaultBackoffMax),
 		newKey:          uuid.NewString,
-		maxPushback:     DefaultMaxPushback,
-		maxStreamBuffer: DefaultMaxStreamRetryBuffer,
+		maxPushback:     defaultMaxPushback,
+		maxStreamBuffer: defaultMaxStreamRetryBuffer,
 		sharedConfig:    sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
 	}
 	for _, o := range opts {
@@ -71,7 +61,7 @@ func newClientConfig(opts []ClientOption) clientConfig {
 
 // WithMaxAttempts sets how many attempts a call makes at most, the first
 // one included: WithMaxAttempts(1) never retries. Values below 1 mean 1.
-// Default [DefaultMaxAttempts] (5).
+// Default 5.
 func WithMaxAttempts(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxAttempts = n })
 }
@@ -99,8 +89,7 @@ func WithPerAttemptTimeout(d time.Duration) ClientOption {
 // The server's pushback (google.rpc.RetryInfo or the grpc-retry-pushback-ms
 // trailer) raises the wait when it is longer. A nil backoff retries at once
 // unless the server asks for a wait. Default: exponential with full jitter,
-// a random wait between 0 and [DefaultBackoffBase]·2^attempt, at most
-// [DefaultBackoffMax].
+// a random wait between 0 and 50ms·2^attempt, at most 5s.
 func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.backoff = backoff })
 }
@@ -129,7 +118,7 @@ func WithKeyGenerator(generate func() string) ClientOption {
 // call, and its goroutine, that has no deadline. A wait of exactly d is
 // honoured. Negative values mean 0: any positive pushback ends the
 // retries. The cap applies to the server's pushback only, never to the
-// backoff set with [WithBackoff]. Default [DefaultMaxPushback] (1 minute).
+// backoff set with [WithBackoff]. Default 1 minute.
 func WithMaxPushback(d time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxPushback = d })
 }
@@ -143,7 +132,7 @@ func WithMaxPushback(d time.Duration) ClientOption {
 // is returned, as without the interceptor. 0 holds nothing, so no
 // client-streaming call is retried; a negative n makes
 // [StreamClientInterceptor] panic. A server-streaming call's one request
-// is always held. Default [DefaultMaxStreamRetryBuffer] (1 MiB).
+// is always held. Default 1 MiB.
 func WithMaxStreamRetryBuffer(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) {
 		if n < 0 {
@@ -154,29 +143,17 @@ func WithMaxStreamRetryBuffer(n int) ClientOption {
 	})
 }
 
-// WithDerivedKeys makes [UnaryClientInterceptor] give a call made from a
-// claimed handler's context ([ClaimFromContext]) that carries no key of
-// its own a key derived from that claim ([DerivedKey]) instead of a fresh
-// one. Its label is the called full method name, "#" and the ordinal of
-// the call among the calls to that method from that execution that took a
-// derived key ("/shop.v1.PaymentsService/Charge#1", then "#2"): a handler
-// that charges twice sends two keys, and a re-run of the handler after a
-// crash that makes the same calls in the same order sends the same keys,
-// so the downstream service replays them instead of charging again.
+// WithDerivedKeys makes [UnaryClientInterceptor] give a call that brings
+// no key of its own, made from a claimed handler's context, a key derived
+// from that claim ([DerivedKey]) instead of a fresh one, labelled with the
+// called method and the call's ordinal among that execution's calls to it
+// ("/shop.v1.PaymentsService/Charge#1", then "#2"). A re-run of the
+// handler that makes the same calls in the same order sends the same
+// keys. Calls made concurrently, or by a retry loop above the interceptor,
+// need a label of their own: WithKey(DerivedKey(ctx, label)). Default:
+// off. The rest is in [the client guide].
 //
-// The ordinal is counted per execution of the handler, in the order the
-// calls reach the interceptor. Calls to one method made concurrently from
-// one execution have no stable order, so a re-run may pair their keys
-// with the other requests: give each its own label with
-// WithKey(DerivedKey(ctx, label)). A retry loop above the interceptor
-// makes new calls with new ordinals: retry with the interceptor's own
-// retries, or with WithKey.
-//
-// A key given with [WithKey], in the outgoing metadata or in the request's
-// key field wins, and takes no ordinal. Calls from a context without a
-// claim get a key from the key generator ([WithKeyGenerator]), and methods
-// that get no key (see [UnaryClientInterceptor]) are unaffected. Default:
-// off; every call without a key gets a fresh one.
+// [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md#keys-for-downstream-calls
 func WithDerivedKeys() ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.derivedKeys = true })
 }

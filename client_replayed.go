@@ -20,21 +20,13 @@ func Replayed(header, trailer metadata.MD) bool {
 
 // ReplayedInto makes [UnaryClientInterceptor] and [StreamClientInterceptor]
 // set *replayed to whether the answer the caller got was replayed
-// ([Replayed]). For a unary call, that is read from the header and trailer
-// of its last attempt: after retries, that is the answer the caller got.
-// For a client- or server-streaming call, it is [Replayed] of the stream's
-// Header and Trailer as the caller sees them (the header of the first
-// attempt that received one, the trailer of the last): set once the
-// header has come with the first message received, and again when the call
-// ends. So a server stream resumed after a live first attempt is not
-// replayed, although the rest of its messages came from the store: its
-// header, and the handler run that sent it, are the caller's own; unless it
-// ends in an error replayed from the store, whose trailer is marked. A
-// call that fails before any attempt, and a stream the interceptor passes
-// through (bidirectional, or without a key), leave it false. Only the
-// interceptors read it: on a connection without them, gRPC ignores the
-// option and *replayed stays as it was; such clients call [Replayed] with
-// grpc.Header and grpc.Trailer, or a stream's Header and Trailer.
+// ([Replayed]): for a unary call, of its last attempt; for a stream, of
+// its Header and Trailer as the caller sees them. It stays false for a
+// call that fails before any attempt and for a stream passed through.
+// Without the interceptors gRPC ignores it. The rest is in
+// [the client guide].
+//
+// [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md#was-it-replayed
 func ReplayedInto(replayed *bool) grpc.CallOption {
 	return replayedCallOption{dst: replayed}
 }

@@ -80,8 +80,8 @@ func (c *clientInterceptor) attempt(ctx context.Context, method string, req, rep
 }
 
 // retryable reports whether a call that failed with err may be retried with
-// its key: UNAVAILABLE; ABORTED with ReasonKeyInUse in ErrorDomain;
-// RESOURCE_EXHAUSTED with ReasonStoreFull in ErrorDomain (the claim was
+// its key: UNAVAILABLE; ABORTED with ErrKeyInUse.Reason in ErrorDomain;
+// RESOURCE_EXHAUSTED with ErrStoreFull.Reason in ErrorDomain (the claim was
 // refused, so the handler did not run; any other RESOURCE_EXHAUSTED, such as
 // a rate limit or a message too large, is not retried); and
 // DEADLINE_EXCEEDED when the attempt had a per-attempt timeout (timedOut;
@@ -96,9 +96,9 @@ func retryable(err error, timedOut bool) (*status.Status, bool) {
 	case codes.Unavailable:
 		return st, true
 	case codes.Aborted:
-		return st, hasReason(st, ReasonKeyInUse)
+		return st, hasReason(st, ErrKeyInUse.Reason)
 	case codes.ResourceExhausted:
-		return st, hasReason(st, ReasonStoreFull)
+		return st, hasReason(st, ErrStoreFull.Reason)
 	case codes.DeadlineExceeded:
 		return st, timedOut
 	}

@@ -59,12 +59,12 @@ func TestClientRetriesStoreFull(t *testing.T) {
 			if status.Code(err) != tt.wantCode {
 				t.Fatalf("err = %v, want %v", err, tt.wantCode)
 			}
-			if err != nil && clientReason(err) != idempotency.ReasonStoreFull {
-				t.Fatalf("err = %v (reason %q), want reason %s", err, clientReason(err), idempotency.ReasonStoreFull)
+			if err != nil && clientReason(err) != idempotency.ErrStoreFull.Reason {
+				t.Fatalf("err = %v (reason %q), want reason %s", err, clientReason(err), idempotency.ErrStoreFull.Reason)
 			}
 			if len(retriedAfter) == 0 || status.Code(retriedAfter[0]) != codes.ResourceExhausted ||
-				clientReason(retriedAfter[0]) != idempotency.ReasonStoreFull {
-				t.Fatalf("retried after %v, want RESOURCE_EXHAUSTED with %s", retriedAfter, idempotency.ReasonStoreFull)
+				clientReason(retriedAfter[0]) != idempotency.ErrStoreFull.Reason {
+				t.Fatalf("retried after %v, want RESOURCE_EXHAUSTED with %s", retriedAfter, idempotency.ErrStoreFull.Reason)
 			}
 			attempts := rig.attempts.all()
 			wantAttempts := 3

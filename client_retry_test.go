@@ -103,8 +103,8 @@ func TestClientInFlightDuplicate(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(retried) == 0 || status.Code(retried[0]) != codes.Aborted || clientReason(retried[0]) != idempotency.ReasonKeyInUse {
-		t.Fatalf("retried after %v, want ABORTED with %s first", retried, idempotency.ReasonKeyInUse)
+	if len(retried) == 0 || status.Code(retried[0]) != codes.Aborted || clientReason(retried[0]) != idempotency.ErrKeyInUse.Reason {
+		t.Fatalf("retried after %v, want ABORTED with %s first", retried, idempotency.ErrKeyInUse.Reason)
 	}
 	wantOneKey(t, rig.attempts.all())
 }
@@ -126,16 +126,16 @@ func TestClientNoUnsafeRetries(t *testing.T) {
 		wantCode   codes.Code
 		wantReason string
 	}{
-		{name: "key reused", setup: true, wantCode: codes.FailedPrecondition, wantReason: idempotency.ReasonKeyReused},
-		{name: "key invalid on the server", below: appendKey("k-second"), wantCode: codes.InvalidArgument, wantReason: idempotency.ReasonKeyInvalid},
-		{name: "key missing on the server", fault: stripKey, method: "Required", wantCode: codes.InvalidArgument, wantReason: idempotency.ReasonKeyMissing},
+		{name: "key reused", setup: true, wantCode: codes.FailedPrecondition, wantReason: idempotency.ErrKeyReused.Reason},
+		{name: "key invalid on the server", below: appendKey("k-second"), wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
+		{name: "key missing on the server", fault: stripKey, method: "Required", wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyMissing.Reason},
 		{name: "plain ABORTED", handler: failWith(status.Error(codes.Aborted, "conflict")), wantCode: codes.Aborted},
-		{name: "ABORTED in use from another domain", handler: failWith(errorWith(codes.Aborted, "example.com", idempotency.ReasonKeyInUse, time.Millisecond)), wantCode: codes.Aborted},
-		{name: "ABORTED with another reason", handler: failWith(errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ReasonKeyReused, 0)), wantCode: codes.Aborted, wantReason: idempotency.ReasonKeyReused},
+		{name: "ABORTED in use from another domain", handler: failWith(errorWith(codes.Aborted, "example.com", idempotency.ErrKeyInUse.Reason, time.Millisecond)), wantCode: codes.Aborted},
+		{name: "ABORTED with another reason", handler: failWith(errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ErrKeyReused.Reason, 0)), wantCode: codes.Aborted, wantReason: idempotency.ErrKeyReused.Reason},
 		{name: "INTERNAL", handler: failWith(status.Error(codes.Internal, "bug")), wantCode: codes.Internal},
 		{name: "RESOURCE_EXHAUSTED", handler: failWith(status.Error(codes.ResourceExhausted, "quota")), wantCode: codes.ResourceExhausted},
-		{name: "RESOURCE_EXHAUSTED store full from another domain", handler: failWith(errorWith(codes.ResourceExhausted, "example.com", idempotency.ReasonStoreFull, time.Millisecond)), wantCode: codes.ResourceExhausted},
-		{name: "RESOURCE_EXHAUSTED with another reason", handler: failWith(errorWith(codes.ResourceExhausted, idempotency.ErrorDomain, idempotency.ReasonKeyInUse, time.Millisecond)), wantCode: codes.ResourceExhausted, wantReason: idempotency.ReasonKeyInUse},
+		{name: "RESOURCE_EXHAUSTED store full from another domain", handler: failWith(errorWith(codes.ResourceExhausted, "example.com", idempotency.ErrStoreFull.Reason, time.Millisecond)), wantCode: codes.ResourceExhausted},
+		{name: "RESOURCE_EXHAUSTED with another reason", handler: failWith(errorWith(codes.ResourceExhausted, idempotency.ErrorDomain, idempotency.ErrKeyInUse.Reason, time.Millisecond)), wantCode: codes.ResourceExhausted, wantReason: idempotency.ErrKeyInUse.Reason},
 		{name: "DEADLINE_EXCEEDED without a per-attempt timeout", handler: failWith(status.Error(codes.DeadlineExceeded, "slow backend")), wantCode: codes.DeadlineExceeded},
 		{name: "UNAVAILABLE with a negative pushback", handler: failWithTrailer(codes.Unavailable, "-1"), wantCode: codes.Unavailable},
 		{name: "UNAVAILABLE with a malformed pushback", handler: failWithTrailer(codes.Unavailable, "soon"), wantCode: codes.Unavailable},
@@ -176,7 +176,7 @@ func TestClientMaxAttemptsAndOnRetry(t *testing.T) {
 		opts []idempotency.ClientOption
 		want int
 	}{
-		{name: "default", want: idempotency.DefaultMaxAttempts},
+		{name: "default", want: defaultMaxAttempts},
 		{name: "3", opts: []idempotency.ClientOption{idempotency.WithMaxAttempts(3)}, want: 3},
 		{name: "1", opts: []idempotency.ClientOption{idempotency.WithMaxAttempts(1)}, want: 1},
 		{name: "0 means 1", opts: []idempotency.ClientOption{idempotency.WithMaxAttempts(0)}, want: 1},
@@ -185,7 +185,7 @@ func TestClientMaxAttemptsAndOnRetry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			unavailable := errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ReasonStoreUnavailable, 0)
+			unavailable := errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ErrStoreUnavailable.Reason, 0)
 			rig := newClientRig(t, rigConfig{handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 				return nil, unavailable
 			}})
@@ -202,7 +202,7 @@ func TestClientMaxAttemptsAndOnRetry(t *testing.T) {
 			client := rig.client(t, idempotency.UnaryClientInterceptor(opts...))
 
 			_, err := client.Do(t.Context(), &testingv1.DoRequest{})
-			if status.Code(err) != codes.Unavailable || clientReason(err) != idempotency.ReasonStoreUnavailable {
+			if status.Code(err) != codes.Unavailable || clientReason(err) != idempotency.ErrStoreUnavailable.Reason {
 				t.Fatalf("err = %v, want the last UNAVAILABLE with its details", err)
 			}
 			if n := len(rig.attempts.all()); n != tt.want {

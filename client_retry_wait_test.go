@@ -31,10 +31,10 @@ func TestClientWaitsForPushback(t *testing.T) {
 		err     error  // the first answer
 		backoff func(context.Context, uint) time.Duration
 	}{
-		{name: "RetryInfo", err: errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ReasonKeyInUse, want)},
+		{name: "RetryInfo", err: errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ErrKeyInUse.Reason, want)},
 		{name: "pushback trailer", trailer: "300", err: status.Error(codes.Unavailable, "busy")},
-		{name: "trailer longer than RetryInfo", trailer: "300", err: errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ReasonKeyInUse, 10*time.Millisecond)},
-		{name: "RetryInfo longer than trailer", trailer: "10", err: errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ReasonStoreUnavailable, want)},
+		{name: "trailer longer than RetryInfo", trailer: "300", err: errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ErrKeyInUse.Reason, 10*time.Millisecond)},
+		{name: "RetryInfo longer than trailer", trailer: "10", err: errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ErrStoreUnavailable.Reason, want)},
 		{name: "backoff longer than pushback", trailer: "10", err: status.Error(codes.Unavailable, "busy"), backoff: constant(want)},
 	}
 	for _, tt := range tests {
@@ -103,8 +103,8 @@ func TestClientPushbackStopsBeforeDeadline(t *testing.T) {
 	ctx, cancel := context.WithDeadline(t.Context(), deadline)
 	defer cancel()
 	_, err := client.Do(ctx, &testingv1.DoRequest{}, idempotency.WithKey("k-deadline"))
-	if status.Code(err) != codes.Aborted || clientReason(err) != idempotency.ReasonKeyInUse {
-		t.Fatalf("err = %v, want the last ABORTED with %s, returned before the deadline", err, idempotency.ReasonKeyInUse)
+	if status.Code(err) != codes.Aborted || clientReason(err) != idempotency.ErrKeyInUse.Reason {
+		t.Fatalf("err = %v, want the last ABORTED with %s, returned before the deadline", err, idempotency.ErrKeyInUse.Reason)
 	}
 
 	attempts := rig.attempts.all()[1:] // the first is the original's
@@ -136,15 +136,15 @@ func TestClientDoesNotSleepPastDeadline(t *testing.T) {
 	}{
 		{
 			name:     "backoff",
-			err:      errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ReasonStoreUnavailable, 0),
+			err:      errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ErrStoreUnavailable.Reason, 0),
 			backoff:  func(context.Context, uint) time.Duration { return time.Hour },
-			wantCode: codes.Unavailable, wantReason: idempotency.ReasonStoreUnavailable,
+			wantCode: codes.Unavailable, wantReason: idempotency.ErrStoreUnavailable.Reason,
 		},
 		{
 			name:     "pushback",
-			err:      errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ReasonKeyInUse, time.Hour),
+			err:      errorWith(codes.Aborted, idempotency.ErrorDomain, idempotency.ErrKeyInUse.Reason, time.Hour),
 			backoff:  noBackoff,
-			wantCode: codes.Aborted, wantReason: idempotency.ReasonKeyInUse,
+			wantCode: codes.Aborted, wantReason: idempotency.ErrKeyInUse.Reason,
 		},
 	}
 	for _, tt := range tests {

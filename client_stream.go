@@ -13,53 +13,16 @@ import (
 )
 
 // StreamClientInterceptor returns the client interceptor of streaming
-// calls: it gives each client-streaming or server-streaming call one
-// idempotency key, as [UnaryClientInterceptor] gives a unary call, and
-// retries the call with that key when a retry is safe, so that the caller
-// sees one stream. It takes the same options, reads the key from the same
-// places ([WithKey], the outgoing metadata, the first request's key_field,
-// the key generator) and retries on the same answers, with the same
-// backoff, pushback and [WithMaxAttempts]; [WithPerAttemptTimeout] does
-// not apply to streams, whose attempts last as long as the stream.
+// calls: each client-streaming or server-streaming call gets one key and
+// is retried with it as [UnaryClientInterceptor] does a unary call, with
+// the same options, so that the caller sees one stream. A cut server
+// stream resumes after the messages received ([ResumeAfterKey]; the server
+// needs [Server.StreamServerInterceptor]); a client stream is resent from
+// copies held up to [WithMaxStreamRetryBuffer]. Bidirectional streams pass
+// through. It panics on a configuration error. The rest is in
+// [the streaming guide].
 //
-// A server-streaming call whose attempt fails with a retryable answer,
-// before or after some messages, is retried with the same request and
-// [ResumeAfterKey] set to the number of messages the caller already
-// received (added to the caller's own, when the outgoing metadata carries
-// one): the server's stream interceptor then sends only the messages after
-// those, from its stored outcome or from a run of its own, so the caller
-// receives each message once and in order. Header returns the header of
-// the first attempt that received one (a later attempt's header is not
-// seen: the replay marker of a resumed stream is in its trailer only when
-// the stream ended in an error); Trailer returns the last attempt's.
-// [ReplayedInto] reports [Replayed] of those two, and the [grpc.Header]
-// call option gets what Header returns once the call has ended. Context
-// is the call's, not an attempt's: it is done when the call has ended,
-// not at a cut that a retry resumes.
-//
-// A client-streaming call is retried from copies of the messages it sent,
-// which the interceptor holds until the call ends, up to
-// [WithMaxStreamRetryBuffer] (1 MiB by default): a retry sends them all
-// again, in order, then closes the stream if the caller had closed it. A
-// call whose messages go past the bound, or that sends a message that is
-// not a proto message, drops its copies and is not retried from then on;
-// the caller is never asked to send again. While the copies are held, a
-// send that finds the attempt broken returns nil: the failure is known,
-// and retried, when the caller receives the response.
-//
-// The stream is started when the caller sends its first message (or
-// closes, or asks for the header, before sending one) when the method's
-// key may come from that message's key_field; otherwise at once.
-// Bidirectional streams, and methods that get no key (see
-// [UnaryClientInterceptor]), pass through untouched.
-//
-// The retries rely on the server's stream interceptor
-// ([Server.StreamServerInterceptor]), which runs a keyed call once and
-// resumes it; against a server without it, a retried server stream would
-// start again from its first message.
-//
-// It panics on a configuration error, as [UnaryClientInterceptor] does, and
-// when [WithMaxStreamRetryBuffer] is negative.
+// [the streaming guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/streaming.md#the-client-side
 func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor {
 	return newClientInterceptor(opts).interceptStream
 }
@@ -67,11 +30,11 @@ func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor 
 func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	replayed := replayedDst(opts)
 	if desc.ClientStreams && desc.ServerStreams {
-		return streamer(ctx, desc, cc, method, opts...)
+		return c.pass(ctx, desc, cc, method, streamer, opts)
 	}
 	m := c.method(method, nil)
 	if !m.keyed {
-		return streamer(ctx, desc, cc, method, opts...)
+		return c.pass(ctx, desc, cc, method, streamer, opts)
 	}
 	s := &retryStream{c: c, m: m, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts,
 		holding:    c.cfg.maxAttempts > 1 && (!desc.ClientStreams || c.cfg.maxStreamBuffer > 0),
@@ -83,6 +46,16 @@ func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.Stre
 		return nil, err
 	}
 	return s, nil
+}
+
+// pass starts a stream the interceptor passes through, whose errors it
+// returns as [clientError] does.
+func (c *clientInterceptor) pass(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, clientError(err)
+	}
+	return passStream{cs}, nil
 }
 
 // resumeOf returns the [ResumeAfterKey] the caller put in the outgoing
@@ -137,16 +110,14 @@ type retryStream struct {
 // or nil, for the key field, and starts the first attempt. mu is held.
 func (s *retryStream) start(first any) error {
 	ctx, err := s.c.attachKey(s.ctx, s.method, s.m.fieldKey(first), s.opts)
-	if err != nil {
-		s.failed = err
-		s.finish()
-		return err
+	if err == nil {
+		s.ctx = ctx
+		err = s.next()
 	}
-	s.ctx = ctx
-	if err := s.next(); err != nil {
-		s.failed = err
+	if err != nil {
+		s.failed = clientError(err)
 		s.finish()
-		return err
+		return s.failed
 	}
 	return nil
 }
@@ -264,7 +235,7 @@ func (s *retryStream) SendMsg(m any) error {
 	if !s.broken {
 		err := s.cur.SendMsg(m)
 		if !errors.Is(err, io.EOF) {
-			return err
+			return clientError(err)
 		}
 		s.broken = true
 	}
@@ -290,7 +261,7 @@ func (s *retryStream) CloseSend() error {
 	if s.broken {
 		return nil
 	}
-	return s.cur.CloseSend()
+	return clientError(s.cur.CloseSend())
 }
 
 // RecvMsg receives the next message, retrying the call, with the same
@@ -324,7 +295,8 @@ func (s *retryStream) RecvMsg(m any) error {
 			s.finish()
 		default: // only a receive changes the attempt, and gRPC allows one at a time
 			if rerr := s.retry(err); rerr != nil {
-				s.failed, err = rerr, rerr
+				s.failed = clientError(rerr)
+				err = s.failed
 				s.report(true)
 				s.finish()
 			} else {
@@ -366,7 +338,8 @@ func (s *retryStream) Header() (metadata.MD, error) {
 	}
 	cur := s.cur
 	s.mu.Unlock()
-	return cur.Header()
+	h, err := cur.Header()
+	return h, clientError(err)
 }
 
 // Trailer returns the trailer of the last attempt.

@@ -155,7 +155,7 @@ func upload(ctx context.Context, c testingv1.StreamServiceClient, amounts []int6
 // WithMaxStreamRetryBuffer it is not retried: the caller gets the cut.
 func TestStreamClientRetriesUpload(t *testing.T) {
 	t.Parallel()
-	for _, bound := range []int{idempotency.DefaultMaxStreamRetryBuffer, 20} {
+	for _, bound := range []int{defaultMaxStreamRetryBuffer, 20} {
 		t.Run(map[bool]string{true: "Held", false: "PastTheBound"}[bound > 20], func(t *testing.T) {
 			t.Parallel()
 			r := newStreamRig(t, idempotency.WithMaxStreamRetryBuffer(bound))
@@ -216,7 +216,7 @@ func TestStreamClientKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = download(ctx, c, &testingv1.DoRequest{Amount: 1, RequestId: "a"}, idempotency.WithKey("b"))
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
 	keys := svc.Keys()
 	if len(keys) != 5 {
 		t.Fatalf("%d executions, want 5: %q", len(keys), keys)

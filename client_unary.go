@@ -10,52 +10,17 @@ import (
 )
 
 // UnaryClientInterceptor returns a client interceptor that gives each call
-// one idempotency key and retries it, with that same key, when a retry is
-// safe.
+// one idempotency key ([WithKey], the outgoing metadata, the request's
+// key_field, or a new one) and retries it with that key when a retry is
+// safe: UNAVAILABLE, [ErrKeyInUse], [ErrStoreFull], and an attempt cut by
+// [WithPerAttemptTimeout], up to [WithMaxAttempts]. A key [ValidateKey]
+// refuses, or keys that disagree, fail the call with [ErrKeyInvalid]; an
+// error carrying the library's ErrorInfo matches its sentinel with
+// errors.Is. Methods that get no key (NO_SIDE_EFFECTS, MODE_DISABLED,
+// gRPC's own services) pass through. It panics on a configuration error.
+// The rest is in [the client guide].
 //
-// The key comes from [WithKey], else from the outgoing metadata under
-// [MetadataKey] or the name set with [WithMetadataKey] (when both are
-// given they must agree), else from the request field the method's
-// idempotency.v1.method key_field names (AIP-155 request_id) when it is
-// not empty, else from the key generator ([WithKeyGenerator]) or, with
-// [WithDerivedKeys] in a claimed handler, from its claim. When the
-// key field is set and a key is given too, the two must be the same: a
-// server reads the metadata key first, so a different field value would be
-// silently ignored there. The key is set in the outgoing metadata under
-// that name once, before the first attempt, so every attempt carries it,
-// including those made by retry layers below this interceptor. A key that
-// [ValidateKey] refuses, or keys that disagree, fail the call with
-// INVALID_ARGUMENT and [ReasonKeyInvalid] before any attempt.
-//
-// A failed attempt is retried on UNAVAILABLE; on ABORTED only when its
-// google.rpc.ErrorInfo says [ReasonKeyInUse] in [ErrorDomain] (a plain
-// ABORTED is not safe to retry, AIP-194); on RESOURCE_EXHAUSTED only when
-// its ErrorInfo says [ReasonStoreFull] in [ErrorDomain] (the server refused
-// the claim, so the handler did not run; a plain RESOURCE_EXHAUSTED, from a
-// rate limiter or for a message too large, is not retried); and on
-// DEADLINE_EXCEEDED of an attempt cut by [WithPerAttemptTimeout]. Nothing
-// else is retried. Retries wait for the backoff ([WithBackoff]) or the
-// server's pushback (google.rpc.RetryInfo, grpc-retry-pushback-ms),
-// whichever is longer, and stop after [WithMaxAttempts] attempts; a
-// pushback over [WithMaxPushback] (default 1 minute) or a wait that would
-// end after the caller's deadline is not started and the last error is
-// returned at once, and a context cancelled after a failed attempt ends
-// the call with CANCELED, as grpc-go's own retries do. Otherwise the last
-// attempt's error is returned as is, with its details.
-//
-// [ReplayedInto] reports whether the answer of a call, after its retries,
-// came from the server's store.
-//
-// Methods whose descriptor says idempotency_level = NO_SIDE_EFFECTS or
-// whose idempotency.v1.method mode is MODE_DISABLED get no key and no
-// retries, and so do the methods of gRPC's own services (proto package
-// "grpc" or "grpc.*": health, reflection, channelz, lb) and, with
-// [WithDefaultMode](ModeDisabled), the methods whose descriptor
-// gives no mode. The policy and key field are read from
-// protoregistry.GlobalFiles once per method.
-//
-// It panics when an option cannot work (a [WithMetadataKey] gRPC
-// cannot carry the key under): a programming error, found at start-up.
+// [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 	return newClientInterceptor(opts).intercept
 }
@@ -77,7 +42,7 @@ func newClientInterceptor(opts []ClientOption) *clientInterceptor {
 // crash reuses it. Only [UnaryClientInterceptor] reads it: on a connection
 // without the interceptor, gRPC ignores the option and the call goes out
 // with no key at all, silently (a MODE_REQUIRED method then answers
-// INVALID_ARGUMENT with [ReasonKeyMissing], an optional one runs without
+// INVALID_ARGUMENT with [ErrKeyMissing], an optional one runs without
 // deduplication). Such clients use [ContextWithKey]. On methods that get
 // no key (see [UnaryClientInterceptor]) it is ignored. On a method with a
 // key_field whose request sets it, key must be that value. Default: none:
@@ -98,18 +63,18 @@ func WithKey(key string) grpc.CallOption {
 // It checks the key locally, as the server would: when key fails
 // [ValidateKey], or when the outgoing metadata of ctx already carries
 // another key, or more than one, under [MetadataKey] (the server refuses a
-// call with two keys), it returns ctx unchanged and a [*KeyError] whose
-// [Reason] is [ReasonKeyInvalid]. A ctx that already carries the same key
-// is returned as it is.
+// call with two keys), it returns ctx unchanged and a [*KeyError] of
+// [ErrKeyInvalid]. A ctx that already carries the same key is returned as
+// it is.
 func ContextWithKey(ctx context.Context, key string) (context.Context, error) {
 	if err := ValidateKey(key); err != nil {
 		return ctx, err
 	}
 	switch md := metadata.ValueFromOutgoingContext(ctx, MetadataKey); {
 	case len(md) > 1:
-		return ctx, &KeyError{Reason: ReasonKeyInvalid, Detail: "the outgoing metadata carries more than one key"}
+		return ctx, &KeyError{Err: ErrKeyInvalid, Detail: "the outgoing metadata carries more than one key"}
 	case len(md) == 1 && md[0] != key:
-		return ctx, &KeyError{Reason: ReasonKeyInvalid, Detail: "the outgoing metadata carries a different key"}
+		return ctx, &KeyError{Err: ErrKeyInvalid, Detail: "the outgoing metadata carries a different key"}
 	case len(md) == 1:
 		return ctx, nil
 	}
@@ -134,6 +99,11 @@ type clientInterceptor struct {
 }
 
 func (c *clientInterceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return clientError(c.invoke(ctx, method, req, reply, cc, invoker, opts))
+}
+
+// invoke makes the call, with its key and retries when it gets a key.
+func (c *clientInterceptor) invoke(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	invoker = reportReplayed(invoker, opts)
 	m := c.method(method, req)
 	if !m.keyed {
@@ -188,7 +158,7 @@ func (c *clientInterceptor) attachKey(ctx context.Context, method, field string,
 }
 
 func keyInvalid(detail string) error {
-	return keyStatus(&KeyError{Reason: ReasonKeyInvalid, Detail: detail})
+	return keyStatus(&KeyError{Err: ErrKeyInvalid, Detail: detail})
 }
 
 // keyStatus turns a key error found on the client into the status the
@@ -198,5 +168,5 @@ func keyStatus(err error) error {
 		return nil
 	}
 	f, _ := failureOf(err) // a *KeyError is always one of the key failures
-	return statusOf(f, err, 0).Err()
+	return &statusError{err: statusOf(f, err, 0).Err(), cause: err}
 }

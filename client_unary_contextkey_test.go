@@ -15,7 +15,7 @@ import (
 
 // TestContextWithKey: the key lands once in the outgoing metadata; keys the
 // server would refuse, and a context that already carries another key or
-// two, are refused locally with ReasonKeyInvalid and ctx unchanged.
+// two, are refused locally with ErrKeyInvalid.Reason and ctx unchanged.
 func TestContextWithKey(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct {
@@ -42,8 +42,8 @@ func TestContextWithKey(t *testing.T) {
 			got, err := idempotency.ContextWithKey(ctx, tc.key)
 			if tc.wantErr {
 				var ke *idempotency.KeyError
-				if !errors.As(err, &ke) || idempotency.Reason(err) != idempotency.ReasonKeyInvalid {
-					t.Fatalf("err = %v, want a KeyError with %s", err, idempotency.ReasonKeyInvalid)
+				if !errors.As(err, &ke) || idempotency.Reason(err) != idempotency.ErrKeyInvalid.Reason {
+					t.Fatalf("err = %v, want a KeyError with %s", err, idempotency.ErrKeyInvalid.Reason)
 				}
 				if got != ctx {
 					t.Fatal("the context changed on an error")
@@ -102,7 +102,7 @@ func TestContextWithKeyOverServer(t *testing.T) {
 			}
 			if !tc.interceptor {
 				_, err := client.Required(t.Context(), &testingv1.DoRequest{Amount: 42}, idempotency.WithKey("order-1043-payment"))
-				wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+				wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 				// An optional method runs each such call, with no deduplication.
 				before := rig.executions()
 				for range 2 {

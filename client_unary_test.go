@@ -84,8 +84,8 @@ func TestClientKeyRefusedLocally(t *testing.T) {
 				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, k)
 			}
 			_, err := client.Do(ctx, &testingv1.DoRequest{}, tt.opts...)
-			if status.Code(err) != codes.InvalidArgument || clientReason(err) != idempotency.ReasonKeyInvalid {
-				t.Fatalf("err = %v, want INVALID_ARGUMENT with %s", err, idempotency.ReasonKeyInvalid)
+			if status.Code(err) != codes.InvalidArgument || clientReason(err) != idempotency.ErrKeyInvalid.Reason {
+				t.Fatalf("err = %v, want INVALID_ARGUMENT with %s", err, idempotency.ErrKeyInvalid.Reason)
 			}
 			if n := len(rig.attempts.all()); n != 0 {
 				t.Fatalf("the server saw %d attempts, want none", n)

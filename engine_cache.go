@@ -11,10 +11,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ReplayCacheEntryOverhead is what each entry of the replay cache
+// replayCacheEntryOverhead is what each entry of the replay cache
 // ([WithReplayCache]) counts against maxBytes besides its store key,
 // fingerprint and record: an estimate of its bookkeeping.
-const ReplayCacheEntryOverhead = 192
+const replayCacheEntryOverhead = 192
 
 type replayCacheConfig struct {
 	maxEntries int
@@ -79,7 +79,7 @@ func (rc *replayCache) put(key string, fingerprint, data []byte, completed *time
 	if ttl := now.Add(rc.cfg.ttl); ttl.Before(expires) {
 		expires = ttl
 	}
-	size := int64(len(key)+len(fingerprint)+len(data)) + ReplayCacheEntryOverhead
+	size := int64(len(key)+len(fingerprint)+len(data)) + replayCacheEntryOverhead
 	if !expires.After(now) || size > rc.cfg.maxBytes {
 		return
 	}

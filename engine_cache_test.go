@@ -108,7 +108,7 @@ func TestReplayCacheKeyReused(t *testing.T) {
 	}
 	before := f.storeCalls()
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "b"})
-	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonKeyReused)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
 	if f.storeCalls() != before {
 		t.Fatalf("a reused key on a cached key made store calls %v", f.store.Calls()[before:])
 	}
@@ -134,7 +134,7 @@ func TestReplayCacheSkipsInFlight(t *testing.T) {
 	for range 2 {
 		before := f.store.Count("claim")
 		_, err := f.client.Do(ctx, req)
-		wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+		wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 		if f.store.Count("claim") != before+1 {
 			t.Fatal("a duplicate of an in-flight key did not ask the store")
 		}
@@ -233,8 +233,7 @@ func TestReplayCacheBounds(t *testing.T) {
 		payload string
 	}{
 		// Two entries, by count or by bytes (a record of ~4 KB, and
-		// ReplayCacheEntryOverhead, fit twice in 10 KB and not three
-		// times).
+		// 192-byte overhead, fit twice in 10 KB and not three times).
 		{"entries", idempotency.WithReplayCache(2, 1<<20, time.Hour), "small"},
 		{"bytes", idempotency.WithReplayCache(1000, 10_000, time.Hour), big},
 	}

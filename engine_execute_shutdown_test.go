@@ -101,7 +101,7 @@ func stopInBackground(stop func()) <-chan struct{} {
 func (r *shutdownRig) wantInUse(t *testing.T, key string) {
 	t.Helper()
 	_, err := r.clientB.Do(withKey(t.Context(), key), &testingv1.DoRequest{Payload: "charge"})
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 }
 
 // retryOnB sends the retry to B and returns its answer and the number of

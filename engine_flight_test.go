@@ -43,7 +43,7 @@ func TestInFlightDuplicateIsAborted(t *testing.T) {
 
 	var hdr, tr metadata.MD
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Header(&hdr), grpc.Trailer(&tr))
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	_, ri := errorInfo(err)
 	if ri.GetRetryDelay().AsDuration() != 750*time.Millisecond {
 		t.Fatalf("RetryInfo %v, want 750ms", ri)
@@ -152,7 +152,7 @@ func TestWaitForInFlightGivesUpWithAborted(t *testing.T) {
 	}()
 	<-started
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{})
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 					defer mu.Unlock()
 					if err != nil {
 						ei, _ := errorInfo(err)
-						if status.Code(err) != codes.Aborted || ei.GetReason() != idempotency.ReasonKeyInUse {
+						if status.Code(err) != codes.Aborted || ei.GetReason() != idempotency.ErrKeyInUse.Reason {
 							t.Errorf("unexpected error %v", err)
 						}
 						aborted++

@@ -167,7 +167,7 @@ func TestLostLeaseCancelsHandlerWithCause(t *testing.T) {
 	}
 }
 
-// TestLeaseFloor: a lease shorter than MinLease is raised to it, so the
+// TestLeaseFloor: a lease shorter than the 100ms floor is raised to it, so the
 // renewal cadence can be honoured.
 func TestLeaseFloor(t *testing.T) {
 	t.Parallel()
@@ -176,7 +176,7 @@ func TestLeaseFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := f.store.Calls()
-	if len(calls) == 0 || calls[0].Op != "claim" || calls[0].Duration != idempotency.MinLease {
-		t.Fatalf("first store call %+v, want a claim with lease %v", calls, idempotency.MinLease)
+	if len(calls) == 0 || calls[0].Op != "claim" || calls[0].Duration != minLease {
+		t.Fatalf("first store call %+v, want a claim with lease %v", calls, minLease)
 	}
 }

@@ -32,7 +32,7 @@ func (e *engine) keeps(herr error) bool {
 // It cannot fail: an outcome the record cannot hold in full (larger than
 // the size limit, or one that does not encode, or whose encoding panics)
 // becomes a not-retained record, which replays FAILED_PRECONDITION with
-// [ReasonResponseNotRetained]. Once a handler has run under a claim, its
+// [ErrResponseNotRetained]. Once a handler has run under a claim, its
 // key is completed, never released for a second run.
 func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]byte {
 	now := time.Now()

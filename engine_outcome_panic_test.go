@@ -55,8 +55,8 @@ func TestOutcomeThatPanicsIsNotRetained(t *testing.T) {
 	cc := srv.Dial(t)
 	for n := range 2 {
 		err := cc.Invoke(withKey(t.Context(), "k-1"), full, dynamicpb.NewMessage(md.Input()), dynamicpb.NewMessage(md.Output()))
-		if n == 1 && (status.Code(err) != codes.FailedPrecondition || idempotency.Reason(err) != idempotency.ReasonResponseNotRetained) {
-			t.Fatalf("retry: %v, want FAILED_PRECONDITION %s", err, idempotency.ReasonResponseNotRetained)
+		if n == 1 && (status.Code(err) != codes.FailedPrecondition || idempotency.Reason(err) != idempotency.ErrResponseNotRetained.Reason) {
+			t.Fatalf("retry: %v, want FAILED_PRECONDITION %s", err, idempotency.ErrResponseNotRetained.Reason)
 		}
 	}
 	if n := ran.Load(); n != 1 {

@@ -118,7 +118,7 @@ func TestUnkeepableOutcomeCompletesNotRetained(t *testing.T) {
 			_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
 			for range 3 {
 				_, err := f.client.Do(ctx, &testingv1.DoRequest{})
-				wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonResponseNotRetained)
+				wantReason(t, err, codes.FailedPrecondition, idempotency.ErrResponseNotRetained.Reason)
 			}
 			if n := f.srv.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)

@@ -16,34 +16,15 @@ var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 
 // TxOutcome is the outcome of the call a handler runs under, encoded
 // exactly as the interceptor would store it, for a store that shares a
-// database with the handler's side effects to write inside the handler's
-// own transaction. Then "the side effect happened" and "the answer is
-// recorded" commit together or not at all.
+// database with the handler's side effects (postgresstore's CompleteTx):
+// the handler builds it with [NewTxOutcome] after its side effects; the
+// store writes Data under StoreKey in the handler's transaction, fenced by
+// Token (else it reports [store.ErrLeaseLost] and the handler rolls back),
+// and calls [TxOutcome.Recorded]; the handler commits and returns what it
+// recorded, or a retryable error when the commit fails. What the
+// interceptor then does is in [the behaviour contract].
 //
-// The protocol, which any store with transactions can implement (as
-// postgresstore's CompleteTx does):
-//
-//  1. The handler builds the outcome with [NewTxOutcome] inside its
-//     transaction, after its side effects.
-//  2. The store writes Data under StoreKey in the same transaction, fenced by
-//     Token: the write succeeds only while Token owns the in-flight entry,
-//     and otherwise reports [store.ErrLeaseLost] so the handler rolls back.
-//  3. On success the store calls [TxOutcome.Recorded].
-//  4. The handler commits, and then returns the response it recorded (or
-//     the error). When the commit fails it returns a retryable error
-//     (UNAVAILABLE, INTERNAL, ...).
-//
-// A handler that retries its transaction builds a new TxOutcome in each
-// attempt: a new one forgets that an earlier, rolled-back attempt was
-// recorded, so an attempt that commits without recording is stored by the
-// interceptor as usual.
-//
-// After the handler returns, the interceptor makes no store call for an
-// outcome a transaction recorded. If the handler returns a retryable error
-// instead, the interceptor releases the claim, fenced by its token: that
-// frees the key when the transaction rolled back, and leaves the record in
-// place when it committed after all (a release never removes a completed
-// entry), so an ambiguous commit never leads to a second execution.
+// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md#decision-37
 type TxOutcome struct {
 	// StoreKey is the store key of the call (see [Claim.StoreKey]).
 	StoreKey string

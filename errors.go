@@ -15,93 +15,94 @@ import (
 // interceptors return.
 const ErrorDomain = "idempotency.grpc"
 
-// ErrorInfo reasons. Clients branch on these, never on message text.
-const (
-	// ReasonKeyMissing: a MODE_REQUIRED method was called without a key
+// Error is the type of the library's sentinel errors, one per situation a
+// caller branches on with errors.Is: [ErrKeyReused] and the others. Reason
+// is the situation's google.rpc.ErrorInfo reason, the one a server sends in
+// [ErrorDomain] and [Reason] returns.
+type Error struct {
+	// Reason is the google.rpc.ErrorInfo reason, "IDEMPOTENCY_KEY_REUSED".
+	Reason string
+	// Message is the error's text.
+	Message string
+}
+
+// Error returns e.Message.
+func (e *Error) Error() string { return e.Message }
+
+// The sentinel errors, one per situation, with the gRPC code a server
+// answers it with and whether a retry with the same key can succeed
+// (the table in [the client guide] has what to do). The interceptor turns
+// them into gRPC statuses in one place at the edge; wrap them with %w to
+// add detail.
+//
+// [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md#branching-on-the-error
+var (
+	// ErrKeyMissing: a MODE_REQUIRED method was called without a key
 	// (INVALID_ARGUMENT, not retryable).
-	ReasonKeyMissing = "IDEMPOTENCY_KEY_MISSING"
-	// ReasonKeyInvalid: the key is empty, longer than 255 bytes, outside
-	// printable ASCII, or sent more than once (INVALID_ARGUMENT, not retryable).
-	ReasonKeyInvalid = "IDEMPOTENCY_KEY_INVALID"
-	// ReasonKeyReused: the key was used with a different request
-	// (FAILED_PRECONDITION, never retryable).
-	ReasonKeyReused = "IDEMPOTENCY_KEY_REUSED"
-	// ReasonKeyInUse: a call with the same key is in flight (ABORTED,
-	// retryable with the same key after the RetryInfo delay).
-	ReasonKeyInUse = "IDEMPOTENCY_KEY_IN_USE"
-	// ReasonStoreUnavailable: the store could not be reached (UNAVAILABLE,
-	// retryable).
-	ReasonStoreUnavailable = "IDEMPOTENCY_STORE_UNAVAILABLE"
-	// ReasonRecordCorrupt: the stored record could not be read (INTERNAL,
+	ErrKeyMissing = &Error{Reason: "IDEMPOTENCY_KEY_MISSING", Message: "idempotency key required"}
+	// ErrKeyInvalid: the key is empty, longer than [MaxKeyLen] bytes,
+	// outside printable ASCII, or sent more than once (INVALID_ARGUMENT,
 	// not retryable).
-	ReasonRecordCorrupt = "IDEMPOTENCY_RECORD_CORRUPT"
-	// ReasonResponseNotRetained: the original outcome could not be kept
+	ErrKeyInvalid = &Error{Reason: "IDEMPOTENCY_KEY_INVALID", Message: "idempotency key invalid"}
+	// ErrKeyReused: the key was used with a different request
+	// (FAILED_PRECONDITION, never retryable).
+	ErrKeyReused = &Error{Reason: "IDEMPOTENCY_KEY_REUSED", Message: "idempotency key was already used with a different request"}
+	// ErrKeyInUse: a call with the same key is in flight (ABORTED,
+	// retryable with the same key after the RetryInfo delay).
+	ErrKeyInUse = &Error{Reason: "IDEMPOTENCY_KEY_IN_USE", Message: "a request with this idempotency key is in progress; retry with the same key"}
+	// ErrStoreUnavailable: the store could not be reached (UNAVAILABLE,
+	// retryable).
+	ErrStoreUnavailable = &Error{Reason: "IDEMPOTENCY_STORE_UNAVAILABLE", Message: "idempotency store unavailable"}
+	// ErrRecordCorrupt: the stored record could not be read (INTERNAL, not
+	// retryable).
+	ErrRecordCorrupt = &Error{Reason: "IDEMPOTENCY_RECORD_CORRUPT", Message: "stored idempotency record is unreadable"}
+	// ErrResponseNotRetained: the original outcome could not be kept
 	// (larger than [WithMaxResponseBytes], not a proto message, or not
 	// encodable), so it cannot be replayed (FAILED_PRECONDITION, not
 	// retryable; the call did run).
-	ReasonResponseNotRetained = "IDEMPOTENCY_RESPONSE_NOT_RETAINED"
-	// ReasonStoreFull: a bounded store has no room for a new key
+	ErrResponseNotRetained = &Error{Reason: "IDEMPOTENCY_RESPONSE_NOT_RETAINED", Message: "the original response was too large to retain and cannot be replayed"}
+	// ErrStoreFull: a bounded store has no room for a new key
 	// (RESOURCE_EXHAUSTED, retryable with the same key after the RetryInfo
 	// delay; the handler did not run).
-	ReasonStoreFull = "IDEMPOTENCY_STORE_FULL"
-	// ReasonMisconfigured: the method's idempotency policy cannot work, so
-	// its calls fail closed (INTERNAL, not retryable; see
-	// [MethodConfigError]).
-	ReasonMisconfigured = "IDEMPOTENCY_METHOD_MISCONFIGURED"
-	// ReasonStreamTooLarge: the requests of a keyed streaming call are
-	// larger than [WithMaxStreamRequestBytes] (INVALID_ARGUMENT, not
-	// retryable; nothing was claimed and the handler did not run).
-	ReasonStreamTooLarge = "IDEMPOTENCY_STREAM_TOO_LARGE"
-	// ReasonResumeInvalid: the [ResumeAfterKey] metadata of a
-	// server-streaming call is not one non-negative decimal integer
-	// (INVALID_ARGUMENT, not retryable).
-	ReasonResumeInvalid = "IDEMPOTENCY_RESUME_INVALID"
-)
-
-// Sentinel errors behind each reason. The interceptor turns them into gRPC
-// statuses in one place at the edge; wrap them with %w to add detail.
-var (
-	ErrKeyMissing          = errors.New("idempotency key required")
-	ErrKeyInvalid          = errors.New("idempotency key invalid")
-	ErrKeyReused           = errors.New("idempotency key was already used with a different request")
-	ErrKeyInUse            = errors.New("a request with this idempotency key is in progress; retry with the same key")
-	ErrStoreUnavailable    = errors.New("idempotency store unavailable")
-	ErrRecordCorrupt       = errors.New("stored idempotency record is unreadable")
-	ErrResponseNotRetained = errors.New("the original response was too large to retain and cannot be replayed")
-	ErrStoreFull           = errors.New("idempotency store is full")
-	ErrMisconfigured       = errors.New("the method's idempotency policy cannot work")
-	ErrStreamTooLarge      = errors.New("the requests of the keyed stream are larger than the server holds")
-	ErrResumeInvalid       = errors.New("the resume position is not a non-negative integer")
+	ErrStoreFull = &Error{Reason: "IDEMPOTENCY_STORE_FULL", Message: "idempotency store is full"}
+	// ErrMisconfigured: the method's idempotency policy cannot work, so its
+	// calls fail closed (INTERNAL, not retryable; see [MethodConfigError]).
+	ErrMisconfigured = &Error{Reason: "IDEMPOTENCY_METHOD_MISCONFIGURED", Message: "the method's idempotency policy cannot work"}
+	// ErrStreamTooLarge: the requests of a keyed streaming call are larger
+	// than [WithMaxStreamRequestBytes] (INVALID_ARGUMENT, not retryable;
+	// nothing was claimed and the handler did not run).
+	ErrStreamTooLarge = &Error{Reason: "IDEMPOTENCY_STREAM_TOO_LARGE", Message: "the requests of the keyed stream are larger than the server holds"}
+	// ErrResumeInvalid: the [ResumeAfterKey] metadata of a server-streaming
+	// call is not one non-negative decimal integer (INVALID_ARGUMENT, not
+	// retryable).
+	ErrResumeInvalid = &Error{Reason: "IDEMPOTENCY_RESUME_INVALID", Message: "the resume position is not a non-negative integer"}
 )
 
 // KeyError says why a key was refused.
 type KeyError struct {
-	// Reason is ReasonKeyMissing or ReasonKeyInvalid.
-	Reason string
+	// Err is [ErrKeyMissing] or [ErrKeyInvalid].
+	Err error
 	// Detail says what is wrong, without echoing the key.
 	Detail string
 }
 
 func (e *KeyError) Error() string {
-	if e.Reason == ReasonKeyMissing {
-		return ErrKeyMissing.Error() + ": " + e.Detail
-	}
-	return ErrKeyInvalid.Error() + ": " + e.Detail
+	return e.Unwrap().Error() + ": " + e.Detail
 }
 
-// Unwrap returns ErrKeyMissing or ErrKeyInvalid.
+// Unwrap returns Err: ErrKeyMissing, or ErrKeyInvalid when Err is nil.
 func (e *KeyError) Unwrap() error {
-	if e.Reason == ReasonKeyMissing {
-		return ErrKeyMissing
+	if e.Err == nil {
+		return ErrKeyInvalid
 	}
-	return ErrKeyInvalid
+	return e.Err
 }
 
 // MethodConfigError says why one method's idempotency policy cannot work.
 // [NewServer] panics with it (joined with errors.Join when
 // there are several) for a method named by [WithMethodPolicy]; a method
 // resolved on its first call fails its calls with INTERNAL,
-// [ReasonMisconfigured] and a message naming only the method and file,
+// [ErrMisconfigured] and a message naming only the method and file,
 // and reports it to the observer as the Err of [DecisionMisconfigured];
 // [Server.Validate] returns it. It unwraps to [ErrMisconfigured].
 type MethodConfigError struct {
@@ -130,9 +131,8 @@ func (e *MethodConfigError) where() string {
 }
 
 type failure struct {
-	err      error
+	err      *Error
 	code     codes.Code
-	reason   string
 	decision Decision // reported when the error is returned; 0 when reported elsewhere
 	// pushback: the answer asks the client to wait before retrying
 	// (google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer).
@@ -140,17 +140,17 @@ type failure struct {
 }
 
 var failures = []failure{
-	{ErrKeyMissing, codes.InvalidArgument, ReasonKeyMissing, DecisionKeyMissing, false},
-	{ErrKeyInvalid, codes.InvalidArgument, ReasonKeyInvalid, DecisionKeyInvalid, false},
-	{ErrKeyReused, codes.FailedPrecondition, ReasonKeyReused, DecisionKeyReused, false},
-	{ErrKeyInUse, codes.Aborted, ReasonKeyInUse, DecisionInFlight, true},
-	{ErrStoreUnavailable, codes.Unavailable, ReasonStoreUnavailable, DecisionStoreError, true},
-	{ErrRecordCorrupt, codes.Internal, ReasonRecordCorrupt, DecisionRecordCorrupt, false},
-	{ErrResponseNotRetained, codes.FailedPrecondition, ReasonResponseNotRetained, 0, false},
-	{ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull, DecisionStoreFull, true},
-	{ErrMisconfigured, codes.Internal, ReasonMisconfigured, DecisionMisconfigured, false},
-	{ErrStreamTooLarge, codes.InvalidArgument, ReasonStreamTooLarge, DecisionStreamTooLarge, false},
-	{ErrResumeInvalid, codes.InvalidArgument, ReasonResumeInvalid, DecisionResumeInvalid, false},
+	{ErrKeyMissing, codes.InvalidArgument, DecisionKeyMissing, false},
+	{ErrKeyInvalid, codes.InvalidArgument, DecisionKeyInvalid, false},
+	{ErrKeyReused, codes.FailedPrecondition, DecisionKeyReused, false},
+	{ErrKeyInUse, codes.Aborted, DecisionInFlight, true},
+	{ErrStoreUnavailable, codes.Unavailable, DecisionStoreError, true},
+	{ErrRecordCorrupt, codes.Internal, DecisionRecordCorrupt, false},
+	{ErrResponseNotRetained, codes.FailedPrecondition, 0, false},
+	{ErrStoreFull, codes.ResourceExhausted, DecisionStoreFull, true},
+	{ErrMisconfigured, codes.Internal, DecisionMisconfigured, false},
+	{ErrStreamTooLarge, codes.InvalidArgument, DecisionStreamTooLarge, false},
+	{ErrResumeInvalid, codes.InvalidArgument, DecisionResumeInvalid, false},
 }
 
 // failureOf returns the failure err is one of, if any.
@@ -178,7 +178,7 @@ func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 	case errors.As(err, &ce): // what is wrong stays in the server's logs
 		msg = "idempotency: " + ce.where() + " is misconfigured on the server"
 	}
-	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: f.reason, Domain: ErrorDomain}}
+	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: f.err.Reason, Domain: ErrorDomain}}
 	if f.pushback {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)})
 	}
@@ -189,16 +189,19 @@ func statusOf(f failure, err error, retryAfter time.Duration) *status.Status {
 	return st
 }
 
-// Reason returns the google.rpc.ErrorInfo reason of err when err is a gRPC
-// status error from this library (its ErrorInfo is in [ErrorDomain]), or
-// one of its sentinel errors; otherwise "". Clients branch on it, for
-// example on [ReasonKeyReused] (a bug: never retry) or [ReasonKeyInUse].
+// Reason returns the google.rpc.ErrorInfo reason of err: the Reason of the
+// [*Error] err is or wraps, else that of a gRPC status error whose
+// ErrorInfo is in [ErrorDomain]; "" for any other error. Branch with
+// errors.Is(err, ErrKeyReused) on what this library returns (its client
+// interceptors, [Do]); Reason is for logs, and for code that has only a
+// status: a client without the interceptor compares Reason(err) ==
+// ErrKeyReused.Reason.
 func Reason(err error) string {
 	if err == nil {
 		return ""
 	}
-	if f, ok := failureOf(err); ok {
-		return f.reason
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Reason
 	}
 	st, ok := status.FromError(err)
 	if !ok {

@@ -32,10 +32,10 @@ func TestReason(t *testing.T) {
 		"nil":                    {nil, ""},
 		"plain error":            {errors.New("x"), ""},
 		"status without details": {status.Error(codes.Aborted, "x"), ""},
-		"sentinel":               {idempotency.ErrKeyInUse, idempotency.ReasonKeyInUse},
-		"wrapped sentinel":       {fmt.Errorf("ctx: %w", idempotency.ErrStoreFull), idempotency.ReasonStoreFull},
-		"reused over the wire":   {reused, idempotency.ReasonKeyReused},
-		"missing over the wire":  {missing, idempotency.ReasonKeyMissing},
+		"sentinel":               {idempotency.ErrKeyInUse, idempotency.ErrKeyInUse.Reason},
+		"wrapped sentinel":       {fmt.Errorf("ctx: %w", idempotency.ErrStoreFull), idempotency.ErrStoreFull.Reason},
+		"reused over the wire":   {reused, idempotency.ErrKeyReused.Reason},
+		"missing over the wire":  {missing, idempotency.ErrKeyMissing.Reason},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -56,7 +56,7 @@ func TestStoreUnavailablePushback(t *testing.T) {
 	f.store.Down.Store(true)
 	var tr metadata.MD
 	_, err := f.client.Do(withKey(context.Background(), "k-down"), &testingv1.DoRequest{}, grpc.Trailer(&tr))
-	wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+	wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 	_, ri := errorInfo(err)
 	if ri.GetRetryDelay().AsDuration() != 1500*time.Millisecond {
 		t.Fatalf("RetryInfo %v, want 1.5s", ri)

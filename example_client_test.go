@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"sync/atomic"
@@ -112,9 +113,9 @@ func ExampleContextWithKey() {
 	// attempt 2: ch_1, replayed [true]
 }
 
-// Branch on the ErrorInfo reason of an error, never on its message. Here a
+// Branch on the sentinel an error matches, never on its message. Here a
 // client bug reuses a key for another amount.
-func ExampleReason() {
+func ExampleError() {
 	server := startLossyServer(0)
 	defer server.stop()
 
@@ -134,18 +135,17 @@ func ExampleReason() {
 	}
 	_, err = charge(ctx, conn, 9900, idempotency.WithKey("order-1042-payment"))
 
-	switch idempotency.Reason(err) {
-	case idempotency.ReasonKeyReused:
+	switch {
+	case errors.Is(err, idempotency.ErrKeyReused):
 		// A bug: the key was sent with another request. Never retry it.
 		fmt.Println("bug, not retried:", status.Code(err), idempotency.Reason(err))
-	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
+	case errors.Is(err, idempotency.ErrKeyInUse), errors.Is(err, idempotency.ErrStoreUnavailable),
+		errors.Is(err, idempotency.ErrStoreFull):
 		// Transient: the interceptor retried as long as it could; try again
 		// later with the same key.
-	case idempotency.ReasonResponseNotRetained:
+	case errors.Is(err, idempotency.ErrResponseNotRetained):
 		// The call ran but its answer was too large to keep: look the
 		// charge up instead of charging again.
-	case "":
-		// Not one of this library's errors (or no error): the handler's own.
 	}
 	// Output:
 	// bug, not retried: FailedPrecondition IDEMPOTENCY_KEY_REUSED

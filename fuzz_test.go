@@ -77,8 +77,8 @@ func FuzzKeyMetadata(f *testing.F) {
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("keys %q: %v, want INVALID_ARGUMENT", keys, err)
 		}
-		if ei, _ := errorInfo(err); ei.GetDomain() != idempotency.ErrorDomain || ei.GetReason() != idempotency.ReasonKeyInvalid {
-			t.Fatalf("keys %q: ErrorInfo %v, want %s", keys, ei, idempotency.ReasonKeyInvalid)
+		if ei, _ := errorInfo(err); ei.GetDomain() != idempotency.ErrorDomain || ei.GetReason() != idempotency.ErrKeyInvalid.Reason {
+			t.Fatalf("keys %q: ErrorInfo %v, want %s", keys, ei, idempotency.ErrKeyInvalid.Reason)
 		}
 		if msg := status.Convert(err).Message(); len(a) >= 8 && strings.Contains(msg, a) {
 			t.Fatalf("error message %q echoes the key", msg)
@@ -176,12 +176,12 @@ func checkReplay(t *testing.T, data, fp []byte, resp any, err error) {
 	t.Helper()
 	corrupt := func() bool {
 		ei, _ := errorInfo(err)
-		return status.Code(err) == codes.Internal && ei.GetReason() == idempotency.ReasonRecordCorrupt
+		return status.Code(err) == codes.Internal && ei.GetReason() == idempotency.ErrRecordCorrupt.Reason
 	}
 	rec, derr := record.Decode(data, fp)
 	if derr != nil {
 		if !corrupt() {
-			t.Fatalf("undecodable record (%v) replayed as %v, %v; want INTERNAL %s", derr, resp, err, idempotency.ReasonRecordCorrupt)
+			t.Fatalf("undecodable record (%v) replayed as %v, %v; want INTERNAL %s", derr, resp, err, idempotency.ErrRecordCorrupt.Reason)
 		}
 		return
 	}
@@ -192,7 +192,7 @@ func checkReplay(t *testing.T, data, fp []byte, resp any, err error) {
 			t.Fatalf("error record %v replayed as %v, %v", rec.GetStatus(), resp, err)
 		}
 	case recordv1.Outcome_OUTCOME_NOT_RETAINED:
-		if ei, _ := errorInfo(err); status.Code(err) != codes.FailedPrecondition || ei.GetReason() != idempotency.ReasonResponseNotRetained {
+		if ei, _ := errorInfo(err); status.Code(err) != codes.FailedPrecondition || ei.GetReason() != idempotency.ErrResponseNotRetained.Reason {
 			t.Fatalf("not-retained record replayed as %v, %v", resp, err)
 		}
 	case recordv1.Outcome_OUTCOME_RESPONSE:

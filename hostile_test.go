@@ -90,7 +90,7 @@ func TestHostileManyKeys(t *testing.T) {
 			ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, fmt.Sprintf("key-%d", i))
 		}
 		_, err := f.client.Do(ctx, &testingv1.DoRequest{})
-		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
+		wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
 		if n := f.srv.Service.Executions(); n != 0 || len(f.store.Calls()) != 0 {
 			t.Fatalf("handler ran %d times, store calls %v; want none", n, f.store.Calls())
 		}
@@ -143,8 +143,8 @@ func TestHostileHugeResponse(t *testing.T) {
 					switch {
 					case tc.retained && (err != nil || len(resp.GetBlob()) != tc.blob):
 						errs <- fmt.Errorf("retry: %v, %d bytes; want the replay", err, len(resp.GetBlob()))
-					case !tc.retained && (status.Code(err) != codes.FailedPrecondition || clientReason(err) != idempotency.ReasonResponseNotRetained):
-						errs <- fmt.Errorf("retry: %v; want FAILED_PRECONDITION %s", err, idempotency.ReasonResponseNotRetained)
+					case !tc.retained && (status.Code(err) != codes.FailedPrecondition || clientReason(err) != idempotency.ErrResponseNotRetained.Reason):
+						errs <- fmt.Errorf("retry: %v; want FAILED_PRECONDITION %s", err, idempotency.ErrResponseNotRetained.Reason)
 					}
 				}()
 			}
@@ -212,7 +212,7 @@ func TestHostileKeyFlood(t *testing.T) {
 				switch {
 				case err == nil:
 					executed.Add(1)
-				case status.Code(err) == codes.ResourceExhausted && clientReason(err) == idempotency.ReasonStoreFull:
+				case status.Code(err) == codes.ResourceExhausted && clientReason(err) == idempotency.ErrStoreFull.Reason:
 					full.Add(1)
 				default:
 					other.CompareAndSwap(nil, err)
@@ -228,7 +228,7 @@ func TestHostileKeyFlood(t *testing.T) {
 	}
 	wg.Wait()
 	if err := other.Load(); err != nil {
-		t.Fatalf("a flood call failed with %v, want success or RESOURCE_EXHAUSTED %s", err, idempotency.ReasonStoreFull)
+		t.Fatalf("a flood call failed with %v, want success or RESOURCE_EXHAUSTED %s", err, idempotency.ErrStoreFull.Reason)
 	}
 	t.Logf("flood of %d keys against a store bounded to %d with %d held: %d executed, %d refused as full, largest Len %d",
 		flood, bound, held, executed.Load(), full.Load(), maxLen.Load())

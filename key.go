@@ -33,14 +33,14 @@ const (
 // echoes the key.
 func ValidateKey(key string) error {
 	if key == "" {
-		return &KeyError{Reason: ReasonKeyInvalid, Detail: "key is empty"}
+		return &KeyError{Err: ErrKeyInvalid, Detail: "key is empty"}
 	}
 	if len(key) > MaxKeyLen {
-		return &KeyError{Reason: ReasonKeyInvalid, Detail: "key is longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
+		return &KeyError{Err: ErrKeyInvalid, Detail: "key is longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x21 || c > 0x7e {
-			return &KeyError{Reason: ReasonKeyInvalid, Detail: "key has a byte outside printable ASCII at offset " + strconv.Itoa(i)}
+			return &KeyError{Err: ErrKeyInvalid, Detail: "key has a byte outside printable ASCII at offset " + strconv.Itoa(i)}
 		}
 	}
 	return nil
@@ -57,7 +57,7 @@ func (e *engine) clientKey(ctx context.Context, m *methodConfig, req proto.Messa
 	vals := metadata.ValueFromIncomingContext(ctx, e.cfg.metadataKey)
 	switch {
 	case len(vals) > 1:
-		return "", &KeyError{Reason: ReasonKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(e.cfg.metadataKey)}
+		return "", &KeyError{Err: ErrKeyInvalid, Detail: "more than one key in metadata " + strconv.Quote(e.cfg.metadataKey)}
 	case len(vals) == 1:
 		return vals[0], ValidateKey(vals[0])
 	case m.keyField != nil && req != nil: // nil: a client stream without messages

@@ -89,25 +89,15 @@ func WithMetadataKey(name string) Option {
 
 // WithDefaultMode sets the mode of the methods that neither an
 // idempotency.v1.method option nor, on a server, [WithMethodPolicy] gives
-// one.
+// one: [ModeOptional] deduplicates their keyed calls, [ModeRequired]
+// refuses their calls without a key, [ModeDisabled] leaves them alone
+// (annotated methods only). NO_SIDE_EFFECTS methods and gRPC's own
+// services stay disabled whatever the default. A client applies it to the
+// methods whose descriptor in protoregistry.GlobalFiles gives no mode, or
+// that the registry does not have. Any other mode makes the interceptors
+// panic. Default [ModeOptional]. See [the proto guide].
 //
-// On a server, [ModeOptional] deduplicates their calls that carry a key,
-// [ModeRequired] refuses their calls without one, and [ModeDisabled]
-// leaves them untouched, so that only annotated methods take part. A
-// method marked idempotency_level = NO_SIDE_EFFECTS stays disabled
-// whatever the default, and so do gRPC's own services (every service whose
-// proto package is "grpc" or starts with "grpc.": health, reflection,
-// channelz, lb) unless [WithMethodPolicy] names the method.
-//
-// On a client, it applies to the methods whose descriptor in
-// protoregistry.GlobalFiles has no idempotency.v1.method option and no
-// idempotency_level = NO_SIDE_EFFECTS, or that the registry does not have:
-// with [ModeDisabled] they get no key and no retries, as on a server with
-// the same default; with [ModeOptional] or [ModeRequired] they get both.
-// Methods of gRPC's own services never get a key.
-//
-// Any other mode makes [UnaryServerInterceptor] and
-// [UnaryClientInterceptor] panic. Default [ModeOptional].
+// [the proto guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/proto.md#the-options
 func WithDefaultMode(mode Mode) Option {
 	return optionFunc(func(c *sharedConfig) {
 		if !defaultable(mode) {

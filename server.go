@@ -38,70 +38,44 @@ func NewServer(s store.Store, opts ...ServerOption) *Server {
 }
 
 // UnaryServerInterceptor returns the server interceptor that runs each
-// keyed call once per key and replays its stored outcome to every retry.
+// keyed call once per key and replays its stored outcome to every retry:
+// it reads the key from the request metadata ([MetadataKey]), claims it in
+// the store, runs the handler, and stores its response or deterministic
+// error for the retention. A method's policy comes from its proto option,
+// [WithMethodPolicy] or [WithDefaultMode]; NO_SIDE_EFFECTS methods and
+// gRPC's own services pass through. Every interceptor s returns shares its
+// method cache and in-flight waiters with [Do] and [Once]. What it does in
+// every situation is in [the behaviour contract].
 //
-// It reads the key from request metadata ([MetadataKey]), claims it in the
-// store in one atomic step, runs the handler, and stores the response or
-// deterministic error for the retention period. See the package
-// documentation for the behaviour in every situation.
-//
-// Method policies are read from the registered proto descriptors, each
-// method's once, on its first call. A method without an
-// idempotency.v1.method option or a [WithMethodPolicy] takes the mode of
-// [WithDefaultMode] (OPTIONAL by default); methods marked NO_SIDE_EFFECTS,
-// and the methods of gRPC's own services (proto package "grpc" or
-// "grpc.*": health, reflection, channelz, lb) that [WithMethodPolicy] does
-// not name, pass through untouched. Every interceptor s returns shares the
-// method cache and the in-flight waiters ([WithWaitForInFlight]) with the
-// others and with [Do] and [Once].
+// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md#server-situation--outcome
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return s.e.intercept
 }
 
 // StreamServerInterceptor returns the server interceptor that runs each
 // keyed client-streaming or server-streaming call once per key, with the
-// same store, options and method policies as [Server.UnaryServerInterceptor]
-// (methods of gRPC's own services and NO_SIDE_EFFECTS methods pass
-// through; a method without a policy takes [WithDefaultMode]).
+// same store, options and method policies as [Server.UnaryServerInterceptor].
+// A keyed call's requests are read and fingerprinted before the handler
+// runs, up to [WithMaxStreamRequestBytes]; a client stream's response is
+// stored as a unary one's, a server stream's messages in order, and a
+// retry may ask for those after the first N ([ResumeAfterKey]).
+// Bidirectional streams pass through. Calling it tells [Server.Validate]
+// that the server intercepts streams: build the interceptors before
+// calling Validate. The rest is in [the streaming guide].
 //
-// A keyed call's requests are read before the handler runs, up to
-// [WithMaxStreamRequestBytes], fingerprinted as a sequence, and handed to
-// the handler as the stream it receives; the key may come from the first
-// request's key field. A client-streaming call's one response or
-// deterministic error is stored and replayed as a unary call's is. A
-// server-streaming call's messages go to the caller as the handler sends
-// them and are recorded with its header, trailer and final status; a retry
-// gets the same messages in the same order, with the replay marker in the
-// header. A caller that leaves mid-stream does not stop a detached handler:
-// what it sends then is recorded, and a retry gets all of it. A retry may
-// ask for the messages after the first N with [ResumeAfterKey]. An outcome
-// over [WithMaxResponseBytes] completes the key as not retained.
-//
-// Bidirectional streaming methods pass through; a policy on one (a proto
-// option or [WithMethodPolicy]) is a configuration error. A keyed
-// streaming method the descriptor registry does not have passes through,
-// unless [WithMethodPolicy] names it or its mode is REQUIRED: then its
-// calls fail closed, as its requests cannot be read. Every interceptor s
-// returns shares the method cache and the in-flight waiters.
-//
-// Calling it tells [Server.Validate] that the server intercepts streams:
-// build the interceptors before calling Validate.
+// [the streaming guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/streaming.md
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	s.streams.Store(true)
 	return s.e.interceptStream
 }
 
-// StreamServerInterceptor is shorthand for
-// NewServer(s, opts...).StreamServerInterceptor(). It panics as
-// [NewServer] does.
-func StreamServerInterceptor(s store.Store, opts ...ServerOption) grpc.StreamServerInterceptor {
-	return NewServer(s, opts...).StreamServerInterceptor()
-}
-
 // UnaryServerInterceptor is shorthand for
-// NewServer(s, opts...).UnaryServerInterceptor(), for a server that does
-// not run the start-up check [Server.Validate]. It panics as [NewServer]
-// does.
+// NewServer(s, opts...).UnaryServerInterceptor(), for a server whose one
+// idempotency entry point is this interceptor. It panics as [NewServer]
+// does. Each call builds a server of its own, with its own in-flight
+// waiters and replay cache: a server that also intercepts streams, calls
+// [Do] or [Once], or runs the start-up check [Server.Validate] builds one
+// [Server] with [NewServer] and takes everything from it.
 func UnaryServerInterceptor(s store.Store, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	return NewServer(s, opts...).UnaryServerInterceptor()
 }
@@ -119,7 +93,7 @@ func (s *Server) StoresError(err error) bool {
 
 // RetryAfter returns the delay s asks a client to wait before retrying a
 // key in flight or a store that is down or full: [WithRetryAfter], by
-// default [DefaultRetryAfter] (1 s). The interceptors send it as
+// default 1 s. The interceptors send it as
 // google.rpc.RetryInfo and grpc-retry-pushback-ms; [Do] returns bare
 // sentinels, so an entry point built on it that answers in another
 // protocol reads the delay here (httpidempotency sends it as the

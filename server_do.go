@@ -14,51 +14,15 @@ import (
 )
 
 // Do runs fn once per (op, key, scope) across every process that shares
-// s's store, and returns its result to every call with that key, as the
-// unary interceptor does for a gRPC handler: for work that is not one (a
-// message consumer, a job, a webhook, a step of a workflow).
+// s's store, for work that is not a gRPC handler. The first call runs fn
+// and stores its response or deterministic error ([WithStoredCodes]);
+// every later call with the key gets them back, with replayed true. Any
+// other error, or a panic, releases the claim. The same key with another
+// req is [ErrKeyReused]; fn runs on a claimed handler's context, detached
+// from ctx. Do's own errors are the library's sentinels, wrapped. The rest
+// (op, Resp, nested calls, every error) is in [the functions guide].
 //
-// The first call claims the key and runs fn; it returns fn's result with
-// replayed false. fn's response is stored, and so is its deterministic
-// error (a gRPC status whose code is one of [WithStoredCodes]); every
-// later call with the key returns them with replayed true: the response
-// decoded into Resp from the same bytes, the error as the same status.
-// Any other error of fn, and a panic (which propagates), releases the
-// claim, so a later call runs fn again. A nil response of fn is Resp's
-// empty message, live as on a replay. A record of another message than
-// Resp's is [ErrRecordCorrupt], unless that message is unknown to this
-// process (renamed since); a Resp of *dynamicpb.Message replays a dynamic
-// message.
-//
-// op names the operation: it is the namespace of its keys (see
-// [MethodPolicy.Namespace]: a method with that namespace is the same
-// operation) and the name the fingerprint function ([WithFingerprint]) and
-// the observer get. req is the request the key stands for: a call with
-// the key and another req gets [ErrKeyReused]. A nil req fingerprints op
-// alone.
-//
-// fn runs as a claimed handler does: on a context that carries the claim
-// ([ClaimFromContext], [NewTxOutcome]) and ctx's values, detached from
-// ctx's cancellation and bounded by the handler timeout
-// ([WithHandlerTimeout], [WithOperationPolicy]), renewed under its lease.
-// Do returns when fn does, even when ctx ends first. A call that finds
-// the key in flight returns [ErrKeyInUse], or waits for the outcome under
-// [WithWaitForInFlight]. Scope ([WithScope]), fail-open ([WithFailOpen]),
-// the store timeout and the size limit ([WithMaxResponseBytes]) apply.
-// A Do with op, key and req called inside fn (on its context, or on the
-// context of a method whose namespace is op) runs its own function under
-// that claim, once: a second such call during the run returns
-// [ErrKeyInUse], one with another req [ErrKeyReused], and one after the
-// run has returned claims as any other call does, replaying its outcome.
-//
-// Do's own errors are the library's sentinels, wrapped (test them with
-// errors.Is or [Reason]): [ErrKeyReused], [ErrKeyInUse],
-// [ErrStoreUnavailable], [ErrStoreFull], [ErrRecordCorrupt],
-// [ErrResponseNotRetained]; a missing or malformed key is a [*KeyError]
-// (ErrKeyMissing, ErrKeyInvalid). An empty op is [ErrMisconfigured]. An
-// error of the scope or the fingerprint function is returned wrapped
-// (errors.Is finds it, and status.FromError a gRPC status it is). A
-// context error means ctx ended before fn started.
+// [the functions guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/functions.md#do
 func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error)) (resp Resp, replayed bool, err error) {
 	// A record of another message is another operation's, or another
 	// Resp's under op: a mistake, unless the message was renamed since.
@@ -97,15 +61,11 @@ func asResp[Resp proto.Message](files *protoregistry.Files, rec *recordv1.Record
 }
 
 // Once runs fn once per (op, key, scope) across every process that shares
-// s's store, for work whose only result is that it was done: a consumer
-// that must act on each message once, whatever the redeliveries. ran
-// reports whether this call ran fn. A later call with the key returns
-// ran false and nil, or fn's stored deterministic error.
-//
-// Once is [Do] with no response (an empty message is stored, so Once and
-// Do[*emptypb.Empty] on one op share their outcomes): everything Do says
-// of op, req, fn's context and errors, and the errors it returns, holds
-// for Once.
+// s's store, for work whose only result is that it was done: ran reports
+// whether this call ran fn. A later call with the key returns ran false
+// and nil, or fn's stored deterministic error. Once is [Do] with an empty
+// response (so Once and Do[*emptypb.Empty] on one op share outcomes), and
+// everything Do says of op, req, fn's context and its errors holds.
 func Once(ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) error) (ran bool, err error) {
 	_, _, err = Do(ctx, s, op, key, req, func(ctx context.Context) (*emptypb.Empty, error) {
 		ran = true
@@ -122,7 +82,7 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 	}
 	err := ValidateKey(key)
 	if key == "" {
-		err = &KeyError{Reason: ReasonKeyMissing, Detail: "Do and Once need a key"}
+		err = &KeyError{Err: ErrKeyMissing, Detail: "Do and Once need a key"}
 	}
 	if req == nil {
 		req = &emptypb.Empty{}

@@ -120,7 +120,7 @@ func TestDoKeyReused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", b, numbered(&runs, b))
-	if !errors.Is(err, idempotency.ErrKeyReused) || idempotency.Reason(err) != idempotency.ReasonKeyReused {
+	if !errors.Is(err, idempotency.ErrKeyReused) || idempotency.Reason(err) != idempotency.ErrKeyReused.Reason {
 		t.Fatalf("other request: %v (reason %q), want ErrKeyReused", err, idempotency.Reason(err))
 	}
 	if f.events.Count(idempotency.DecisionKeyReused) != 1 {
@@ -214,7 +214,7 @@ func TestDoCallerLeaves(t *testing.T) {
 func TestDoRenewsLease(t *testing.T) {
 	t.Parallel()
 	renewed := make(chan struct{}, 8)
-	f := newFnFixture(t, idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{Lease: idempotency.MinLease}),
+	f := newFnFixture(t, idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{Lease: minLease}),
 		idempotency.WithObserver(idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
 			if e.Decision == idempotency.DecisionLeaseRenewed {
 				select {
@@ -269,7 +269,7 @@ func TestDoInFlight(t *testing.T) {
 			<-started
 			if !wait {
 				_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req))
-				if !errors.Is(err, idempotency.ErrKeyInUse) || idempotency.Reason(err) != idempotency.ReasonKeyInUse {
+				if !errors.Is(err, idempotency.ErrKeyInUse) || idempotency.Reason(err) != idempotency.ErrKeyInUse.Reason {
 					t.Fatalf("in flight: %v, want ErrKeyInUse", err)
 				}
 				close(finish)
@@ -310,7 +310,7 @@ func TestDoStoreFailures(t *testing.T) {
 		f := newFnFixture(t)
 		f.store.Down.Store(true)
 		ran, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(context.Context) error { return nil })
-		if ran || !errors.Is(err, idempotency.ErrStoreUnavailable) || idempotency.Reason(err) != idempotency.ReasonStoreUnavailable {
+		if ran || !errors.Is(err, idempotency.ErrStoreUnavailable) || idempotency.Reason(err) != idempotency.ErrStoreUnavailable.Reason {
 			t.Fatalf("ran %v, %v; want ErrStoreUnavailable", ran, err)
 		}
 	})
@@ -331,7 +331,7 @@ func TestDoStoreFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		ran, err := idempotency.Once(t.Context(), srv, "op", "k-2", nil, func(context.Context) error { return nil })
-		if ran || !errors.Is(err, idempotency.ErrStoreFull) || idempotency.Reason(err) != idempotency.ReasonStoreFull {
+		if ran || !errors.Is(err, idempotency.ErrStoreFull) || idempotency.Reason(err) != idempotency.ErrStoreFull.Reason {
 			t.Fatalf("ran %v, %v; want ErrStoreFull", ran, err)
 		}
 	})

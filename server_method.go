@@ -25,7 +25,7 @@ const (
 	// without one.
 	ModeOptional
 	// ModeRequired refuses calls without a key with INVALID_ARGUMENT and
-	// [ReasonKeyMissing].
+	// [ErrKeyMissing].
 	ModeRequired
 	// ModeDisabled leaves the method untouched.
 	ModeDisabled
@@ -36,11 +36,11 @@ const (
 type MethodPolicy struct {
 	// Mode of the method.
 	Mode Mode
-	// Retention of completed outcomes, raised to [MinRetention] and
-	// lowered to [MaxRetention]; negative panics (see [WithMethodPolicy]).
+	// Retention of completed outcomes, kept within 1h and 87600h as
+	// [WithRetention]'s; negative panics (see [WithMethodPolicy]).
 	Retention time.Duration
-	// Lease of in-flight claims, raised to [MinLease] and lowered to
-	// [MaxLease]; negative panics.
+	// Lease of in-flight claims, kept within 100ms and 24h as
+	// [WithLease]'s; negative panics.
 	Lease time.Duration
 	// KeyField names a top-level singular string field of the request to
 	// read the key from when metadata has none (AIP-155 request_id). A name
@@ -287,8 +287,8 @@ func (m *methodConfig) override(o MethodPolicy) {
 
 // clamp brings the retention and the lease within their bounds.
 func (m *methodConfig) clamp() {
-	m.retention = min(max(m.retention, MinRetention), MaxRetention)
-	m.lease = min(max(m.lease, MinLease), MaxLease)
+	m.retention = min(max(m.retention, minRetention), maxRetention)
+	m.lease = min(max(m.lease, minLease), maxLease)
 }
 
 // baseMode returns the mode of fullMethod before its code policy applies:

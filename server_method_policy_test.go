@@ -31,10 +31,10 @@ func TestDurationsFromProtoAndCode(t *testing.T) {
 		method               string
 		wantLease, wantRetry time.Duration
 	}{
-		{"defaults", nil, "do", idempotency.DefaultLease, idempotency.DefaultRetention},
+		{"defaults", nil, "do", defaultLease, defaultRetention},
 		{"server-wide", []idempotency.ServerOption{idempotency.WithLease(5 * time.Second), idempotency.WithRetention(48 * time.Hour)},
 			"do", 5 * time.Second, 48 * time.Hour},
-		{"retention floor", []idempotency.ServerOption{idempotency.WithRetention(time.Minute)}, "do", idempotency.DefaultLease, time.Hour},
+		{"retention floor", []idempotency.ServerOption{idempotency.WithRetention(time.Minute)}, "do", defaultLease, time.Hour},
 		{"proto option", nil, "tuned", 2 * time.Second, 2 * time.Hour},
 		{"proto beats server-wide default", []idempotency.ServerOption{idempotency.WithLease(5 * time.Second)}, "tuned", 2 * time.Second, 2 * time.Hour},
 		{"code policy beats proto", []idempotency.ServerOption{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
@@ -42,15 +42,15 @@ func TestDurationsFromProtoAndCode(t *testing.T) {
 		// Durations over the ceilings are lowered to them, from every
 		// source: the stores never see one of ~292 years.
 		{"ceilings of the options", []idempotency.ServerOption{idempotency.WithLease(math.MaxInt64), idempotency.WithRetention(math.MaxInt64)},
-			"do", idempotency.MaxLease, idempotency.MaxRetention},
-		{"options just over the ceilings", []idempotency.ServerOption{idempotency.WithLease(idempotency.MaxLease + 1), idempotency.WithRetention(idempotency.MaxRetention + 1)},
-			"do", idempotency.MaxLease, idempotency.MaxRetention},
-		{"options at the ceilings", []idempotency.ServerOption{idempotency.WithLease(idempotency.MaxLease), idempotency.WithRetention(idempotency.MaxRetention)},
-			"do", idempotency.MaxLease, idempotency.MaxRetention},
+			"do", maxLease, maxRetention},
+		{"options just over the ceilings", []idempotency.ServerOption{idempotency.WithLease(maxLease + 1), idempotency.WithRetention(maxRetention + 1)},
+			"do", maxLease, maxRetention},
+		{"options at the ceilings", []idempotency.ServerOption{idempotency.WithLease(maxLease), idempotency.WithRetention(maxRetention)},
+			"do", maxLease, maxRetention},
 		{"ceilings of a code policy", []idempotency.ServerOption{idempotency.WithMethodPolicy(testingv1.TestService_Tuned_FullMethodName,
-			idempotency.MethodPolicy{Lease: math.MaxInt64, Retention: math.MaxInt64})}, "tuned", idempotency.MaxLease, idempotency.MaxRetention},
+			idempotency.MethodPolicy{Lease: math.MaxInt64, Retention: math.MaxInt64})}, "tuned", maxLease, maxRetention},
 		{"ceilings of a proto option of 300 years", []idempotency.ServerOption{idempotency.WithDescriptors(tunedFiles(t, 300*365*24*3600))},
-			"tuned", idempotency.MaxLease, idempotency.MaxRetention},
+			"tuned", maxLease, maxRetention},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestModeOverriddenInCode(t *testing.T) {
 		idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Mode: idempotency.ModeRequired}),
 		idempotency.WithMethodPolicy(testingv1.TestService_Required_FullMethodName, idempotency.MethodPolicy{Mode: idempotency.ModeDisabled}))
 	_, err := f.client.Do(t.Context(), &testingv1.DoRequest{})
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 	if _, err := f.client.Required(t.Context(), &testingv1.DoRequest{}); err != nil {
 		t.Fatalf("Required disabled in code: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestKeyField(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 2 (metadata key is another key)", n)
 	}
 	_, err := f.client.Keyed(t.Context(), &testingv1.DoRequest{RequestId: "bad id"})
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
 }
 
 func TestKeyFieldSetInCode(t *testing.T) {

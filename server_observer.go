@@ -38,7 +38,10 @@ type Event struct {
 	// an [DecisionStoreError] it is the time of the one failed attempt, so
 	// that a step retried several times counts each attempt's time once.
 	StoreTime time.Duration
-	// Err is the store or handler error behind the decision, if any.
+	// Err is the error behind the decision, if any. For a decision that
+	// fails the call it matches, with errors.Is, the sentinel the caller
+	// got (see [Decision]); for a [DecisionStoreError] of a retried step,
+	// it is the store's own error.
 	Err error
 	// Attempt numbers the failed attempt of an [DecisionStoreError]: 1 for a
 	// store step's first try, 2 for its first retry, and so on (a claim or
@@ -54,6 +57,14 @@ type Event struct {
 // Decision is the kind of an [Event]: what the interceptor decided for a
 // call, or what happened to it. (The outcome a handler's call had, stored
 // and replayed, is another thing: see [TxOutcome].)
+//
+// Decisions name outcomes that are not errors too (executed, replayed,
+// released, fail-open, lease renewed or lost, not retained). The [Event.Err]
+// of one that fails the call matches the sentinel the caller got:
+// errors.Is(e.Err, ErrKeyInUse) for [DecisionInFlight], and likewise
+// [ErrKeyReused], [ErrKeyMissing], [ErrKeyInvalid], [ErrStoreUnavailable]
+// (a [DecisionStoreError] of a claim), [ErrRecordCorrupt], [ErrStoreFull],
+// [ErrMisconfigured], [ErrStreamTooLarge] and [ErrResumeInvalid].
 type Decision int
 
 // Decisions.

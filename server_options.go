@@ -8,40 +8,44 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// Defaults and bounds of the server options.
+// Defaults and bounds of the server options, which each option's doc
+// comment states.
 const (
-	DefaultRetention = 24 * time.Hour
-	MinRetention     = time.Hour
-	// MaxRetention is the longest retention, ten years (87600h): longer
+	defaultRetention = 24 * time.Hour
+	minRetention     = time.Hour
+	// maxRetention is the longest retention, ten years (87600h): longer
 	// ones, from any source (an option, a proto option, whose durations
 	// over about 292 years come out as math.MaxInt64, or a
 	// [MethodPolicy]), are lowered to it.
-	MaxRetention = 87600 * time.Hour
-	DefaultLease = 60 * time.Second
-	// MinLease is the shortest lease: renewal runs every lease/3 and retries
+	maxRetention = 87600 * time.Hour
+	defaultLease = 60 * time.Second
+	// minLease is the shortest lease: renewal runs every lease/3 and retries
 	// a failed renewal until the lease would run out, which needs room for
 	// store round trips and scheduling delays. Shorter leases are raised to
 	// it.
-	MinLease = 100 * time.Millisecond
-	// MaxLease is the longest lease, a day: a server that dies holding a
+	minLease = 100 * time.Millisecond
+	// maxLease is the longest lease, a day: a server that dies holding a
 	// claim blocks its key for at most that long. Longer leases, from any
 	// source, are lowered to it.
-	MaxLease = 24 * time.Hour
-	// DefaultHandlerTimeout bounds a claimed handler whose caller has gone;
+	maxLease = 24 * time.Hour
+	// defaultHandlerTimeout bounds a claimed handler whose caller has gone;
 	// see [WithHandlerTimeout].
-	DefaultHandlerTimeout   = time.Minute
-	DefaultMaxResponseBytes = 4 << 20
-	// DefaultMaxStreamRequestBytes bounds the requests of a keyed
+	defaultHandlerTimeout   = time.Minute
+	defaultMaxResponseBytes = 4 << 20
+	// defaultMaxStreamRequestBytes bounds the requests of a keyed
 	// client-streaming or server-streaming call; see
 	// [WithMaxStreamRequestBytes].
-	DefaultMaxStreamRequestBytes = 4 << 20
-	DefaultRetryAfter            = time.Second
-	// DefaultStoreTimeout bounds every store call; see [WithStoreTimeout].
-	DefaultStoreTimeout = 10 * time.Second
+	defaultMaxStreamRequestBytes = 4 << 20
+	defaultRetryAfter            = time.Second
+	// defaultStoreTimeout bounds every store call; see [WithStoreTimeout].
+	defaultStoreTimeout = 10 * time.Second
 )
 
 // DefaultStoredCodes are the error codes a handler's error is stored and
-// replayed for: the outcome would be the same on a retry.
+// replayed for by default: the outcome would be the same on a retry. A
+// server copies it when it is built. To add a code, give a server
+// WithStoredCodes(append(slices.Clone(DefaultStoredCodes), codes.DataLoss)...)
+// rather than changing it in place.
 var DefaultStoredCodes = []codes.Code{
 	codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
 	codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented,
@@ -72,15 +76,15 @@ type config struct {
 func newConfig(opts []ServerOption) *config {
 	c := &config{
 		sharedConfig:     sharedConfig{metadataKey: MetadataKey, defaultMode: ModeOptional},
-		retention:        DefaultRetention,
-		lease:            DefaultLease,
-		maxResponseBytes: DefaultMaxResponseBytes,
-		maxStreamRequest: DefaultMaxStreamRequestBytes,
+		retention:        defaultRetention,
+		lease:            defaultLease,
+		maxResponseBytes: defaultMaxResponseBytes,
+		maxStreamRequest: defaultMaxStreamRequestBytes,
 		observer:         nopObserver{},
 		files:            protoregistry.GlobalFiles,
-		retryAfter:       DefaultRetryAfter,
-		storeTimeout:     DefaultStoreTimeout,
-		handlerTimeout:   DefaultHandlerTimeout,
+		retryAfter:       defaultRetryAfter,
+		storeTimeout:     defaultStoreTimeout,
+		handlerTimeout:   defaultHandlerTimeout,
 		cancellation:     CancellationDetached,
 	}
 	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
@@ -115,10 +119,10 @@ func WithScope(scope func(context.Context) (string, error)) ServerOption {
 }
 
 // WithRetention keeps completed outcomes for d, for methods whose proto
-// option or [WithMethodPolicy] does not say. Default [DefaultRetention]
-// (24h); values below [MinRetention] (1h) are raised to it, values above
-// [MaxRetention] (87600h, ten years) lowered to it; zero or negative makes
-// [UnaryServerInterceptor] panic.
+// option or [WithMethodPolicy] does not say. Default 24h; values below 1h
+// are raised to it, values above 87600h (ten years) lowered to it, from
+// any source (an option, a proto option, a [MethodPolicy]); zero or
+// negative makes [UnaryServerInterceptor] panic.
 func WithRetention(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithRetention", "retention", d)
@@ -130,9 +134,9 @@ func WithRetention(d time.Duration) ServerOption {
 // methods whose proto option or [WithMethodPolicy] does not say. The lease
 // is renewed every d/3 while the handler runs and until its outcome is
 // stored, so d bounds how long a crashed server blocks a key, not how long a
-// handler may run. Default [DefaultLease] (60s); values below [MinLease]
-// (100ms) are raised to it, values above [MaxLease] (24h) lowered to it;
-// zero or negative makes [UnaryServerInterceptor] panic.
+// handler may run. Default 60s; values below 100ms are raised to it,
+// values above 24h lowered to it, from any source; zero or negative makes
+// [UnaryServerInterceptor] panic.
 func WithLease(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithLease", "lease", d)
@@ -155,7 +159,7 @@ func WithWaitForInFlight(d time.Duration) ServerOption {
 
 // WithFailOpen runs the handler without deduplication when the store
 // cannot be reached, and reports [DecisionFailOpen] to the observer.
-// Default: fail closed with UNAVAILABLE and [ReasonStoreUnavailable].
+// Default: fail closed with UNAVAILABLE and [ErrStoreUnavailable].
 func WithFailOpen() ServerOption {
 	return serverOptionFunc(func(c *config) { c.failOpen = true })
 }
@@ -164,9 +168,8 @@ func WithFailOpen() ServerOption {
 // the encoded response or error status, with the header and trailer keys
 // and values. A larger outcome is returned to the caller, and its key is
 // completed with a record that replays FAILED_PRECONDITION with
-// [ReasonResponseNotRetained], so a retry never runs the handler twice.
-// Default [DefaultMaxResponseBytes] (4 MiB). A negative n makes
-// [UnaryServerInterceptor] panic.
+// [ErrResponseNotRetained], so a retry never runs the handler twice.
+// Default 4 MiB. A negative n makes [UnaryServerInterceptor] panic.
 func WithMaxResponseBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		if n < 0 {
@@ -181,11 +184,10 @@ func WithMaxResponseBytes(n int) ServerOption {
 // handler runs so they can be fingerprinted: each message counts its
 // encoded size plus 5 bytes (its gRPC frame header, so that a stream of
 // empty messages is bounded too). A stream over n bytes fails with
-// INVALID_ARGUMENT and [ReasonStreamTooLarge] before anything is claimed
+// INVALID_ARGUMENT and [ErrStreamTooLarge] before anything is claimed
 // or the handler runs; a retry with the same requests fails the same way.
-// Calls without a key are not read ahead, and not bounded. Default
-// [DefaultMaxStreamRequestBytes] (4 MiB). A negative n makes [NewServer]
-// panic.
+// Calls without a key are not read ahead, and not bounded. Default 4 MiB.
+// A negative n makes [NewServer] panic.
 func WithMaxStreamRequestBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		if n < 0 {
@@ -241,10 +243,10 @@ func WithFingerprint(f FingerprintFunc) ServerOption {
 // it take part.
 //
 // [NewServer] checks the policy of every method named here when it is
-// built, and panics with a [*MethodConfigError] naming the
-// method and its proto file when it cannot work: a KeyField (or the
-// proto's key_field) that is not a singular string field of the request,
-// or a streaming method. A name the descriptor registry ([WithDescriptors])
+// built, and panics with a [*MethodConfigError] naming the method and its
+// proto file when it cannot work: a KeyField (or the proto's key_field)
+// that is not a singular string field of the request, or a bidirectional
+// streaming method. A name the descriptor registry ([WithDescriptors])
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
 // method's calls closed. [Server.Validate] reports names a server does not
@@ -308,10 +310,10 @@ func WithDescriptors(files *protoregistry.Files) ServerOption {
 
 // WithRetryAfter sets the delay the server asks a client to wait before
 // retrying, in google.rpc.RetryInfo and the grpc-retry-pushback-ms trailer,
-// on an in-flight rejection ([ReasonKeyInUse]) and when the store is
-// unavailable ([ReasonStoreUnavailable]) or full ([ReasonStoreFull]), so
-// clients do not hammer a store that is down. Default [DefaultRetryAfter]
-// (1s). A negative d makes [UnaryServerInterceptor] panic.
+// on an in-flight rejection ([ErrKeyInUse]) and when the store is
+// unavailable ([ErrStoreUnavailable]) or full ([ErrStoreFull]), so
+// clients do not hammer a store that is down. Default 1s. A negative d
+// makes [UnaryServerInterceptor] panic.
 func WithRetryAfter(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.notNegative("WithRetryAfter", "delay", d)
@@ -326,8 +328,8 @@ func WithRetryAfter(d time.Duration) ServerOption {
 // retried through transient store errors for up to d in all, each attempt
 // bounded by the remaining time and by a third of the lease. A lease
 // renewal is bounded by d, by a third of the lease and by the time left on
-// the lease. Default [DefaultStoreTimeout] (10s). Zero or negative makes
-// [UnaryServerInterceptor] panic.
+// the lease. Default 10s. Zero or negative makes [UnaryServerInterceptor]
+// panic.
 func WithStoreTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithStoreTimeout", "store timeout", d)
@@ -342,9 +344,8 @@ func WithStoreTimeout(d time.Duration) ServerOption {
 // context that keeps the caller's values but not its cancellation, and its
 // outcome is stored as usual. That context's deadline is d after the
 // handler starts, or the caller's own deadline when that is later. Default
-// [DefaultHandlerTimeout] (1m); zero or negative makes
-// [UnaryServerInterceptor] panic. See [WithCallerCancellation] for the
-// opt-out.
+// 1 minute; zero or negative makes [UnaryServerInterceptor] panic. See
+// [WithCallerCancellation] for the opt-out.
 func WithHandlerTimeout(d time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.positive("WithHandlerTimeout", "handler timeout", d)
@@ -364,34 +365,17 @@ func WithCallerCancellation() ServerOption {
 }
 
 // WithReplayCache keeps up to maxEntries completed outcomes, taking up to
-// maxBytes in all, in this process, in front of the store: a replay of a
-// cached key makes no store call. Default: no cache; every replay asks the
-// store.
+// maxBytes in all (each entry its store key, fingerprint and record plus
+// 192 bytes), in this process, in front of the store: a replay of a cached
+// key makes no store call, and is a [DecisionReplayed] event with
+// [Event.Cached] set. An entry expires with the record's retention, or ttl
+// after it is filled, whichever comes first; a record removed from the
+// store early replays from the cache until then. Each [Server] has one
+// cache, shared by its entry points. Default: no cache. A maxEntries,
+// maxBytes or ttl that is zero or negative makes [NewServer] panic. What
+// it holds, and how to size it, is in [the operations guide].
 //
-// The cache holds completed outcomes only. It is filled from a completed
-// entry a claim found in the store, after its record decoded, and from
-// this server's own stored outcome once the store has accepted it; never
-// from an in-flight or a released key, nor from an outcome a handler
-// recorded in its own transaction ([TxOutcome]: its key is cached when it
-// is next replayed from the store). A cached key is checked against the
-// request's fingerprint as a store hit is: another request gets
-// [ErrKeyReused]. Every entry point of one [Server] (its interceptors,
-// [Do], [Once]) shares its cache; each Server has its own.
-//
-// An entry expires at the record's completion time plus the method's
-// retention as this server resolves it when the entry is filled, or ttl
-// after it is filled, whichever comes first, so the cache never replays a
-// record its retention has ended. A record that leaves the store before
-// then (deleted, swept, migrated away, evicted by a bounded store) still
-// replays from each server's cache that holds it until that entry
-// expires: ttl bounds how long, on each server. Entries are evicted least
-// recently used first when either bound is reached; an entry counts its
-// store key, fingerprint and record bytes plus [ReplayCacheEntryOverhead],
-// and a record larger than maxBytes is not cached. A replay from the cache
-// is a [DecisionReplayed] event with [Event.Cached] set and no store time.
-//
-// A maxEntries, maxBytes or ttl that is zero or negative makes [NewServer]
-// panic.
+// [the operations guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#a-replay-cache-in-front-of-the-store
 func WithReplayCache(maxEntries int, maxBytes int64, ttl time.Duration) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		switch {

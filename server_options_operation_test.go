@@ -42,7 +42,7 @@ func TestOperationPolicy(t *testing.T) {
 	if err := idem.Validate(srv.GRPC); err != nil {
 		t.Fatalf("Validate: %v, want nil", err)
 	}
-	for op, want := range map[string]time.Duration{"payments.charge": time.Hour, "other": idempotency.DefaultHandlerTimeout} {
+	for op, want := range map[string]time.Duration{"payments.charge": time.Hour, "other": defaultHandlerTimeout} {
 		start := time.Now()
 		if _, err := idempotency.Once(t.Context(), idem, op, "k", nil, func(ctx context.Context) error {
 			d, ok := ctx.Deadline()

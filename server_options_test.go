@@ -93,7 +93,7 @@ func TestKeyFieldFromDescriptorSet(t *testing.T) {
 		}
 	}
 	_, err := client.Keyed(t.Context(), &testingv1.DoRequest{Payload: "p"})
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 	if n := srv.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
@@ -123,7 +123,7 @@ func TestUnrelatedMalformedAnnotation(t *testing.T) {
 		}
 	}
 	_, err := client.Required(t.Context(), &testingv1.DoRequest{})
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 
 	cc := srv.Dial(t)
 	for _, ctx := range []context.Context{t.Context(), withKey(t.Context(), "k-1")} {
@@ -226,7 +226,7 @@ func TestServerValidateReadsTheInterceptorsOptions(t *testing.T) {
 		t.Fatalf("Validate = %q, reports a method that is fine", err)
 	}
 	_, err = srv.Client(t).Do(t.Context(), &testingv1.DoRequest{})
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 }
 
 // wantMisconfigured fails the test unless err is the fail-closed answer of
@@ -234,7 +234,7 @@ func TestServerValidateReadsTheInterceptorsOptions(t *testing.T) {
 // and file (when known) and nothing of the configuration's detail.
 func wantMisconfigured(t *testing.T, err error, method, file string) {
 	t.Helper()
-	wantReason(t, err, codes.Internal, idempotency.ReasonMisconfigured)
+	wantReason(t, err, codes.Internal, idempotency.ErrMisconfigured.Reason)
 	msg := status.Convert(err).Message()
 	if !strings.Contains(msg, method) || !strings.Contains(msg, file) {
 		t.Fatalf("message %q, want it to name %s and %q", msg, method, file)

@@ -86,7 +86,7 @@ func (e *engine) unknownStream(name string, info *grpc.StreamServerInfo, m *meth
 }
 
 func (e *engine) keyMissing() error {
-	return &KeyError{Reason: ReasonKeyMissing, Detail: "send it in the " + strconv.Quote(e.cfg.metadataKey) + " metadata"}
+	return &KeyError{Err: ErrKeyMissing, Detail: "send it in the " + strconv.Quote(e.cfg.metadataKey) + " metadata"}
 }
 
 // resumeAfter returns the number of messages a retry of a server-streaming

@@ -38,7 +38,7 @@ func TestStreamLeaseRenewal(t *testing.T) {
 	t.Parallel()
 	st := memStore(t)
 	svc, ev, output := streamServer(t, st, streamtest.Policies(idempotency.MethodPolicy{
-		Mode: idempotency.ModeRequired, Lease: idempotency.MinLease})...)
+		Mode: idempotency.ModeRequired, Lease: minLease})...)
 	_, _, other := streamServer(t, st)
 	release := make(chan struct{})
 	svc.BeforeSend = func(_ context.Context, i int) {
@@ -52,7 +52,7 @@ func TestStreamLeaseRenewal(t *testing.T) {
 	wg.Go(func() { first = output(ctx, 3, 16) })
 	ev.Wait(t, idempotency.DecisionLeaseRenewed, 3)
 	dup := other(ctx, 3, 16)
-	wantReason(t, dup.Err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, dup.Err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	close(release)
 	wg.Wait()
 	if first.Err != nil || len(first.Messages) != 3 {
@@ -77,7 +77,7 @@ func TestStreamOutcomeOverBound(t *testing.T) {
 		t.Fatalf("first call: %d messages, %v; want all 5", len(first.Messages), first.Err)
 	}
 	again := output(ctx, 5, 300)
-	wantReason(t, again.Err, codes.FailedPrecondition, idempotency.ReasonResponseNotRetained)
+	wantReason(t, again.Err, codes.FailedPrecondition, idempotency.ErrResponseNotRetained.Reason)
 	if len(again.Messages) != 0 || !again.Replayed || svc.Executions() != 1 || ev.Count(idempotency.DecisionNotRetained) != 1 {
 		t.Fatalf("retry: %d messages, replayed %v; %d executions", len(again.Messages), again.Replayed, svc.Executions())
 	}
@@ -95,7 +95,7 @@ func TestClientStreamOverBound(t *testing.T) {
 	ctx := withKey(t.Context(), "in")
 	body := make([]byte, 300)
 	_, _, err := streamtest.Input(ctx, c, body, body, body, body)
-	wantReason(t, err, codes.InvalidArgument, idempotency.ReasonStreamTooLarge)
+	wantReason(t, err, codes.InvalidArgument, idempotency.ErrStreamTooLarge.Reason)
 	if n := svc.Executions(); n != 0 {
 		t.Fatalf("handler ran %d times for a refused stream", n)
 	}
@@ -133,31 +133,31 @@ func TestStreamRefusals(t *testing.T) {
 	}{
 		{"server stream without a key", func() error {
 			return streamtest.Output(t.Context(), c, streamtest.OutputRequest(1, 8)).Err
-		}, codes.InvalidArgument, idempotency.ReasonKeyMissing},
+		}, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason},
 		{"client stream without a key", func() error {
 			_, _, err := streamtest.Input(t.Context(), c, []byte("a"))
 			return err
-		}, codes.InvalidArgument, idempotency.ReasonKeyMissing},
+		}, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason},
 		{"server stream, another request", func() error {
 			return streamtest.Output(ctx, c, streamtest.OutputRequest(2, 8)).Err
-		}, codes.FailedPrecondition, idempotency.ReasonKeyReused},
+		}, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason},
 		{"client stream, messages in another order", func() error {
 			_, _, err := streamtest.Input(ctx, c, []byte("b"), []byte("a"))
 			return err
-		}, codes.FailedPrecondition, idempotency.ReasonKeyReused},
+		}, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason},
 		{"client stream, one message more", func() error {
 			_, _, err := streamtest.Input(ctx, c, []byte("a"), []byte("b"), []byte("c"))
 			return err
-		}, codes.FailedPrecondition, idempotency.ReasonKeyReused},
+		}, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason},
 		{"resume not a number", func() error {
 			return streamtest.Output(resume("two"), c, streamtest.OutputRequest(1, 8)).Err
-		}, codes.InvalidArgument, idempotency.ReasonResumeInvalid},
+		}, codes.InvalidArgument, idempotency.ErrResumeInvalid.Reason},
 		{"resume negative", func() error {
 			return streamtest.Output(resume("-1"), c, streamtest.OutputRequest(1, 8)).Err
-		}, codes.InvalidArgument, idempotency.ReasonResumeInvalid},
+		}, codes.InvalidArgument, idempotency.ErrResumeInvalid.Reason},
 		{"resume twice", func() error {
 			return streamtest.Output(resume("1", "2"), c, streamtest.OutputRequest(1, 8)).Err
-		}, codes.InvalidArgument, idempotency.ReasonResumeInvalid},
+		}, codes.InvalidArgument, idempotency.ErrResumeInvalid.Reason},
 	}
 	for _, tc := range cases {
 		wantReason(t, tc.call(), tc.code, tc.reason)

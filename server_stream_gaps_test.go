@@ -109,7 +109,7 @@ func TestStreamGaps(t *testing.T) {
 		}
 		_ = stream.Send(&testingv1.DoRequest{Payload: "hi"})
 		_, err = stream.Recv()
-		wantReason(t, err, codes.Internal, idempotency.ReasonMisconfigured)
+		wantReason(t, err, codes.Internal, idempotency.ErrMisconfigured.Reason)
 		if svc.Executions() != 0 || ev.Count(idempotency.DecisionMisconfigured) != 1 {
 			t.Fatalf("%d executions, %d misconfigured events; want 0 and 1", svc.Executions(), ev.Count(idempotency.DecisionMisconfigured))
 		}
@@ -145,17 +145,17 @@ func TestStreamGaps(t *testing.T) {
 			t.Fatalf("headers %v, %v; want the second replayed", h1, h2)
 		}
 		_, _, err := download(t.Context(), c, &testingv1.DoRequest{Amount: 2})
-		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyMissing)
+		wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 	})
 	t.Run("ObserverDecisions", func(t *testing.T) {
 		t.Parallel()
 		svc, ev, c := streamsServer(t, faultstore.New(memStore(t)), idempotency.WithMaxStreamRequestBytes(20))
 		ctx := withKey(t.Context(), "observed")
 		_, err := upload(ctx, c, []int64{1, 2, 3, 4})
-		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonStreamTooLarge)
+		wantReason(t, err, codes.InvalidArgument, idempotency.ErrStreamTooLarge.Reason)
 		rctx := metadata.AppendToOutgoingContext(ctx, idempotency.ResumeAfterKey, "-1")
 		_, _, err = download(rctx, c, &testingv1.DoRequest{Amount: 1})
-		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonResumeInvalid)
+		wantReason(t, err, codes.InvalidArgument, idempotency.ErrResumeInvalid.Reason)
 		if svc.Executions() != 0 || ev.Count(idempotency.DecisionStreamTooLarge) != 1 || ev.Count(idempotency.DecisionResumeInvalid) != 1 {
 			t.Fatalf("%d executions; events %d stream_too_large, %d resume_invalid; want 0, 1, 1",
 				svc.Executions(), ev.Count(idempotency.DecisionStreamTooLarge), ev.Count(idempotency.DecisionResumeInvalid))

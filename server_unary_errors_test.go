@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,25 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
+
+// TestDefaultStoredCodesCopied: a server copies DefaultStoredCodes when it
+// is built, so changing the variable afterwards does not change what it
+// stores. It changes a package variable, so it does not run in parallel:
+// Go runs the tests that do not call t.Parallel before those that do.
+func TestDefaultStoredCodesCopied(t *testing.T) {
+	saved := slices.Clone(idempotency.DefaultStoredCodes)
+	t.Cleanup(func() { copy(idempotency.DefaultStoredCodes, saved) })
+	s := idempotency.NewServer(memStore(t))
+	for i := range idempotency.DefaultStoredCodes {
+		idempotency.DefaultStoredCodes[i] = codes.DataLoss
+	}
+	if !s.StoresError(status.Error(codes.InvalidArgument, "x")) || s.StoresError(status.Error(codes.DataLoss, "x")) {
+		t.Fatal("a change to DefaultStoredCodes after NewServer changed the codes the server stores")
+	}
+	if !idempotency.NewServer(memStore(t)).StoresError(status.Error(codes.DataLoss, "x")) {
+		t.Fatal("a server built after the change does not store its codes")
+	}
+}
 
 func TestDeterministicErrorIsStoredAndReplayed(t *testing.T) {
 	t.Parallel()
@@ -147,7 +167,7 @@ func TestStoreUnavailable(t *testing.T) {
 		f := newFixture(t, nil)
 		f.store.Down.Store(true)
 		_, err := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-		wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+		wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 		if msg := status.Convert(err).Message(); strings.Contains(msg, "10.0.0.1") || strings.Contains(msg, "refused") {
 			t.Fatalf("message leaks backend detail: %q", msg)
 		}
@@ -189,7 +209,7 @@ func TestCorruptRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{})
-	wantReason(t, err, codes.Internal, idempotency.ReasonRecordCorrupt)
+	wantReason(t, err, codes.Internal, idempotency.ErrRecordCorrupt.Reason)
 	if n := f.srv.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
@@ -210,7 +230,7 @@ func TestResponseTooLargeIsNotRetained(t *testing.T) {
 	}
 	var tr metadata.MD
 	_, err = f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&tr))
-	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonResponseNotRetained)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrResponseNotRetained.Reason)
 	if got := tr.Get(idempotency.ReplayedKey); len(got) != 1 {
 		t.Fatalf("not-retained replay trailer %v, want the replay marker", got)
 	}
@@ -228,7 +248,7 @@ func TestStoreFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := client.Do(withKey(t.Context(), "k2"), &testingv1.DoRequest{})
-	wantReason(t, err, codes.ResourceExhausted, idempotency.ReasonStoreFull)
+	wantReason(t, err, codes.ResourceExhausted, idempotency.ErrStoreFull.Reason)
 	// The stored key still replays.
 	if _, err := client.Do(withKey(t.Context(), "k1"), &testingv1.DoRequest{}); err != nil {
 		t.Fatalf("replay in a full store: %v", err)

@@ -119,12 +119,12 @@ func TestKeyRefused(t *testing.T) {
 		method string
 		reason string
 	}{
-		{"required without key", nil, "required", idempotency.ReasonKeyMissing},
-		{"keyed without key or field", nil, "keyed", idempotency.ReasonKeyMissing},
-		{"empty", metadata.Pairs(idempotency.MetadataKey, ""), "do", idempotency.ReasonKeyInvalid},
-		{"256 bytes", metadata.Pairs(idempotency.MetadataKey, strings.Repeat("k", 256)), "do", idempotency.ReasonKeyInvalid},
-		{"space", metadata.Pairs(idempotency.MetadataKey, "a b"), "do", idempotency.ReasonKeyInvalid},
-		{"two keys", metadata.Pairs(idempotency.MetadataKey, "a", idempotency.MetadataKey, "b"), "do", idempotency.ReasonKeyInvalid},
+		{"required without key", nil, "required", idempotency.ErrKeyMissing.Reason},
+		{"keyed without key or field", nil, "keyed", idempotency.ErrKeyMissing.Reason},
+		{"empty", metadata.Pairs(idempotency.MetadataKey, ""), "do", idempotency.ErrKeyInvalid.Reason},
+		{"256 bytes", metadata.Pairs(idempotency.MetadataKey, strings.Repeat("k", 256)), "do", idempotency.ErrKeyInvalid.Reason},
+		{"space", metadata.Pairs(idempotency.MetadataKey, "a b"), "do", idempotency.ErrKeyInvalid.Reason},
+		{"two keys", metadata.Pairs(idempotency.MetadataKey, "a", idempotency.MetadataKey, "b"), "do", idempotency.ErrKeyInvalid.Reason},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +179,7 @@ func TestKeyReusedWithDifferentRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.client.Do(ctx, &testingv1.DoRequest{Amount: 2})
-	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonKeyReused)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
 
 	// In flight, a different request is refused the same way.
 	inflight := withKey(t.Context(), "k-reuse-inflight")
@@ -190,7 +190,7 @@ func TestKeyReusedWithDifferentRequest(t *testing.T) {
 	}()
 	f.srv.Service.WaitExecutions(t, 2)
 	_, err = f.client.Do(inflight, &testingv1.DoRequest{Payload: "other"})
-	wantReason(t, err, codes.FailedPrecondition, idempotency.ReasonKeyReused)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func TestKeyRefusedBeforeTransport(t *testing.T) {
 			ran = true
 			return &testingv1.DoResponse{}, nil
 		})
-		wantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
+		wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
 		if ran || strings.Contains(status.Convert(err).Message(), key) {
 			t.Fatalf("key %q: ran=%v, message %q", key, ran, status.Convert(err).Message())
 		}

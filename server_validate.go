@@ -20,22 +20,15 @@ type ServiceInfoProvider interface {
 }
 
 // Validate checks the idempotency policy of every method srv serves, as
-// s's interceptor resolves it, and returns an error that names each method
-// whose policy cannot work and its proto file, one [*MethodConfigError]
-// per method (joined with errors.Join), or nil. Call it once the services
-// are registered, before Serve, as a start-up check or in a test:
-// [NewServer] checks only the methods named by [WithMethodPolicy], since it
-// cannot know which services the server will register, and the interceptor
-// fails the calls of any other method whose proto option cannot work.
+// s's interceptors resolve it, and returns one [*MethodConfigError] per
+// method whose policy cannot work (joined with errors.Join), or nil. It
+// also reports a [WithMethodPolicy] for a method srv does not serve, a
+// KeyField it cannot check, and, when [Server.StreamServerInterceptor] has
+// not been called, every streaming method that takes part. Call it once
+// the services are registered and the interceptors built, before Serve.
+// See [the proto guide].
 //
-// Besides what [NewServer] checks, Validate reports a [WithMethodPolicy]
-// that names a method srv does not serve (a mistyped name would otherwise
-// go unnoticed), a KeyField it cannot check because the descriptor
-// registry does not have the method, and, when [Server.StreamServerInterceptor]
-// has not been called, every client- or server-streaming method that an
-// idempotency.v1.method option or [WithMethodPolicy] makes take part, whose
-// policy would otherwise be silently ignored: build the interceptors
-// before calling Validate.
+// [the proto guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/proto.md#checking-a-server-at-start-up
 func (s *Server) Validate(srv ServiceInfoProvider) error {
 	cfg := s.e.cfg
 	services := srv.GetServiceInfo()

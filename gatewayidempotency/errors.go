@@ -18,7 +18,7 @@ import (
 // idempotency interceptor, the one plain HTTP answers carry too
 // ([httpidempotency.ProblemType]). Its "reason" member is the
 // google.rpc.ErrorInfo reason that the gRPC status carries
-// ([idempotency.ReasonKeyInUse] and the others); "detail" is the status
+// ([idempotency.ErrKeyInUse] and the others); "detail" is the status
 // message (for a missing key, one that names the [KeyHeader] header
 // instead of the server's metadata key); "title" and "status" are those of
 // the HTTP status.
@@ -41,7 +41,7 @@ func (c *config) handleError(ctx context.Context, mux *runtime.ServeMux, m runti
 		return
 	}
 	p := httpidempotency.ProblemOf(err)
-	if p.Reason == idempotency.ReasonKeyMissing {
+	if p.Reason == idempotency.ErrKeyMissing.Reason {
 		// The server names its metadata key; an HTTP client sends a header.
 		p.Detail = idempotency.ErrKeyMissing.Error() + ": send it in the " + KeyHeader + " header"
 	}

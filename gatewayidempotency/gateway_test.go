@@ -33,13 +33,13 @@ func TestErrorStatuses(t *testing.T) {
 		{
 			name:   "missing key",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge) },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyMissing,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyMissing.Reason,
 			detail: "idempotency key required: send it in the Idempotency-Key header",
 		},
 		{
 			name:   "invalid key",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, "not a key") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid, local: true,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason, local: true,
 			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 3",
 		},
 		// Keys that gRPC metadata cannot carry (grpc-go refuses them on the
@@ -58,13 +58,13 @@ func TestErrorStatuses(t *testing.T) {
 		{
 			name:   "two keys",
 			call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, "k1", "k2") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 		},
 		{
 			name:   "in use",
 			setup:  setup{server: []idempotency.ServerOption{idempotency.WithRetryAfter(1500 * time.Millisecond)}},
 			call:   inUse,
-			status: http.StatusConflict, reason: idempotency.ReasonKeyInUse, retryAfter: "2",
+			status: http.StatusConflict, reason: idempotency.ErrKeyInUse.Reason, retryAfter: "2",
 		},
 		{
 			name: "reused with another body",
@@ -74,7 +74,7 @@ func TestErrorStatuses(t *testing.T) {
 				}
 				return g.post(t, required, `{"payload":"charge","amount":"2500"}`, "k")
 			},
-			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused,
+			status: http.StatusUnprocessableEntity, reason: idempotency.ErrKeyReused.Reason,
 		},
 		{
 			name: "store unavailable",
@@ -82,7 +82,7 @@ func TestErrorStatuses(t *testing.T) {
 				g.store.Down.Store(true)
 				return g.post(t, required, charge, "k")
 			},
-			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreUnavailable, retryAfter: "1",
+			status: http.StatusServiceUnavailable, reason: idempotency.ErrStoreUnavailable.Reason, retryAfter: "1",
 		},
 		{
 			name: "store full",
@@ -97,7 +97,7 @@ func TestErrorStatuses(t *testing.T) {
 				}
 				return g.post(t, required, charge, "k2")
 			},
-			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreFull, retryAfter: "3",
+			status: http.StatusServiceUnavailable, reason: idempotency.ErrStoreFull.Reason, retryAfter: "3",
 		},
 	}
 	for _, tt := range tests {
@@ -142,7 +142,7 @@ func invalidKey(name, line, detail string, more ...string) errorCase {
 	return errorCase{
 		name:   name,
 		call:   func(t *testing.T, g *gateway) response { return g.post(t, required, charge, keys...) },
-		status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid, local: true,
+		status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason, local: true,
 		detail: "idempotency key invalid: " + detail,
 	}
 }
@@ -196,7 +196,7 @@ func TestOtherErrorsKeepTheirMapping(t *testing.T) {
 			t.Fatalf("got %d %q, want the next handler's 418", r.Status, r.Body)
 		}
 		// The interceptor's own errors are still ours.
-		wantProblem(t, g.post(t, required, charge), http.StatusBadRequest, idempotency.ReasonKeyMissing)
+		wantProblem(t, g.post(t, required, charge), http.StatusBadRequest, idempotency.ErrKeyMissing.Reason)
 	})
 }
 

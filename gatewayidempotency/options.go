@@ -9,9 +9,9 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 )
 
-// DefaultRetryAfter is the Retry-After of a 409 or 503 answer whose status
+// defaultRetryAfter is the Retry-After of a 409 or 503 answer whose status
 // carries no google.rpc.RetryInfo.
-const DefaultRetryAfter = time.Second
+const defaultRetryAfter = time.Second
 
 // Option configures [ServeMuxOptions].
 type Option func(*config)
@@ -29,7 +29,7 @@ type config struct {
 func newConfig(opts []Option) config {
 	c := config{
 		metadataKey: idempotency.MetadataKey,
-		retryAfter:  DefaultRetryAfter,
+		retryAfter:  defaultRetryAfter,
 		next:        runtime.DefaultHTTPErrorHandler,
 	}
 	for _, o := range opts {
@@ -67,9 +67,8 @@ func WithMetadataKey(name string) Option {
 
 // WithRetryAfter sets the Retry-After of a 409 answer (key in use) or 503
 // answer (store unavailable or full) whose status carries no
-// google.rpc.RetryInfo. It is sent in whole
-// seconds, rounded up. Default [DefaultRetryAfter] (1s); negative values
-// mean 0.
+// google.rpc.RetryInfo. It is sent in whole seconds, rounded up. Default
+// 1s; negative values mean 0.
 func WithRetryAfter(d time.Duration) Option {
 	return func(c *config) { c.retryAfter = d }
 }

@@ -65,7 +65,7 @@ func TestNotRetained(t *testing.T) {
 			if live := e.post(t, "/export", "", "k"); live.Status != http.StatusOK || live.Body != part1+part2 {
 				t.Fatalf("live answer %d %q, want 200 %q", live.Status, live.Body, part1+part2)
 			}
-			p := wantProblem(t, e.post(t, "/export", "", "k"), http.StatusBadRequest, idempotency.ReasonResponseNotRetained)
+			p := wantProblem(t, e.post(t, "/export", "", "k"), http.StatusBadRequest, idempotency.ErrResponseNotRetained.Reason)
 			if strings.Contains(p.Detail, part1) {
 				t.Fatalf("the problem carries part of the body: %q", p.Detail)
 			}
@@ -114,6 +114,6 @@ func TestHijackNotRetained(t *testing.T) {
 	// The client has its answer before the handler returns and its key is
 	// completed; a retry until then is in flight (409).
 	wait.For(t, func() bool { return e.store.Count("complete") == 1 })
-	wantProblem(t, e.post(t, "/raw", "", "k"), http.StatusBadRequest, idempotency.ReasonResponseNotRetained)
+	wantProblem(t, e.post(t, "/raw", "", "k"), http.StatusBadRequest, idempotency.ErrResponseNotRetained.Reason)
 	e.wantRuns(t, 1)
 }

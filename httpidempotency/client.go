@@ -35,7 +35,7 @@ import (
 // was refused, reset or closed, the attempt timed out, as with base's
 // ResponseHeaderTimeout), except for a certificate or TLS record error,
 // which a retry cannot fix; when it got 409 with this library's problem
-// whose reason is [idempotency.ReasonKeyInUse] (the request is still in
+// whose reason is [idempotency.ErrKeyInUse] (the request is still in
 // flight on the server); and when it got 503 Service Unavailable. Nothing
 // else is retried: no other 409, which also means a business conflict;
 // no 429, which asks this client to send less, as the gRPC client does
@@ -94,7 +94,7 @@ type contextKey struct{}
 // It checks the key as the middleware would: when key fails
 // [idempotency.ValidateKey], or ctx already carries another key, it
 // returns ctx unchanged and a [*idempotency.KeyError] whose reason is
-// [idempotency.ReasonKeyInvalid]. A ctx that already carries the same key
+// [idempotency.ErrKeyInvalid]. A ctx that already carries the same key
 // is returned as it is.
 func ContextWithKey(ctx context.Context, key string) (context.Context, error) {
 	if err := idempotency.ValidateKey(key); err != nil {
@@ -110,7 +110,7 @@ func ContextWithKey(ctx context.Context, key string) (context.Context, error) {
 }
 
 func keyInvalid(detail string) error {
-	return &idempotency.KeyError{Reason: idempotency.ReasonKeyInvalid, Detail: detail}
+	return &idempotency.KeyError{Err: idempotency.ErrKeyInvalid, Detail: detail}
 }
 
 type transport struct {

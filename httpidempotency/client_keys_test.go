@@ -109,8 +109,8 @@ func TestTransportKeyRefused(t *testing.T) {
 				t.Fatalf("got %d, want a key error", resp.StatusCode)
 			}
 			var ke *idempotency.KeyError
-			if !errors.As(err, &ke) || ke.Reason != idempotency.ReasonKeyInvalid {
-				t.Fatalf("error %v, want a *idempotency.KeyError with reason %s", err, idempotency.ReasonKeyInvalid)
+			if !errors.As(err, &ke) || ke.Err != idempotency.ErrKeyInvalid {
+				t.Fatalf("error %v, want a *idempotency.KeyError with reason %s", err, idempotency.ErrKeyInvalid.Reason)
 			}
 			if len(seen.all()) != 0 {
 				t.Fatalf("%d attempts reached the server, want none", len(seen.all()))
@@ -141,7 +141,7 @@ func TestContextWithKey(t *testing.T) {
 	} {
 		got, err := httpidempotency.ContextWithKey(c.ctx, c.key)
 		var ke *idempotency.KeyError
-		if !errors.As(err, &ke) || ke.Reason != idempotency.ReasonKeyInvalid || got != c.ctx {
+		if !errors.As(err, &ke) || ke.Err != idempotency.ErrKeyInvalid || got != c.ctx {
 			t.Errorf("%s: %v, %v; want ctx unchanged and a key error", c.name, got, err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/clientretry"
 )
 
@@ -43,9 +42,9 @@ type clientConfig struct {
 func newClientConfig(opts []ClientOption) *clientConfig {
 	c := &clientConfig{
 		sharedConfig: newSharedConfig(),
-		maxAttempts:  idempotency.DefaultMaxAttempts,
-		backoff:      clientretry.FullJitter(idempotency.DefaultBackoffBase, idempotency.DefaultBackoffMax),
-		maxPushback:  idempotency.DefaultMaxPushback,
+		maxAttempts:  clientretry.DefaultMaxAttempts,
+		backoff:      clientretry.FullJitter(clientretry.DefaultBackoffBase, clientretry.DefaultBackoffMax),
+		maxPushback:  clientretry.DefaultMaxPushback,
 		newKey:       uuid.NewString,
 	}
 	for _, o := range opts {
@@ -61,7 +60,7 @@ func newClientConfig(opts []ClientOption) *clientConfig {
 
 // WithMaxAttempts sets how many attempts [Transport] makes of a request at
 // most, the first one included: WithMaxAttempts(1) never retries. Values
-// below 1 mean 1. Default [idempotency.DefaultMaxAttempts] (5), as for the
+// below 1 mean 1. Default [clientretry.DefaultMaxAttempts] (5), as for the
 // gRPC client.
 func WithMaxAttempts(n int) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxAttempts = n })
@@ -81,8 +80,8 @@ func WithoutRetry() ClientOption {
 // Retry-After raises the wait when it is longer. A nil backoff retries at
 // once unless the server asks for a wait. Default: exponential with full
 // jitter, a random wait between 0 and
-// [idempotency.DefaultBackoffBase]·2^attempt, at most
-// [idempotency.DefaultBackoffMax].
+// [clientretry.DefaultBackoffBase]·2^attempt, at most
+// [clientretry.DefaultBackoffMax].
 func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.backoff = backoff })
 }
@@ -95,7 +94,7 @@ func WithBackoff(backoff func(ctx context.Context, attempt uint) time.Duration) 
 // has no deadline. A wait of exactly d is honoured. Negative values mean
 // 0: any positive Retry-After ends the retries. The cap applies to the
 // server's Retry-After only, never to the backoff. Default
-// [idempotency.DefaultMaxPushback] (1 minute), as for the gRPC client.
+// [clientretry.DefaultMaxPushback] (1 minute), as for the gRPC client.
 func WithMaxPushback(d time.Duration) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.maxPushback = d })
 }

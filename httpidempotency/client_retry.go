@@ -124,7 +124,7 @@ func permanent(err error) bool {
 }
 
 // inFlight reports whether a 409 is this library's problem with reason
-// [idempotency.ReasonKeyInUse]. It reads the start of the body and puts it
+// [idempotency.ErrKeyInUse]. It reads the start of the body and puts it
 // back, so the caller can read the whole body still.
 func inFlight(resp *http.Response) bool {
 	media, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
@@ -137,7 +137,7 @@ func inFlight(resp *http.Response) bool {
 		return false
 	}
 	var p struct{ Type, Reason string }
-	return json.Unmarshal(head, &p) == nil && p.Type == ProblemType && p.Reason == idempotency.ReasonKeyInUse
+	return json.Unmarshal(head, &p) == nil && p.Type == ProblemType && p.Reason == idempotency.ErrKeyInUse.Reason
 }
 
 // peeked is a response body whose start was read and put back.

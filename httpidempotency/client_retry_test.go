@@ -103,7 +103,7 @@ func (b *bodies) CloseIdleConnections() { b.next.(*http.Transport).CloseIdleConn
 // its body whole.
 func TestTransportRetries(t *testing.T) {
 	t.Parallel()
-	inUse := problem(http.StatusConflict, idempotency.ReasonKeyInUse)
+	inUse := problem(http.StatusConflict, idempotency.ErrKeyInUse.Reason)
 	date := "Sat, 01 Jan 2000 00:00:00 GMT"
 	tests := []struct {
 		name  string
@@ -130,8 +130,8 @@ func TestTransportRetries(t *testing.T) {
 		{"409 problem of another type", answer{status: 409, header: problemHeader, body: strings.Replace(inUse, httpidempotency.ProblemType, "about:blank", 1)}, false},
 		{"409 in use past the bound read", answer{status: 409, header: problemHeader, body: strings.Replace(inUse, `"d"`, `"`+strings.Repeat("d", 20<<10)+`"`, 1)}, false},
 		{"429 with Retry-After", answer{status: 429, header: map[string]string{"Retry-After": "0"}}, false},
-		{"400", answer{status: 400, header: problemHeader, body: problem(400, idempotency.ReasonKeyInvalid)}, false},
-		{"422", answer{status: 422, header: problemHeader, body: problem(422, idempotency.ReasonKeyReused)}, false},
+		{"400", answer{status: 400, header: problemHeader, body: problem(400, idempotency.ErrKeyInvalid.Reason)}, false},
+		{"422", answer{status: 422, header: problemHeader, body: problem(422, idempotency.ErrKeyReused.Reason)}, false},
 		{"500", answer{status: 500}, false},
 		{"502", answer{status: 502}, false},
 		{"504", answer{status: 504}, false},
@@ -174,7 +174,7 @@ func TestTransportMaxAttempts(t *testing.T) {
 		opt      httpidempotency.ClientOption
 		attempts int64
 	}{
-		{"default", nil, idempotency.DefaultMaxAttempts},
+		{"default", nil, 5}, // the documented default
 		{"WithMaxAttempts(3)", httpidempotency.WithMaxAttempts(3), 3},
 		{"WithMaxAttempts(1)", httpidempotency.WithMaxAttempts(1), 1},
 		{"WithMaxAttempts(0)", httpidempotency.WithMaxAttempts(0), 1},

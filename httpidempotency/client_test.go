@@ -115,7 +115,7 @@ func TestTransportStoreUnavailable(t *testing.T) {
 		e.store.Down.Store(true)
 		client := newClient(t, httpidempotency.WithMaxPushback(time.Second))
 		r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":1999}`))
-		wantProblem(t, r, http.StatusServiceUnavailable, idempotency.ReasonStoreUnavailable)
+		wantProblem(t, r, http.StatusServiceUnavailable, idempotency.ErrStoreUnavailable.Reason)
 		if len(seen.all()) != 1 {
 			t.Fatalf("%d attempts, want 1", len(seen.all()))
 		}
@@ -135,7 +135,7 @@ func TestTransportReusedKey(t *testing.T) {
 		t.Fatalf("first request: %d %s", r.Status, r.Body)
 	}
 	r := do(t, client, e.request(t, http.MethodPost, "/orders", `{"amount":2500}`, "order-1042"))
-	wantProblem(t, r, http.StatusUnprocessableEntity, idempotency.ReasonKeyReused)
+	wantProblem(t, r, http.StatusUnprocessableEntity, idempotency.ErrKeyReused.Reason)
 	seen.wantKeys(t, 2, "order-1042")
 	if calls := hook.all(); len(calls) != 0 {
 		t.Fatalf("retry hook calls %+v, want none", calls)
@@ -183,7 +183,7 @@ func TestTransportNotRewindable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantProblem(t, do(t, client, req), http.StatusServiceUnavailable, idempotency.ReasonStoreUnavailable)
+		wantProblem(t, do(t, client, req), http.StatusServiceUnavailable, idempotency.ErrStoreUnavailable.Reason)
 		if len(seen.all()) != 1 {
 			t.Fatalf("%d attempts, want 1", len(seen.all()))
 		}
@@ -207,7 +207,7 @@ func TestTransportDeadline(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("the request waited for its deadline")
 		}
-		wantProblem(t, r, http.StatusServiceUnavailable, idempotency.ReasonStoreUnavailable)
+		wantProblem(t, r, http.StatusServiceUnavailable, idempotency.ErrStoreUnavailable.Reason)
 		if len(seen.all()) != 1 {
 			t.Fatalf("%d attempts, want 1", len(seen.all()))
 		}

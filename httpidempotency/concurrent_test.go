@@ -27,7 +27,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 	var won response
 	for range clients - 1 { // the winner's answer waits for release
 		r := <-answers
-		p := wantProblem(t, r, http.StatusConflict, idempotency.ReasonKeyInUse)
+		p := wantProblem(t, r, http.StatusConflict, idempotency.ErrKeyInUse.Reason)
 		if got := r.Header.Get("Retry-After"); got != "1" {
 			t.Errorf("409 with Retry-After %q, want 1: %s", got, p.Detail)
 		}

@@ -118,7 +118,7 @@ func TestWaitPastOuterDeadline(t *testing.T) {
 	req := e.request(t, http.MethodPost, "/orders", "{}", "k")
 	req.Header.Set("X-Timeout", "50ms")
 	dup := e.send(t, req)
-	wantProblem(t, dup, http.StatusConflict, idempotency.ReasonKeyInUse)
+	wantProblem(t, dup, http.StatusConflict, idempotency.ErrKeyInUse.Reason)
 	if got := dup.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}

@@ -92,12 +92,12 @@ func TestRetryAfterFromServer(t *testing.T) {
 			close(h.release)
 			<-first
 			return r
-		}, http.StatusConflict, idempotency.ReasonKeyInUse},
+		}, http.StatusConflict, idempotency.ErrKeyInUse.Reason},
 		{"store down", func(t *testing.T, e *env, h held) response {
 			close(h.release)
 			e.store.Down.Store(true)
 			return e.post(t, "/orders", "{}", "k")
-		}, http.StatusServiceUnavailable, idempotency.ReasonStoreUnavailable},
+		}, http.StatusServiceUnavailable, idempotency.ErrStoreUnavailable.Reason},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -116,7 +116,7 @@ func wantProblem(t *testing.T, r response, status int, reason string) httpidempo
 	}
 	// Only the not-retained answer comes from the store: it is a replay.
 	want := ""
-	if reason == idempotency.ReasonResponseNotRetained {
+	if reason == idempotency.ErrResponseNotRetained.Reason {
 		want = "true"
 	}
 	if got := r.Header.Get(httpidempotency.ReplayedHeader); got != want {

@@ -140,11 +140,11 @@ func (c *config) keyOf(r *http.Request) (string, error) {
 	lines := r.Header.Values(c.header)
 	switch {
 	case len(lines) == 0 && c.required:
-		return "", &idempotency.KeyError{Reason: idempotency.ReasonKeyMissing, Detail: "send it in the " + c.header + " header"}
+		return "", &idempotency.KeyError{Err: idempotency.ErrKeyMissing, Detail: "send it in the " + c.header + " header"}
 	case len(lines) == 0:
 		return "", nil
 	case len(lines) > 1:
-		return "", &idempotency.KeyError{Reason: idempotency.ReasonKeyInvalid, Detail: "more than one " + c.header + " header"}
+		return "", &idempotency.KeyError{Err: idempotency.ErrKeyInvalid, Detail: "more than one " + c.header + " header"}
 	}
 	key := ParseKey(lines[0])
 	if err := idempotency.ValidateKey(key); err != nil {

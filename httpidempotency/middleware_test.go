@@ -85,31 +85,31 @@ func TestRefusals(t *testing.T) {
 			name:   "missing key when required",
 			setup:  setup{mw: []httpidempotency.Option{httpidempotency.WithKeyRequired()}},
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyMissing,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyMissing.Reason,
 			detail: "idempotency key required: send it in the Idempotency-Key header",
 		},
 		{
 			name:   "invalid key",
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", "not a key") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 3",
 		},
 		{
 			name:   "non-ASCII in a structured field string",
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", `"héllo"`) },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 2",
 		},
 		{
 			name:   "not UTF-8",
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", "k\xff") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 			detail: "idempotency key invalid: key has a byte outside printable ASCII at offset 1",
 		},
 		{
 			name:   "empty structured field string",
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", `""`) },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 			detail: "idempotency key invalid: key is empty",
 		},
 		{
@@ -117,13 +117,13 @@ func TestRefusals(t *testing.T) {
 			call: func(t *testing.T, e *env) response {
 				return e.post(t, "/orders", "{}", strings.Repeat("k", idempotency.MaxKeyLen+1))
 			},
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 			detail: "idempotency key invalid: key is longer than 255 bytes",
 		},
 		{
 			name:   "two keys",
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "{}", "k1", "k2") },
-			status: http.StatusBadRequest, reason: idempotency.ReasonKeyInvalid,
+			status: http.StatusBadRequest, reason: idempotency.ErrKeyInvalid.Reason,
 			detail: "idempotency key invalid: more than one Idempotency-Key header",
 		},
 		{
@@ -132,7 +132,7 @@ func TestRefusals(t *testing.T) {
 				e.post(t, "/orders", `{"amount":1}`, "k")
 				return e.post(t, "/orders", `{"amount":2}`, "k")
 			},
-			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused, runs: 1,
+			status: http.StatusUnprocessableEntity, reason: idempotency.ErrKeyReused.Reason, runs: 1,
 		},
 		{
 			// One operation per middleware: one key on two endpoints is
@@ -142,7 +142,7 @@ func TestRefusals(t *testing.T) {
 				e.post(t, "/orders", "{}", "k")
 				return e.post(t, "/refunds", "{}", "k")
 			},
-			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused, runs: 1,
+			status: http.StatusUnprocessableEntity, reason: idempotency.ErrKeyReused.Reason, runs: 1,
 		},
 		{
 			name: "reused with another query",
@@ -150,7 +150,7 @@ func TestRefusals(t *testing.T) {
 				e.post(t, "/orders", "{}", "k")
 				return e.post(t, "/orders?dry_run=1", "{}", "k")
 			},
-			status: http.StatusUnprocessableEntity, reason: idempotency.ReasonKeyReused, runs: 1,
+			status: http.StatusUnprocessableEntity, reason: idempotency.ErrKeyReused.Reason, runs: 1,
 		},
 		{
 			name: "store unavailable",
@@ -158,7 +158,7 @@ func TestRefusals(t *testing.T) {
 				e.store.Down.Store(true)
 				return e.post(t, "/orders", "{}", "k")
 			},
-			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreUnavailable, retryAfter: "1",
+			status: http.StatusServiceUnavailable, reason: idempotency.ErrStoreUnavailable.Reason, retryAfter: "1",
 		},
 		{
 			name:  "store full",
@@ -169,7 +169,7 @@ func TestRefusals(t *testing.T) {
 				}
 				return e.post(t, "/orders", "{}", "k2")
 			},
-			status: http.StatusServiceUnavailable, reason: idempotency.ReasonStoreFull, retryAfter: "1", runs: 1,
+			status: http.StatusServiceUnavailable, reason: idempotency.ErrStoreFull.Reason, retryAfter: "1", runs: 1,
 		},
 		{
 			// The body is read to fingerprint it: over the bound, nothing
@@ -177,7 +177,7 @@ func TestRefusals(t *testing.T) {
 			name:   "request body over the bound",
 			setup:  setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}},
 			call:   func(t *testing.T, e *env) response { return e.post(t, "/orders", "123456789", "k") },
-			status: http.StatusRequestEntityTooLarge, reason: httpidempotency.ReasonRequestTooLarge,
+			status: http.StatusRequestEntityTooLarge, reason: httpidempotency.ErrRequestTooLarge.Reason,
 		},
 	}
 	for _, tt := range tests {
@@ -207,7 +207,7 @@ func TestRefusals(t *testing.T) {
 func TestRequestTooLargeClaimsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithMaxRequestBytes(8)}})
-	wantProblem(t, e.post(t, "/orders", "123456789", "k"), http.StatusRequestEntityTooLarge, httpidempotency.ReasonRequestTooLarge)
+	wantProblem(t, e.post(t, "/orders", "123456789", "k"), http.StatusRequestEntityTooLarge, httpidempotency.ErrRequestTooLarge.Reason)
 	if r := e.post(t, "/orders", "12345678", "k"); r.Status != http.StatusCreated {
 		t.Fatalf("within the bound: %d %s", r.Status, r.Body)
 	}
@@ -348,6 +348,6 @@ func TestWithFingerprint(t *testing.T) {
 	if retry.Body != first.Body || retry.Header.Get(httpidempotency.ReplayedHeader) != "true" {
 		t.Fatalf("retry %s, want a replay of %s", retry.Body, first.Body)
 	}
-	wantProblem(t, e.post(t, "/orders", `"y"`, "k"), http.StatusUnprocessableEntity, idempotency.ReasonKeyReused)
+	wantProblem(t, e.post(t, "/orders", `"y"`, "k"), http.StatusUnprocessableEntity, idempotency.ErrKeyReused.Reason)
 	e.wantRuns(t, 1)
 }

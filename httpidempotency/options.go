@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
-
-	"github.com/grpc-idempotency/idempotency"
 )
 
 // Defaults of the middleware's options.
@@ -19,12 +17,12 @@ const (
 	// DefaultOperation is the operation keys live in when
 	// [WithOperation] does not say.
 	DefaultOperation = "http"
-	// DefaultMaxRequestBytes bounds the request body the middleware reads
+	// defaultMaxRequestBytes bounds the request body the middleware reads
 	// to fingerprint a keyed request; see [WithMaxRequestBytes].
-	DefaultMaxRequestBytes = 1 << 20
-	// DefaultMaxResponseBytes bounds the response body the middleware
+	defaultMaxRequestBytes = 1 << 20
+	// defaultMaxResponseBytes bounds the response body the middleware
 	// keeps; see [WithMaxResponseBytes].
-	DefaultMaxResponseBytes = idempotency.DefaultMaxResponseBytes
+	defaultMaxResponseBytes = 4 << 20 // the server's own default
 )
 
 // FingerprintFunc returns the bytes of a request that its fingerprint
@@ -57,8 +55,8 @@ func newConfig(opts []Option) *config {
 	c := &config{
 		sharedConfig: newSharedConfig(),
 		operation:    DefaultOperation,
-		maxRequest:   DefaultMaxRequestBytes,
-		maxResponse:  DefaultMaxResponseBytes,
+		maxRequest:   defaultMaxRequestBytes,
+		maxResponse:  defaultMaxResponseBytes,
 		keep:         DefaultKeep,
 	}
 	for _, o := range opts {
@@ -117,7 +115,7 @@ func WithMethods(methods ...string) SharedOption {
 }
 
 // WithKeyRequired answers a request of the middleware's methods that has
-// no key with 400 and [idempotency.ReasonKeyMissing]. By default a key is
+// no key with 400 and [idempotency.ErrKeyMissing]. By default a key is
 // optional: such a request runs its handler without a claim.
 func WithKeyRequired() Option {
 	return optionFunc(func(c *config) { c.required = true })
@@ -138,8 +136,8 @@ func WithFingerprint(fn FingerprintFunc) Option {
 
 // WithMaxRequestBytes bounds the body of a keyed request, which the
 // middleware reads in full to fingerprint it: a longer body is answered
-// 413 with [ReasonRequestTooLarge], and nothing is claimed. Default
-// [DefaultMaxRequestBytes] (1 MiB); n below 0 makes [Middleware] panic.
+// 413 with [ErrRequestTooLarge], and nothing is claimed. Default 1 MiB;
+// n below 0 makes [Middleware] panic.
 func WithMaxRequestBytes(n int64) Option {
 	return optionFunc(func(c *config) {
 		if n < 0 {
@@ -154,8 +152,7 @@ func WithMaxRequestBytes(n int64) Option {
 // retained: a retry gets [idempotency.ErrResponseNotRetained]'s problem,
 // never a truncated replay. The server's own
 // [idempotency.WithMaxResponseBytes] bounds the whole stored outcome as
-// well. Default [DefaultMaxResponseBytes] (4 MiB); n below 0 makes
-// [Middleware] panic.
+// well. Default 4 MiB; n below 0 makes [Middleware] panic.
 func WithMaxResponseBytes(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 0 {

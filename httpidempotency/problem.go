@@ -17,38 +17,42 @@ import (
 
 // ProblemType is the RFC 9457 problem type of every error the library
 // answers over HTTP, here and in gatewayidempotency. Its "reason" member is
-// the google.rpc.ErrorInfo reason ([idempotency.ReasonKeyInUse] and the
-// others, or [ReasonRequestTooLarge]); "detail" says what happened; "title"
+// the google.rpc.ErrorInfo reason ([idempotency.ErrKeyInUse] and the
+// others, or [ErrRequestTooLarge]); "detail" says what happened; "title"
 // and "status" are those of the HTTP status.
 const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemType"
 
 // ProblemContentType is the media type of a [ProblemType] body.
 const ProblemContentType = "application/problem+json"
 
-// ReasonRequestTooLarge is the reason of the 413 answer to a keyed request
-// whose body is longer than [WithMaxRequestBytes]: the middleware cannot
-// fingerprint it, so it claims nothing and the handler does not run.
-const ReasonRequestTooLarge = "IDEMPOTENCY_REQUEST_TOO_LARGE"
+// ErrRequestTooLarge is the error of a keyed request whose body is longer
+// than [WithMaxRequestBytes], answered 413 with its Reason: the middleware
+// cannot fingerprint it, so it claims nothing and the handler does not run.
+var ErrRequestTooLarge = &idempotency.Error{
+	Reason:  "IDEMPOTENCY_REQUEST_TOO_LARGE",
+	Message: "the request body is longer than the idempotency middleware reads",
+}
 
-// ErrRequestTooLarge is the error behind [ReasonRequestTooLarge].
-var ErrRequestTooLarge = errors.New("the request body is longer than the idempotency middleware reads")
+// defaultRetryAfter is the Retry-After [StatusOf] gives when err carries
+// none: the default of [idempotency.WithRetryAfter].
+const defaultRetryAfter = time.Second
 
 // statusOfReason is the one mapping of the library's errors to HTTP
 // statuses: the IETF draft's for the reasons it names, and for the others
 // the status that google.rpc's code mapping gives their gRPC code.
 var statusOfReason = map[string]int{
-	idempotency.ReasonKeyMissing:          http.StatusBadRequest,
-	idempotency.ReasonKeyInvalid:          http.StatusBadRequest,
-	idempotency.ReasonKeyInUse:            http.StatusConflict,
-	idempotency.ReasonKeyReused:           http.StatusUnprocessableEntity,
-	idempotency.ReasonStoreUnavailable:    http.StatusServiceUnavailable,
-	idempotency.ReasonStoreFull:           http.StatusServiceUnavailable,
-	idempotency.ReasonResponseNotRetained: http.StatusBadRequest, // FAILED_PRECONDITION
-	idempotency.ReasonRecordCorrupt:       http.StatusInternalServerError,
-	idempotency.ReasonMisconfigured:       http.StatusInternalServerError,
-	idempotency.ReasonStreamTooLarge:      http.StatusBadRequest, // INVALID_ARGUMENT
-	idempotency.ReasonResumeInvalid:       http.StatusBadRequest, // INVALID_ARGUMENT
-	ReasonRequestTooLarge:                 http.StatusRequestEntityTooLarge,
+	idempotency.ErrKeyMissing.Reason:          http.StatusBadRequest,
+	idempotency.ErrKeyInvalid.Reason:          http.StatusBadRequest,
+	idempotency.ErrKeyInUse.Reason:            http.StatusConflict,
+	idempotency.ErrKeyReused.Reason:           http.StatusUnprocessableEntity,
+	idempotency.ErrStoreUnavailable.Reason:    http.StatusServiceUnavailable,
+	idempotency.ErrStoreFull.Reason:           http.StatusServiceUnavailable,
+	idempotency.ErrResponseNotRetained.Reason: http.StatusBadRequest, // FAILED_PRECONDITION
+	idempotency.ErrRecordCorrupt.Reason:       http.StatusInternalServerError,
+	idempotency.ErrMisconfigured.Reason:       http.StatusInternalServerError,
+	idempotency.ErrStreamTooLarge.Reason:      http.StatusBadRequest, // INVALID_ARGUMENT
+	idempotency.ErrResumeInvalid.Reason:       http.StatusBadRequest, // INVALID_ARGUMENT
+	ErrRequestTooLarge.Reason:                 http.StatusRequestEntityTooLarge,
 }
 
 // StatusOf returns the HTTP status of err and the Retry-After it calls for.
@@ -78,14 +82,11 @@ var statusOfReason = map[string]int{
 // 400 INVALID_ARGUMENT, FAILED_PRECONDITION and OUT_OF_RANGE, 429
 // RESOURCE_EXHAUSTED, 499 CANCELLED, 501 UNIMPLEMENTED, 503 UNAVAILABLE,
 // 504 DEADLINE_EXCEEDED, 500 the others. Any other error is 500.
-// retryAfter is the google.rpc.RetryInfo delay err carries, else
-// [idempotency.DefaultRetryAfter] for a 409, 429 or 503, else 0; a
-// Retry-After header is due on a 409, 429 or 503 answer.
+// retryAfter is the google.rpc.RetryInfo delay err carries, else 1 s (the
+// default of [idempotency.WithRetryAfter]) for a 409, 429 or 503, else 0;
+// a Retry-After header is due on a 409, 429 or 503 answer.
 func StatusOf(err error) (status int, retryAfter time.Duration) {
 	code, ok := statusOfReason[idempotency.Reason(err)]
-	if !ok && errors.Is(err, ErrRequestTooLarge) {
-		code, ok = http.StatusRequestEntityTooLarge, true
-	}
 	if !ok {
 		code = statusOfCode(err)
 	}
@@ -93,7 +94,7 @@ func StatusOf(err error) (status int, retryAfter time.Duration) {
 		return code, d
 	}
 	if wantsRetryAfter(code) {
-		return code, idempotency.DefaultRetryAfter
+		return code, defaultRetryAfter
 	}
 	return code, 0
 }
@@ -192,19 +193,12 @@ func ProblemOf(err error) Problem {
 	code, after := StatusOf(err)
 	p := Problem{
 		Type: ProblemType, Title: titleOf(code), Status: code,
-		Detail: detailOf(err), Reason: reasonOf(err), RetryAfter: after,
+		Detail: detailOf(err), Reason: idempotency.Reason(err), RetryAfter: after,
 	}
 	if p.Detail == "" { // a status without a message
 		p.Detail = p.Title
 	}
 	return p
-}
-
-func reasonOf(err error) string {
-	if errors.Is(err, ErrRequestTooLarge) {
-		return ReasonRequestTooLarge
-	}
-	return idempotency.Reason(err)
 }
 
 // sentinels are the errors whose text a problem's detail may carry.

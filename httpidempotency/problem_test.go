@@ -16,6 +16,10 @@ import (
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
 )
 
+// defaultRetryAfter is the Retry-After StatusOf gives an error that
+// carries none: idempotency.WithRetryAfter's default, 1 s.
+const defaultRetryAfter = time.Second
+
 // StatusOf maps the library's errors, as sentinels (wrapped or not) and
 // as the interceptor's gRPC statuses, to one status and Retry-After.
 func TestStatusOf(t *testing.T) {
@@ -35,29 +39,29 @@ func TestStatusOf(t *testing.T) {
 		status     int
 		retryAfter time.Duration
 	}{
-		{"missing", &idempotency.KeyError{Reason: idempotency.ReasonKeyMissing, Detail: "x"}, http.StatusBadRequest, 0},
+		{"missing", &idempotency.KeyError{Err: idempotency.ErrKeyMissing, Detail: "x"}, http.StatusBadRequest, 0},
 		{"invalid", idempotency.ValidateKey(""), http.StatusBadRequest, 0},
-		{"in use", idempotency.ErrKeyInUse, http.StatusConflict, idempotency.DefaultRetryAfter},
+		{"in use", idempotency.ErrKeyInUse, http.StatusConflict, defaultRetryAfter},
 		{"reused, wrapped", fmt.Errorf("op: %w", idempotency.ErrKeyReused), http.StatusUnprocessableEntity, 0},
-		{"unavailable", idempotency.ErrStoreUnavailable, http.StatusServiceUnavailable, idempotency.DefaultRetryAfter},
-		{"full", idempotency.ErrStoreFull, http.StatusServiceUnavailable, idempotency.DefaultRetryAfter},
+		{"unavailable", idempotency.ErrStoreUnavailable, http.StatusServiceUnavailable, defaultRetryAfter},
+		{"full", idempotency.ErrStoreFull, http.StatusServiceUnavailable, defaultRetryAfter},
 		{"not retained", idempotency.ErrResponseNotRetained, http.StatusBadRequest, 0},
 		{"corrupt", idempotency.ErrRecordCorrupt, http.StatusInternalServerError, 0},
 		{"misconfigured", idempotency.ErrMisconfigured, http.StatusInternalServerError, 0},
 		{"request too large", httpidempotency.ErrRequestTooLarge, http.StatusRequestEntityTooLarge, 0},
 		{"not the library's", errors.New("boom"), http.StatusInternalServerError, 0},
-		{"gRPC status with RetryInfo", grpcStatus(codes.Aborted, idempotency.ReasonKeyInUse, 1500*time.Millisecond), http.StatusConflict, 1500 * time.Millisecond},
-		{"gRPC status with RetryInfo 0", grpcStatus(codes.ResourceExhausted, idempotency.ReasonStoreFull, 0), http.StatusServiceUnavailable, 0},
+		{"gRPC status with RetryInfo", grpcStatus(codes.Aborted, idempotency.ErrKeyInUse.Reason, 1500*time.Millisecond), http.StatusConflict, 1500 * time.Millisecond},
+		{"gRPC status with RetryInfo 0", grpcStatus(codes.ResourceExhausted, idempotency.ErrStoreFull.Reason, 0), http.StatusServiceUnavailable, 0},
 		// Statuses that are not the library's (a scope function's) take
 		// their code's status, wrapped or not.
-		{"gRPC status without ErrorInfo", status.Error(codes.Aborted, "x"), http.StatusConflict, idempotency.DefaultRetryAfter},
+		{"gRPC status without ErrorInfo", status.Error(codes.Aborted, "x"), http.StatusConflict, defaultRetryAfter},
 		{"unauthenticated, wrapped", fmt.Errorf("scope: %w", status.Error(codes.Unauthenticated, "x")), http.StatusUnauthorized, 0},
 		{"permission denied", status.Error(codes.PermissionDenied, "x"), http.StatusForbidden, 0},
 		{"not found", status.Error(codes.NotFound, "x"), http.StatusNotFound, 0},
-		{"resource exhausted", status.Error(codes.ResourceExhausted, "x"), http.StatusTooManyRequests, idempotency.DefaultRetryAfter},
+		{"resource exhausted", status.Error(codes.ResourceExhausted, "x"), http.StatusTooManyRequests, defaultRetryAfter},
 		{"cancelled", status.Error(codes.Canceled, "x"), 499, 0},
 		{"deadline exceeded", status.Error(codes.DeadlineExceeded, "x"), http.StatusGatewayTimeout, 0},
-		{"unavailable", status.Error(codes.Unavailable, "x"), http.StatusServiceUnavailable, idempotency.DefaultRetryAfter},
+		{"unavailable", status.Error(codes.Unavailable, "x"), http.StatusServiceUnavailable, defaultRetryAfter},
 		{"unimplemented", status.Error(codes.Unimplemented, "x"), http.StatusNotImplemented, 0},
 		{"internal", status.Error(codes.Internal, "x"), http.StatusInternalServerError, 0},
 		{"unknown", status.Error(codes.Unknown, "x"), http.StatusInternalServerError, 0},

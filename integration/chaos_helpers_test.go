@@ -98,7 +98,7 @@ func (s *signalStore) lastCompleteErr() error {
 func callUntilNotInUse(ctx context.Context, pause time.Duration, fn func() (*testingv1.DoResponse, error)) (*testingv1.DoResponse, error) {
 	for {
 		resp, err := fn()
-		if status.Code(err) != codes.Aborted || clientReason(err) != idempotency.ReasonKeyInUse {
+		if status.Code(err) != codes.Aborted || clientReason(err) != idempotency.ErrKeyInUse.Reason {
 			return resp, err
 		}
 		t := time.NewTimer(pause)

@@ -79,7 +79,7 @@ func TestChaosClaimReplyLostFreesKey(t *testing.T) {
 	req := &testingv1.DoRequest{Payload: "p"}
 	r.proxy.CutNextReply(1)
 	_, err := r.client.Do(withKey(ctx, "k-orphan"), req)
-	wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+	wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 	if n := r.srv.Service.Executions(); n != 0 {
 		t.Fatalf("handler ran %d times on a failed claim, want 0", n)
 	}

@@ -91,7 +91,7 @@ func TestDurabilityUnsettledClaimRunsAgainAfterLease(t *testing.T) {
 		t.Fatal(err) // A's answer still goes back; only the store lost it
 	}
 	_, _, err := b.do(ctx, "k-unsettled", &testingv1.DoRequest{})
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse) // in flight until the lease ends
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason) // in flight until the lease ends
 	time.Sleep(lease)
 	resp, _, err := b.do(ctx, "k-unsettled", &testingv1.DoRequest{})
 	if err != nil || resp.GetExecution() != 2 {

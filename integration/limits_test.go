@@ -95,7 +95,7 @@ func TestLeaseMaxInt64HoldsKey(t *testing.T) {
 			}
 			_, err := client.Do(ctx, req)
 			close(release)
-			wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+			wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 			if err := <-done; err != nil {
 				t.Fatalf("the first call: %v", err)
 			}

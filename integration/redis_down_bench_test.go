@@ -78,8 +78,8 @@ func BenchmarkFirstCallRedisDown(b *testing.B) {
 						b.StartTimer()
 						err := call()
 						b.StopTimer()
-						if idempotency.Reason(err) != idempotency.ReasonStoreUnavailable || status.Code(err) != codes.Unavailable {
-							b.Fatalf("err = %v, want UNAVAILABLE %s", err, idempotency.ReasonStoreUnavailable)
+						if idempotency.Reason(err) != idempotency.ErrStoreUnavailable.Reason || status.Code(err) != codes.Unavailable {
+							b.Fatalf("err = %v, want UNAVAILABLE %s", err, idempotency.ErrStoreUnavailable.Reason)
 						}
 						attempts += *n
 						b.StartTimer()

@@ -45,7 +45,7 @@ func TestRedisStoreDown(t *testing.T) {
 
 	rs.Stop()
 	_, _, err := closed.do(ctx, "k-down", req)
-	wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+	wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 	if n := closed.srv.Service.Executions(); n != 1 {
 		t.Fatalf("fail closed: handler ran %d times, want 1 (not while Redis is down)", n)
 	}
@@ -140,7 +140,7 @@ func TestRedisCorruptData(t *testing.T) {
 			}
 			for i := range 2 {
 				_, _, err := r.do(ctx, "k-corrupt", req)
-				wantReason(t, err, codes.Internal, idempotency.ReasonRecordCorrupt)
+				wantReason(t, err, codes.Internal, idempotency.ErrRecordCorrupt.Reason)
 				if i == 0 && r.events.Count(idempotency.DecisionRecordCorrupt) != 1 {
 					t.Fatal("no DecisionRecordCorrupt observed")
 				}

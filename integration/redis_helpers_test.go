@@ -102,7 +102,7 @@ func doRetryingInUse(ctx context.Context, client testingv1.TestServiceClient, ke
 		var header metadata.MD
 		resp, err := client.Do(withKey(ctx, key), req, grpc.Header(&header))
 		ei, ri := errorInfo(err)
-		if status.Code(err) != codes.Aborted || ei.GetReason() != idempotency.ReasonKeyInUse {
+		if status.Code(err) != codes.Aborted || ei.GetReason() != idempotency.ErrKeyInUse.Reason {
 			return resp, header, attempt, err
 		}
 		if ri == nil {

@@ -62,12 +62,12 @@ func TestRedisLeaseRenewed(t *testing.T) {
 		return time.Since(start) > redisLease+redisLease/3 && a.events.Count(idempotency.DecisionLeaseRenewed) >= 3
 	})
 	_, _, err := b.do(ctx, "k-long", req)
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 
 	// Let the handler run for three leases in all; the claim still holds.
 	<-time.After(time.Until(start.Add(3 * redisLease)))
 	_, _, err = b.do(ctx, "k-long", req)
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	close(release)
 	r := <-first
 	if r.err != nil {

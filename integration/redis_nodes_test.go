@@ -57,7 +57,7 @@ func TestRedisClusterNodeDown(t *testing.T) {
 
 	cluster.StopNode(down)
 	_, _, err := r.do(ctx, downKey, req)
-	wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+	wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 	for _, key := range upKeys {
 		if _, header, err := r.do(ctx, key, req); err != nil {
 			t.Fatalf("call with %s, on a master that runs: %v", key, err)

@@ -74,9 +74,9 @@ func TestRedisOutOfMemory(t *testing.T) {
 	renewed := r.events.Count(idempotency.DecisionLeaseRenewed)
 	r.events.Wait(t, idempotency.DecisionLeaseRenewed, renewed+2)
 	_, _, err := r.do(ctx, "k-oom", charge)
-	wantReason(t, err, codes.Aborted, idempotency.ReasonKeyInUse)
+	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	_, _, err = r.do(ctx, "k-oom-new", charge)
-	wantReason(t, err, codes.ResourceExhausted, idempotency.ReasonStoreFull)
+	wantReason(t, err, codes.ResourceExhausted, idempotency.ErrStoreFull.Reason)
 
 	close(proceed)
 	one, two := <-first, <-second

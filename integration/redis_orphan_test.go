@@ -81,7 +81,7 @@ func TestRedisOrphanClaim(t *testing.T) {
 			staged.staging.Store(true)
 			proxy.CutNextReply(1)
 			_, _, err := r.do(ctx, "k-orphan", req)
-			wantReason(t, err, codes.Unavailable, idempotency.ReasonStoreUnavailable)
+			wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 			if proxy.Cuts() != 1 || staged.dials.Load() == 0 || !staged.failed.Load() {
 				t.Fatalf("cuts %d, staged dials %d, claim failed %v: the failure was not staged as planned",
 					proxy.Cuts(), staged.dials.Load(), staged.failed.Load())

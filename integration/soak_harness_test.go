@@ -311,7 +311,7 @@ func retryableGiveUp(err error) bool {
 	case codes.Unavailable:
 		return true
 	case codes.Aborted:
-		return clientReason(err) == idempotency.ReasonKeyInUse
+		return clientReason(err) == idempotency.ErrKeyInUse.Reason
 	}
 	return false
 }

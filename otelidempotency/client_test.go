@@ -127,7 +127,7 @@ func checkRetries(t *testing.T, span sdktrace.ReadOnlySpan, attempts int, reason
 		t.Fatalf("%d events, want %d (one per retry): %v", len(events), attempts-1, eventNames(span))
 	}
 	for i, e := range events {
-		want := idempotency.ReasonKeyInUse
+		want := idempotency.ErrKeyInUse.Reason
 		if reasons != nil {
 			want = reasons[i]
 		}

@@ -33,14 +33,14 @@ func TestServeHTTP(t *testing.T) {
 		t.Fatal("want Idempotent-Replayed: true on the replay only")
 	}
 
-	wantHTTPProblem(t, httpPost(t, charges, "order-7", `{"customer":"dave","amount_cents":900}`), 422, idempotency.ReasonKeyReused)
-	wantHTTPProblem(t, httpPost(t, charges, "", body), 400, idempotency.ReasonKeyMissing)
+	wantHTTPProblem(t, httpPost(t, charges, "order-7", `{"customer":"dave","amount_cents":900}`), 422, idempotency.ErrKeyReused.Reason)
+	wantHTTPProblem(t, httpPost(t, charges, "", body), 400, idempotency.ErrKeyMissing.Reason)
 
 	running := make(chan response, 1)
 	go func() { running <- httpPost(t, charges, "order-8", `{"customer":"erin","amount_cents":800}`) }()
 	time.Sleep(100 * time.Millisecond) // the charge takes 300ms
 	dup := httpPost(t, charges, "order-8", `{"customer":"erin","amount_cents":800}`)
-	wantHTTPProblem(t, dup, 409, idempotency.ReasonKeyInUse)
+	wantHTTPProblem(t, dup, 409, idempotency.ErrKeyInUse.Reason)
 	if dup.Header.Get("Retry-After") == "" {
 		t.Fatal("409 without Retry-After")
 	}

@@ -160,7 +160,7 @@ func (s *story) concurrentDuplicates(ctx context.Context) error {
 	executed = s.meter.decisions(chargeMethod, idempotency.DecisionExecuted) - executed
 	replayed = s.meter.decisions(chargeMethod, idempotency.DecisionReplayed) - replayed
 	inFlight = s.meter.decisions(chargeMethod, idempotency.DecisionInFlight) - inFlight
-	s.say("   server: executed %d, told %d attempt(s) %s and retried, replayed %d\n", executed, inFlight, idempotency.ReasonKeyInUse, replayed)
+	s.say("   server: executed %d, told %d attempt(s) %s and retried, replayed %d\n", executed, inFlight, idempotency.ErrKeyInUse.Reason, replayed)
 	s.say("   every call got %s; the ledger holds %d charge(s) for %s, %s paid\n", ids[0], s.ledger.ChargesOf(customer), customer, money(s.ledger.Paid(customer)))
 	for _, id := range ids {
 		if id != ids[0] {
@@ -184,7 +184,7 @@ func (s *story) reusedKey(ctx context.Context) error {
 	s.say("   Charge %s %s with key %s, which step 1 used for %s.\n", customer, money(amount), key, money(1999))
 	attempts := s.meter.attempts(chargeMethod)
 	_, err := s.keyed.Charge(ctx, &paymentsv1.ChargeRequest{Customer: customer, AmountCents: amount}, idempotency.WithKey(key))
-	if err := s.refused(err, codes.FailedPrecondition, idempotency.ReasonKeyReused); err != nil {
+	if err := s.refused(err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason); err != nil {
 		return err
 	}
 	if n := s.meter.attempts(chargeMethod) - attempts; n != 1 {
@@ -202,7 +202,7 @@ func (s *story) missingKey(ctx context.Context) error {
 	const customer, amount = "carol", 100
 	s.say("   Charge %s %s from a client without the key interceptor.\n", customer, money(amount))
 	_, err := s.plain.Charge(ctx, &paymentsv1.ChargeRequest{Customer: customer, AmountCents: amount})
-	if err := s.refused(err, codes.InvalidArgument, idempotency.ReasonKeyMissing); err != nil {
+	if err := s.refused(err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason); err != nil {
 		return err
 	}
 	if n := s.ledger.ChargesOf(customer); n != 0 {

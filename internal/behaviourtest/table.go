@@ -78,14 +78,14 @@ var (
 	// the work does.
 	gone = want{ran: true, grpc: "Canceled", fn: "OK"}
 	// inUse, reused, unavailable, full: the library refuses the call.
-	inUse       = want{reason: idempotency.ReasonKeyInUse, grpc: "Aborted", fn: "error", http: 409, retry: true}
-	reused      = want{reason: idempotency.ReasonKeyReused, grpc: "FailedPrecondition", fn: "error", http: 422}
-	unavailable = want{reason: idempotency.ReasonStoreUnavailable, grpc: "Unavailable", fn: "error", http: 503, retry: true}
-	full        = want{reason: idempotency.ReasonStoreFull, grpc: "ResourceExhausted", fn: "error", http: 503, retry: true}
-	invalidKey  = want{reason: idempotency.ReasonKeyInvalid, grpc: "InvalidArgument", fn: "error", http: 400}
-	corrupt     = want{reason: idempotency.ReasonRecordCorrupt, grpc: "Internal", fn: "error", http: 500}
+	inUse       = want{reason: idempotency.ErrKeyInUse.Reason, grpc: "Aborted", fn: "error", http: 409, retry: true}
+	reused      = want{reason: idempotency.ErrKeyReused.Reason, grpc: "FailedPrecondition", fn: "error", http: 422}
+	unavailable = want{reason: idempotency.ErrStoreUnavailable.Reason, grpc: "Unavailable", fn: "error", http: 503, retry: true}
+	full        = want{reason: idempotency.ErrStoreFull.Reason, grpc: "ResourceExhausted", fn: "error", http: 503, retry: true}
+	invalidKey  = want{reason: idempotency.ErrKeyInvalid.Reason, grpc: "InvalidArgument", fn: "error", http: 400}
+	corrupt     = want{reason: idempotency.ErrRecordCorrupt.Reason, grpc: "Internal", fn: "error", http: 500}
 	// notRetained: the replay of an outcome too large to keep.
-	notRetained = want{replayed: true, reason: idempotency.ReasonResponseNotRetained, grpc: "FailedPrecondition", fn: "error", http: 400}
+	notRetained = want{replayed: true, reason: idempotency.ErrResponseNotRetained.Reason, grpc: "FailedPrecondition", fn: "error", http: 400}
 )
 
 // replayOf is the replay of call n's answer (nil: of an answer the call

@@ -19,6 +19,24 @@ import (
 // retry.BackoffFunc has this type.
 type Backoff = func(ctx context.Context, attempt uint) time.Duration
 
+// Defaults both clients share (the gRPC interceptors and httpidempotency's
+// transport); each client option's doc comment states them.
+const (
+	// DefaultMaxAttempts is how many attempts a call gets, the first one
+	// included.
+	DefaultMaxAttempts = 5
+	// DefaultBackoffBase and DefaultBackoffMax shape the default backoff
+	// ([FullJitter]): before retry n a random wait between 0 and
+	// DefaultBackoffBase·2^n, at most DefaultBackoffMax.
+	DefaultBackoffBase = 50 * time.Millisecond
+	DefaultBackoffMax  = 5 * time.Second
+	// DefaultMaxPushback is the longest wait a server may ask for before a
+	// retry. One minute covers every wait the server asks for by default
+	// (1 s) and the longest a key stays blocked by a server that died
+	// holding it (its 60 s lease).
+	DefaultMaxPushback = time.Minute
+)
+
 // FullJitter returns exponential backoff with full jitter: before retry n,
 // a random wait between 0 and base·2^n, at most max.
 func FullJitter(base, max time.Duration) Backoff {

@@ -52,7 +52,7 @@ func (d *DirectServer) Call(ctx context.Context, md metadata.MD, req *testingv1.
 // handler not run and the store not touched.
 func (d *DirectServer) WantRefusedKey(t testing.TB, err error, key string) {
 	t.Helper()
-	WantReason(t, err, codes.InvalidArgument, idempotency.ReasonKeyInvalid)
+	WantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
 	if msg := status.Convert(err).Message(); len(key) >= 4 && strings.Contains(msg, key) {
 		t.Fatalf("error message %q echoes the key", msg)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
@@ -62,7 +63,7 @@ func BenchmarkInspectPostgres(b *testing.B) {
 				entries += len(page.Entries)
 				opts.Cursor = page.Next
 			}
-			reportLatency(b, lat)
+			benchtest.ReportLatency(b, lat)
 			b.ReportMetric(float64(entries)/float64(len(lat)), "entries/page")
 		})
 	}
@@ -79,7 +80,7 @@ func BenchmarkInspectPostgres(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		reportLatency(b, lat)
+		benchtest.ReportLatency(b, lat)
 	})
 	b.Run("stats", func(b *testing.B) {
 		lat := make([]time.Duration, 0, 16)
@@ -91,6 +92,6 @@ func BenchmarkInspectPostgres(b *testing.B) {
 				b.Fatalf("Stats = %+v, %v", st, err)
 			}
 		}
-		reportLatency(b, lat)
+		benchtest.ReportLatency(b, lat)
 	})
 }

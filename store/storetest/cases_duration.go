@@ -9,7 +9,7 @@ import (
 // longDurations are the longest leases and retentions a store is given:
 // the largest time.Duration (about 292 years, what durationpb.AsDuration
 // clamps a larger proto duration to) and the interceptor's ceilings,
-// idempotency.MaxRetention (ten years) and idempotency.MaxLease (a day).
+// the longest retention (ten years) and lease (a day) the idempotency package sets.
 // A store takes each as "a very long time": it never expires the entry
 // early and never refuses the duration.
 var longDurations = []struct {

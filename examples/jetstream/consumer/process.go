@@ -135,10 +135,11 @@ func (p *Processor) action(r Result, replayed bool) Action {
 		// it, whatever it carries (even another service's ErrorInfo).
 		return final()
 	}
-	switch idempotency.Reason(r.Err) {
-	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
+	switch {
+	case errors.Is(r.Err, idempotency.ErrKeyInUse), errors.Is(r.Err, idempotency.ErrStoreUnavailable),
+		errors.Is(r.Err, idempotency.ErrStoreFull):
 		return NakWithDelay
-	case "": // ctx ended before the handler started
+	case idempotency.Reason(r.Err) == "": // ctx ended before the handler started
 		return Nak
 	default: // the key reused for another body, a corrupt record: no redelivery helps
 		return Term

@@ -88,7 +88,7 @@ func New(server *idempotency.Server, op string, h Handler, opts ...Option) *Proc
 	case h == nil:
 		panic("consumer: New: the handler is nil")
 	}
-	cfg := config{key: MsgKey, retryDelay: idempotency.DefaultRetryAfter, results: func(Result) {}}
+	cfg := config{key: MsgKey, retryDelay: server.RetryAfter(), results: func(Result) {}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -118,8 +118,8 @@ func WithProgressEvery(d time.Duration) Option {
 }
 
 // WithRetryDelay sets the NakWithDelay delay of a message whose key is in
-// flight elsewhere, or whose store is unavailable or full. Default
-// [idempotency.DefaultRetryAfter]; set it as the server's WithRetryAfter.
+// flight elsewhere, or whose store is unavailable or full. Default: the
+// server's [idempotency.Server.RetryAfter].
 func WithRetryDelay(d time.Duration) Option {
 	if d <= 0 {
 		panic(fmt.Sprintf("consumer: WithRetryDelay: the delay is %v (want > 0)", d))
