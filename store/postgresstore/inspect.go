@@ -96,8 +96,11 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		notified int64
 		r        = row{key: []byte(key)}
 	)
-	err := s.pool.QueryRow(ctx, newInspectStatements(s.cfg.table).purge, []byte(key), state, token, channelOf(s.cfg.table)).
-		Scan(&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &notified)
+	// A write, so a step: under READ COMMITTED whatever the connections'
+	// default isolation (decision 123).
+	err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
+		[]any{[]byte(key), state, token, channelOf(s.cfg.table)},
+		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Info{}, s.fail("purge", key, store.ErrNotFound)
 	}
