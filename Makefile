@@ -5,7 +5,7 @@ TOOL := GOWORK=off go tool -modfile=tools.mod
 # `go test ./...` at the root covers the root module only, even in workspace
 # mode; the go commands below name each module's ./... instead.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-GENERATED_DIRS := gen internal/gen examples gatewayidempotency/internal/gen
+GENERATED_DIRS := gen internal/gen examples internal/gatewaytest/gen
 
 .PHONY: all generate check-generate check-docs check-core-deps lint test bench
 

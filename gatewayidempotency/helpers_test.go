@@ -14,7 +14,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
-	testinggw "github.com/grpc-idempotency/idempotency/gatewayidempotency/internal/gen/idempotency/testing/v1"
+	testinggw "github.com/grpc-idempotency/idempotency/internal/gatewaytest/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
