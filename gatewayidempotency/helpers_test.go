@@ -14,8 +14,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
-	testinggw "github.com/grpc-idempotency/idempotency/internal/gatewaytest/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	testinggw "github.com/grpc-idempotency/idempotency/internal/gatewaytest/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
