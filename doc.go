@@ -56,6 +56,9 @@
 // transaction ([NewTxOutcome]) ([the stores guide]);
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one store to another ([the operations guide]).
+// [Server.StoreKey] gives the store key of a client's key, and
+// [github.com/grpc-idempotency/idempotency/admin] serves an operator's
+// lookups, listings and purges over gRPC.
 //
 // # Chaining
 //

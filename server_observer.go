@@ -52,6 +52,8 @@ type Event struct {
 	// replay cache ([WithReplayCache]), without a store call; its
 	// StoreTime is 0.
 	Cached bool
+	// StoreKey is the store key of a [DecisionPurged].
+	StoreKey string
 }
 
 // Decision is the kind of an [Event]: what the interceptor decided for a
@@ -120,6 +122,9 @@ const (
 	// not one non-negative decimal integer; the call failed with
 	// INVALID_ARGUMENT and the handler did not run.
 	DecisionResumeInvalid
+	// DecisionPurged: an operator purged a key through [Server.Purge]; its
+	// Event has the StoreKey and no Method.
+	DecisionPurged
 )
 
 var decisionNames = [...]string{
@@ -129,7 +134,7 @@ var decisionNames = [...]string{
 	DecisionLeaseRenewed: "lease_renewed", DecisionLeaseLost: "lease_lost",
 	DecisionRecordCorrupt: "record_corrupt", DecisionNotRetained: "not_retained", DecisionStoreFull: "store_full",
 	DecisionMisconfigured: "misconfigured", DecisionStreamTooLarge: "stream_too_large",
-	DecisionResumeInvalid: "resume_invalid",
+	DecisionResumeInvalid: "resume_invalid", DecisionPurged: "purged",
 }
 
 // String returns the decision's snake_case name, for logs and metric

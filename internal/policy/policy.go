@@ -97,11 +97,17 @@ func FromDescriptor(md protoreflect.MethodDescriptor) Policy {
 // to one of gRPC's own services: a service whose proto package is "grpc"
 // or starts with "grpc." (health, reflection v1 and v1alpha, channelz, lb,
 // the ALTS handshaker, grpc.testing). A service name has no dots, so that
-// is a method name that starts with "/grpc.". The interceptors leave these
-// methods alone unless the server names one with WithMethodPolicy.
+// is a method name that starts with "/grpc.". The library's own admin
+// service (package idempotency.admin.v1) is one too: an operator's lookup
+// or purge is not a side effect to deduplicate. The interceptors leave
+// these methods alone unless the server names one with WithMethodPolicy.
 func Infrastructure(fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, "/grpc.")
+	return strings.HasPrefix(fullMethod, "/grpc.") || strings.HasPrefix(fullMethod, adminPrefix)
 }
+
+// adminPrefix begins the full method names of the admin service's package,
+// idempotency.admin.v1.
+const adminPrefix = "/idempotency.admin."
 
 // Streaming reports whether md streams in either direction.
 func Streaming(md protoreflect.MethodDescriptor) bool {
