@@ -115,7 +115,9 @@ func (e *engine) replayCached(ctx context.Context, c *call, fp, data []byte) (an
 	}
 	_, resp, err := e.replay(ctx, c, data)
 	if !errors.Is(err, ErrRecordCorrupt) {
-		e.cfg.observer.Observe(ctx, Event{Method: c.method, Decision: DecisionReplayed, Cached: true})
+		ev := c.event(DecisionReplayed, 0, nil)
+		ev.Cached = true
+		e.cfg.observer.Observe(ctx, ev)
 	}
 	return resp, err
 }

@@ -29,9 +29,31 @@ type nopObserver struct{}
 func (nopObserver) Observe(context.Context, Event) {}
 
 // Event describes one decision.
+//
+// An observer's context is the caller's: [ClaimFromContext] reports
+// nothing in it, or, for a call nested in running work (an interceptor
+// chained twice, [Do] called from a handler), the claim of that outer
+// work, never the call's own. StoreKey names the call's key.
 type Event struct {
 	// Method is the full method name, or the operation of [Do] and [Once].
 	Method string
+	// Operation is what the call's key belongs to: the method's namespace
+	// when its policy has one ([MethodPolicy].Namespace), the operation of
+	// [Do] and [Once], else the full method name. Calls of one operation
+	// share their keys, whatever their method.
+	Operation string
+	// StoreKey is the call's store key ([Claim].StoreKey): a hash of the
+	// operation, the scope and the client's key, safe to log, and the key
+	// an operator looks up, lists and purges with a [store.Inspector]. It
+	// is empty for a decision made before the client's key was read: a
+	// missing or invalid key, a misconfigured method, a stream too large.
+	StoreKey string
+	// Key is the client's idempotency key, set with StoreKey. It is the
+	// caller's own data (it may name an order, a customer, a message):
+	// log it only where such data may go. [NewSlogObserver] leaves it out
+	// unless [WithSlogClientKey] asks for it, and otelidempotency never
+	// records it.
+	Key string
 	// Decision is what the interceptor decided, or what happened.
 	Decision Decision
 	// StoreTime is the time spent in store calls for this decision. For
