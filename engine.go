@@ -30,6 +30,7 @@ type engine struct {
 	otherOp *methodConfig            // of every other operation
 	flights flights
 	cache   *replayCache // nil without WithReplayCache
+	purges  *purgeFeed   // nil without a cache, or over a store that cannot tell purges
 }
 
 func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
@@ -136,9 +137,11 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		if e.cache != nil {
-			if fp, data, ok := e.cache.get(c.key); ok {
+			fp, data, gen, ok := e.cache.get(c.key)
+			if ok {
 				return e.replayCached(ctx, c, fp, data)
 			}
+			c.cacheGen = gen
 		}
 		start := time.Now()
 		cl, err := e.claim(claimCtx, c)
@@ -164,7 +167,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			rec, resp, err := e.replay(ctx, c, cl.Existing.Data)
 			if !errors.Is(err, ErrRecordCorrupt) {
 				if e.cache != nil {
-					e.cache.put(c.key, c.fingerprint, cl.Existing.Data, rec.GetCompletedAt(), c.cfg.retention)
+					e.cache.put(c.key, c.fingerprint, cl.Existing.Data, rec.GetCompletedAt(), c.cfg.retention, c.cacheGen)
 				}
 				e.observe(ctx, &c.subject, DecisionReplayed, c.storeTime, nil)
 			}

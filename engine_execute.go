@@ -100,7 +100,7 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 	switch {
 	case err == nil:
 		if e.cache != nil {
-			e.cache.put(c.key, c.fingerprint, data, &c.completed, c.cfg.retention)
+			e.cache.put(c.key, c.fingerprint, data, &c.completed, c.cfg.retention, c.cacheGen)
 		}
 		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
