@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -185,4 +186,22 @@ func TestReplayCacheSubscription(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestReplayCacheSubscriptionEndsWithServer: a Server dropped without
+// Close, whose interceptor is dropped too, ends its subscription once the
+// garbage collector has reclaimed it.
+func TestReplayCacheSubscriptionEndsWithServer(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	watch := testkit.NewPurgeWatch(mem, mem)
+	func() {
+		srv := idempotency.NewServer(watch, cacheOpt)
+		_ = srv.UnaryServerInterceptor()
+	}()
+	watch.WaitSubscribed(t, 1)
+	waitFor(t, func() bool {
+		runtime.GC()
+		return watch.Ended() == 1
+	})
 }

@@ -26,6 +26,7 @@ type PurgeWatch struct {
 
 	mu          sync.Mutex
 	subscribed  int
+	ended       int // subscriptions whose subscriber stopped, or whose store ended them
 	handled     []store.Invalidation
 	failures    int   // subscriptions left to refuse
 	failWith    error // their error
@@ -75,6 +76,7 @@ func (w *PurgeWatch) Invalidations(ctx context.Context) (<-chan store.Invalidati
 		}
 	}
 	go func() {
+		defer w.update(func() { w.ended++ })
 		defer close(out)
 		if !send(store.Invalidation{}) {
 			return
@@ -103,6 +105,14 @@ func (w *PurgeWatch) Attempts() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.subscribing
+}
+
+// Ended returns how many subscriptions have ended: their context is
+// done, or the store ended them.
+func (w *PurgeWatch) Ended() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended
 }
 
 // WaitSubscribed waits until n subscriptions in all have been made and
