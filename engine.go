@@ -30,6 +30,7 @@ type engine struct {
 	otherOp *methodConfig            // of every other operation
 	flights flights
 	cache   *replayCache // nil without WithReplayCache
+	purges  *purgeFeed   // nil without a cache, or over a store that cannot tell purges
 }
 
 func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
@@ -52,11 +53,10 @@ func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
 // everything an execution needs, so that an executed call allocates it once
 // (an entry point embeds it in its own transport value).
 type call struct {
+	subject     // what the observer's events name
 	e           *engine
 	t           transport // the entry point's side of the call
-	method      string    // full method name or operation, for the observer
 	cfg         *methodConfig
-	key         string // hashed store key
 	fingerprint []byte
 	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	isReplay    bool                  // the answer is a stored outcome
@@ -65,6 +65,7 @@ type call struct {
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
 	ownRequest bool
 	storeTime  time.Duration
+	cacheGen   uint64 // the replay cache's generation when this call missed it ([replayCache.get])
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent
@@ -109,8 +110,8 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	if err != nil {
 		return &hookFailure{err: err}
 	}
-	c.e, c.method, c.cfg, c.fingerprint = e, name, m, fp
-	c.key = storeKey(kind, id, scope, key)
+	c.e, c.cfg, c.fingerprint = e, m, fp
+	c.subject = subject{method: name, op: id, key: storeKey(kind, id, scope, key), clientKey: key}
 	return nil
 }
 
@@ -136,9 +137,11 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		if e.cache != nil {
-			if fp, data, ok := e.cache.get(c.key); ok {
+			fp, data, gen, ok := e.cache.get(c.key)
+			if ok {
 				return e.replayCached(ctx, c, fp, data)
 			}
+			c.cacheGen = gen
 		}
 		start := time.Now()
 		cl, err := e.claim(claimCtx, c)
@@ -164,9 +167,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			rec, resp, err := e.replay(ctx, c, cl.Existing.Data)
 			if !errors.Is(err, ErrRecordCorrupt) {
 				if e.cache != nil {
-					e.cache.put(c.key, c.fingerprint, cl.Existing.Data, rec.GetCompletedAt(), c.cfg.retention)
+					e.cache.put(c.key, c.fingerprint, cl.Existing.Data, rec.GetCompletedAt(), c.cfg.retention, c.cacheGen)
 				}
-				e.observe(ctx, c.method, DecisionReplayed, c.storeTime, nil)
+				e.observe(ctx, &c.subject, DecisionReplayed, c.storeTime, nil)
 			}
 			return resp, err
 		}
@@ -207,34 +210,60 @@ func (e *engine) claimFailed(ctx context.Context, c *call, err error) (any, erro
 	case errors.Is(err, store.ErrFull):
 		return nil, fmt.Errorf("%w: %w", ErrStoreFull, err)
 	case e.cfg.failOpen:
-		e.observe(ctx, c.method, DecisionFailOpen, c.storeTime, err)
+		e.observe(ctx, &c.subject, DecisionFailOpen, c.storeTime, err)
 		return c.t.bypass(ctx)
 	default:
 		return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 	}
 }
 
-func (e *engine) observe(ctx context.Context, method string, d Decision, took time.Duration, err error) {
-	attempt := 0
-	if d == DecisionStoreError { // a store call tried once
-		attempt = 1
+// subject is what an [Event] names besides its decision: the call's
+// method (or operation), its operation, and its keys once they are known.
+type subject struct {
+	method    string // full method name, or the operation of Do and Once
+	op        string // the method's namespace, the operation, or the method
+	key       string // hashed store key; "" before the client's key is read
+	clientKey string // the client's key, with key
+}
+
+// methodSubject is the subject of a decision about a call of name under
+// policy m made before its key was read.
+func methodSubject(name string, m *methodConfig) *subject {
+	op := name
+	if m != nil && m.namespace != "" {
+		op = m.namespace
 	}
-	e.cfg.observer.Observe(ctx, Event{Method: method, Decision: d, StoreTime: took, Err: err, Attempt: attempt})
+	return &subject{method: name, op: op}
+}
+
+// event returns the event of decision d about s.
+func (s *subject) event(d Decision, took time.Duration, err error) Event {
+	return Event{Method: s.method, Operation: s.op, StoreKey: s.key, Key: s.clientKey, Decision: d, StoreTime: took, Err: err}
+}
+
+func (e *engine) observe(ctx context.Context, s *subject, d Decision, took time.Duration, err error) {
+	ev := s.event(d, took, err)
+	if d == DecisionStoreError { // a store call tried once
+		ev.Attempt = 1
+	}
+	e.cfg.observer.Observe(ctx, ev)
 }
 
 // storeError reports one failed attempt, numbered from 1, of a store step
 // that is retried; took is that attempt's time alone.
-func (e *engine) storeError(ctx context.Context, method string, attempt int, took time.Duration, err error) {
-	e.cfg.observer.Observe(ctx, Event{Method: method, Decision: DecisionStoreError, StoreTime: took, Err: err, Attempt: attempt})
+func (e *engine) storeError(ctx context.Context, s *subject, attempt int, took time.Duration, err error) {
+	ev := s.event(DecisionStoreError, took, err)
+	ev.Attempt = attempt
+	e.cfg.observer.Observe(ctx, ev)
 }
 
 // report tells the observer of a failure the engine decided (err is one
 // of the library's sentinels) and returns it; own is false for any other
 // error: the work's own, a replayed status, a context error.
-func (e *engine) report(ctx context.Context, method string, err error, storeTime time.Duration) (f failure, own bool) {
+func (e *engine) report(ctx context.Context, s *subject, err error, storeTime time.Duration) (f failure, own bool) {
 	f, own = failureOf(err)
 	if own && f.decision != 0 {
-		e.observe(ctx, method, f.decision, storeTime, err)
+		e.observe(ctx, s, f.decision, storeTime, err)
 	}
 	return f, own
 }

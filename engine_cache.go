@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/grpc-idempotency/idempotency/store"
 )
 
 // replayCacheEntryOverhead is what each entry of the replay cache
@@ -25,12 +27,21 @@ type replayCacheConfig struct {
 // replayCache is the bounded LRU of completed outcomes, by store key. Its
 // entries are never changed once added (a refill replaces one), so the
 // fingerprint and record get returns are read without the lock.
+//
+// A purge told by the store ([engine.followPurges]) drops its key. A fill
+// races with it: the record a call read from the store before the purge
+// may reach put after the purge was told. So every invalidation moves gen
+// on, a call keeps the gen of its miss (get), and put drops a fill whose
+// gen is not the current one: its record may have been purged since it
+// was read.
 type replayCache struct {
 	cfg   replayCacheConfig
 	mu    sync.Mutex
 	items map[string]*list.Element // of *cacheEntry
 	lru   list.List                // most recently used at the front
 	bytes int64
+	gen   uint64 // moved on by every invalidation
+	off   bool   // closed ([Server.Close]): nothing is kept or found
 }
 
 type cacheEntry struct {
@@ -48,29 +59,31 @@ func newReplayCache(cfg *replayCacheConfig) *replayCache {
 }
 
 // get returns the fingerprint and record cached under key, if any and not
-// expired.
-func (rc *replayCache) get(key string) (fingerprint, data []byte, ok bool) {
+// expired; on a miss, the generation a fill after it must be made in
+// ([replayCache.put]).
+func (rc *replayCache) get(key string) (fingerprint, data []byte, gen uint64, ok bool) {
 	now := time.Now()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	el, ok := rc.items[key]
 	if !ok {
-		return nil, nil, false
+		return nil, nil, rc.gen, false
 	}
 	ce := el.Value.(*cacheEntry)
 	if !now.Before(ce.expires) {
 		rc.remove(el)
-		return nil, nil, false
+		return nil, nil, rc.gen, false
 	}
 	rc.lru.MoveToFront(el)
-	return ce.fingerprint, ce.data, true
+	return ce.fingerprint, ce.data, 0, true
 }
 
 // put caches a copy of data, the completed record of key with fingerprint,
 // until completed+retention or the cache's ttl from now, whichever comes
-// first. A record without a completion time is not cached, since when its
-// retention ends cannot be told.
-func (rc *replayCache) put(key string, fingerprint, data []byte, completed *timestamppb.Timestamp, retention time.Duration) {
+// first, unless an invalidation came since gen, the generation of the miss
+// before the record was read. A record without a completion time is not
+// cached, since when its retention ends cannot be told.
+func (rc *replayCache) put(key string, fingerprint, data []byte, completed *timestamppb.Timestamp, retention time.Duration, gen uint64) {
 	if completed == nil {
 		return
 	}
@@ -90,6 +103,9 @@ func (rc *replayCache) put(key string, fingerprint, data []byte, completed *time
 
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if rc.off || gen != rc.gen {
+		return
+	}
 	if el, ok := rc.items[key]; ok {
 		rc.remove(el)
 	}
@@ -98,6 +114,29 @@ func (rc *replayCache) put(key string, fingerprint, data []byte, completed *time
 	for len(rc.items) > rc.cfg.maxEntries || rc.bytes > rc.cfg.maxBytes {
 		rc.remove(rc.lru.Back())
 	}
+}
+
+// invalidate drops the entry of a purged key, or every entry.
+func (rc *replayCache) invalidate(inv store.Invalidation) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.gen++
+	if inv.All {
+		rc.items, rc.lru, rc.bytes = make(map[string]*list.Element), list.List{}, 0
+		return
+	}
+	if el, ok := rc.items[inv.Key]; ok {
+		rc.remove(el)
+	}
+}
+
+// close empties the cache for good: a cache no purge reaches any more is
+// not used.
+func (rc *replayCache) close() {
+	rc.invalidate(store.Invalidation{All: true})
+	rc.mu.Lock()
+	rc.off = true
+	rc.mu.Unlock()
 }
 
 func (rc *replayCache) remove(el *list.Element) {
@@ -115,7 +154,9 @@ func (e *engine) replayCached(ctx context.Context, c *call, fp, data []byte) (an
 	}
 	_, resp, err := e.replay(ctx, c, data)
 	if !errors.Is(err, ErrRecordCorrupt) {
-		e.cfg.observer.Observe(ctx, Event{Method: c.method, Decision: DecisionReplayed, Cached: true})
+		ev := c.event(DecisionReplayed, 0, nil)
+		ev.Cached = true
+		e.cfg.observer.Observe(ctx, ev)
 	}
 	return resp, err
 }

@@ -74,7 +74,7 @@ func (e *engine) settle(ctx context.Context, c *call, resp any, herr error) {
 	switch {
 	case recorded && keep:
 		// The handler's own transaction stored the outcome and committed.
-		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
+		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case recorded || !keep:
 		// A retryable error. When the handler had recorded its outcome in
 		// a transaction, that transaction did not commit, or did so
@@ -100,11 +100,11 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 	switch {
 	case err == nil:
 		if e.cache != nil {
-			e.cache.put(c.key, c.fingerprint, data, &c.completed, c.cfg.retention)
+			e.cache.put(c.key, c.fingerprint, data, &c.completed, c.cfg.retention, c.cacheGen)
 		}
-		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
+		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
+		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 
@@ -114,12 +114,12 @@ func (e *engine) release(ctx context.Context, c *call, cause error) {
 	})
 	switch {
 	case err == nil:
-		e.observe(ctx, c.method, DecisionReleased, c.storeTime, cause)
+		e.observe(ctx, &c.subject, DecisionReleased, c.storeTime, cause)
 	case errors.Is(err, store.ErrLeaseLost) && c.txRecorded.Load():
 		// The handler's transaction committed after all.
-		e.observe(ctx, c.method, DecisionExecuted, c.storeTime, nil)
+		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
-		e.observe(ctx, c.method, DecisionLeaseLost, c.storeTime, err)
+		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, err)
 	}
 }
 
@@ -156,7 +156,7 @@ func (e *engine) settleStep(ctx context.Context, c *call, step func(context.Cont
 		if err == nil || errors.Is(err, store.ErrLeaseLost) {
 			return err
 		}
-		e.storeError(ctx, c.method, attempt+1, took, err)
+		e.storeError(ctx, &c.subject, attempt+1, took, err)
 		wait := pollDelay(attempt)
 		if time.Now().Add(wait).After(giveUp) {
 			return err

@@ -75,7 +75,7 @@ func (r *renewal) renew() {
 	switch {
 	case err == nil:
 		r.leaseEnd, r.failures = start.Add(lease), 0
-		e.observe(detached, c.method, DecisionLeaseRenewed, took, nil)
+		e.observe(detached, &c.subject, DecisionLeaseRenewed, took, nil)
 		r.timer.Reset(lease / 3)
 	case errors.Is(err, store.ErrLeaseLost) && (r.settling || c.txRecorded.Load()):
 		// A step that ends the claim has been tried (its reply may have
@@ -86,9 +86,9 @@ func (r *renewal) renew() {
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
 		c.hctx.end(errCauseLeaseLost)
-		e.observe(detached, c.method, DecisionLeaseLost, took, err)
+		e.observe(detached, &c.subject, DecisionLeaseLost, took, err)
 	default:
-		e.storeError(detached, c.method, r.failures+1, took, err)
+		e.storeError(detached, &c.subject, r.failures+1, took, err)
 		next := min(pollDelay(r.failures), time.Until(r.leaseEnd))
 		r.failures++
 		if next <= 0 {

@@ -44,7 +44,7 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 		rec := c.stamp()
 		rec.Outcome = recordv1.Outcome_OUTCOME_NOT_RETAINED
 		*data, _ = record.AppendEncode((*data)[:0], rec)
-		e.observe(ctx, c.method, DecisionNotRetained, 0, err)
+		e.observe(ctx, &c.subject, DecisionNotRetained, 0, err)
 	}
 	return data
 }

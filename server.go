@@ -34,7 +34,23 @@ func NewServer(s store.Store, opts ...ServerOption) *Server {
 	if err != nil {
 		panic(err)
 	}
+	e.followPurges()
 	return &Server{e: e}
+}
+
+// Close ends what s runs in the background: the subscription through
+// which its replay cache ([WithReplayCache]) hears of the keys purged from
+// the store ([store.Invalidator]), by any server or operator. It waits
+// for the subscription to end, and empties the cache for good: s goes on
+// answering calls, from the store, since a cache that no purge reaches
+// would replay a purged key for up to its ttl. A Server without a replay
+// cache, or over a store that cannot tell purges, has nothing to close.
+// Close is safe to call more than once, and returns nil. A Server
+// dropped without Close ends its subscription once the garbage collector
+// has reclaimed it and every interceptor and function built from it.
+func (s *Server) Close() error {
+	s.e.close()
+	return nil
 }
 
 // UnaryServerInterceptor returns the server interceptor that runs each

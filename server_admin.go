@@ -109,20 +109,13 @@ func (s *Server) Purge(ctx context.Context, storeKey string, opts store.PurgeOpt
 	info, err := in.Purge(ctx, storeKey, opts)
 	took := time.Since(start)
 	if s.e.cache != nil {
-		s.e.cache.forget(storeKey)
+		// Moves the cache's generation on too, so that a replay that read
+		// the entry before the purge does not cache it after.
+		s.e.cache.invalidate(store.Invalidation{Key: storeKey})
 	}
 	if err != nil {
 		return info, err
 	}
 	s.e.cfg.observer.Observe(ctx, Event{Decision: DecisionPurged, StoreKey: storeKey, StoreTime: took})
 	return info, nil
-}
-
-// forget drops key from the cache, if the cache holds it.
-func (rc *replayCache) forget(key string) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if el, ok := rc.items[key]; ok {
-		rc.remove(el)
-	}
 }

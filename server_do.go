@@ -99,13 +99,13 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 		return nil, (*hookError)(hf)
 	}
 	if err != nil {
-		e.report(ctx, op, err, 0)
+		e.report(ctx, &subject{method: op, op: op}, err, 0)
 		return nil, err
 	}
 	c.ownRequest = true
 	out, err := e.run(ctx, c)
 	if err != nil {
-		e.report(ctx, op, err, c.storeTime)
+		e.report(ctx, &c.subject, err, c.storeTime)
 	}
 	return out, err
 }

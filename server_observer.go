@@ -29,9 +29,33 @@ type nopObserver struct{}
 func (nopObserver) Observe(context.Context, Event) {}
 
 // Event describes one decision.
+//
+// An observer's context is the caller's: [ClaimFromContext] reports
+// nothing in it, or, for a call nested in running work (an interceptor
+// chained twice, [Do] called from a handler), the claim of that outer
+// work, never the call's own. StoreKey names the call's key.
 type Event struct {
 	// Method is the full method name, or the operation of [Do] and [Once].
 	Method string
+	// Operation is what the call's key belongs to: the method's namespace
+	// when its policy has one ([MethodPolicy].Namespace), the operation of
+	// [Do] and [Once], else the full method name. Calls of one operation
+	// share their keys, whatever their method.
+	Operation string
+	// StoreKey is the call's store key ([Claim].StoreKey): a hash of the
+	// operation, the scope and the client's key, safe to log, and the key
+	// an operator looks up, lists and purges with a [store.Inspector]. It
+	// is empty for a decision made before the client's key was read: a
+	// missing or invalid key, a misconfigured method, a stream too large.
+	// A [DecisionPurged] carries the purged store key, and no Method,
+	// Operation or Key.
+	StoreKey string
+	// Key is the client's idempotency key, set with StoreKey. It is the
+	// caller's own data (it may name an order, a customer, a message):
+	// log it only where such data may go. [NewSlogObserver] leaves it out
+	// unless [WithSlogClientKey] asks for it, and otelidempotency never
+	// records it.
+	Key string
 	// Decision is what the interceptor decided, or what happened.
 	Decision Decision
 	// StoreTime is the time spent in store calls for this decision. For
@@ -52,8 +76,6 @@ type Event struct {
 	// replay cache ([WithReplayCache]), without a store call; its
 	// StoreTime is 0.
 	Cached bool
-	// StoreKey is the store key of a [DecisionPurged].
-	StoreKey string
 }
 
 // Decision is the kind of an [Event]: what the interceptor decided for a

@@ -369,9 +369,15 @@ func WithCallerCancellation() ServerOption {
 // 192 bytes), in this process, in front of the store: a replay of a cached
 // key makes no store call, and is a [DecisionReplayed] event with
 // [Event.Cached] set. An entry expires with the record's retention, or ttl
-// after it is filled, whichever comes first; a record removed from the
-// store early replays from the cache until then. Each [Server] has one
-// cache, shared by its entry points. Default: no cache. A maxEntries,
+// after it is filled, whichever comes first. A key purged from a store
+// that is a [store.Invalidator] (every store of this repository) through
+// its Purge, on any server, is dropped from the cache as soon as the store
+// tells it; a record removed from the store otherwise (deleted by hand,
+// evicted, or from a store that cannot tell purges), or a purge whose
+// message was lost, replays from the cache until its entry expires: ttl is
+// that bound. Each [Server] has one cache,
+// shared by its entry points, and [Server.Close] ends its subscription to
+// the purges. Default: no cache. A maxEntries,
 // maxBytes or ttl that is zero or negative makes [NewServer] panic. What
 // it holds, and how to size it, is in [the operations guide].
 //

@@ -28,22 +28,22 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 		return passThroughStream(srv, ss, handler, nil, 0)
 	}
 	if m.err != nil {
-		return e.fail(ctx, name, m.err, 0)
+		return e.fail(ctx, methodSubject(name, m), m.err, 0)
 	}
 	if len(metadata.ValueFromIncomingContext(ctx, e.cfg.metadataKey)) == 0 && m.keyField == nil {
 		// No key, and no request to read one from: not read ahead.
 		if m.mode == ModeRequired {
-			return e.fail(ctx, name, e.keyMissing(), 0)
+			return e.fail(ctx, methodSubject(name, m), e.keyMissing(), 0)
 		}
 		return passThroughStream(srv, ss, handler, nil, 0)
 	}
 	resume, err := e.resumeAfter(ctx, info)
 	if err != nil {
-		return e.fail(ctx, name, err, 0)
+		return e.fail(ctx, methodSubject(name, m), err, 0)
 	}
 	reqs, err := e.receive(ss, m.requestType)
 	if err != nil {
-		return e.fail(ctx, name, err, 0)
+		return e.fail(ctx, methodSubject(name, m), err, 0)
 	}
 	var first proto.Message
 	if len(reqs) > 0 {
@@ -54,7 +54,7 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 		err = e.keyMissing()
 	}
 	if err != nil {
-		return e.fail(ctx, name, err, 0)
+		return e.fail(ctx, methodSubject(name, m), err, 0)
 	}
 	if key == "" { // an OPTIONAL method whose key field is empty
 		return passThroughStream(srv, ss, handler, reqs, 0)
@@ -65,7 +65,7 @@ func (e *engine) interceptStream(srv any, ss grpc.ServerStream, info *grpc.Strea
 		s.sent.typ, s.sent.limit = string(m.responseType.Descriptor().FullName()), e.cfg.maxResponseBytes
 	}
 	if err := e.prepare(ctx, &s.call, name, m.namespace, m, key, reqs...); err != nil {
-		return e.fail(ctx, name, err, 0)
+		return e.fail(ctx, methodSubject(name, m), err, 0)
 	}
 	resp, err := e.run(ctx, &s.call)
 	return s.answer(ctx, resp, err)

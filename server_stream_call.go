@@ -127,7 +127,7 @@ func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 	case replayedStream:
 		msgs, derr := r.decode(s.reply.mt, s.resume)
 		if derr != nil {
-			return s.e.fail(ctx, s.method, derr, s.storeTime)
+			return s.e.fail(ctx, &s.subject, derr, s.storeTime)
 		}
 		for _, m := range msgs {
 			if serr := s.ss.SendMsg(m); serr != nil {
@@ -148,7 +148,7 @@ func (s *streamCall) answer(ctx context.Context, resp any, err error) error {
 		err = r.status(err)
 	}
 	if err != nil {
-		return s.e.fail(ctx, s.method, err, s.storeTime)
+		return s.e.fail(ctx, &s.subject, err, s.storeTime)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func (e *engine) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		err = e.keyMissing()
 	}
 	if err != nil {
-		return nil, e.fail(ctx, info.FullMethod, err, 0)
+		return nil, e.fail(ctx, methodSubject(info.FullMethod, m), err, 0)
 	}
 	if key == "" { // an OPTIONAL method called without a key
 		return passThrough(ctx, req, handler)
@@ -47,11 +47,11 @@ func (e *engine) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	u := &unaryCall{req: req, handler: handler, reply: methodReply(e.cfg.files, m)}
 	u.t = u
 	if err := e.prepare(ctx, &u.call, info.FullMethod, m.namespace, m, key, msg); err != nil {
-		return nil, e.fail(ctx, info.FullMethod, err, 0)
+		return nil, e.fail(ctx, methodSubject(info.FullMethod, m), err, 0)
 	}
 	resp, err := e.run(ctx, &u.call)
 	if err != nil {
-		return nil, e.fail(ctx, u.method, err, u.storeTime)
+		return nil, e.fail(ctx, &u.subject, err, u.storeTime)
 	}
 	return resp, nil
 }
@@ -99,11 +99,11 @@ func setReplayMD(ctx context.Context, header, trailer map[string][]string) {
 // into the status the client sees, and answers a failed scope or
 // fingerprint function as decision 7 says. Handler errors and replayed
 // statuses pass through unchanged.
-func (e *engine) fail(ctx context.Context, method string, err error, storeTime time.Duration) error {
+func (e *engine) fail(ctx context.Context, s *subject, err error, storeTime time.Duration) error {
 	if hf, ok := err.(*hookFailure); ok {
 		return hf.status()
 	}
-	f, own := e.report(ctx, method, err, storeTime)
+	f, own := e.report(ctx, s, err, storeTime)
 	if !own {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			if _, ok := status.FromError(err); !ok {

@@ -97,9 +97,13 @@ func BenchmarkUnary(b *testing.B) {
 	}
 }
 
+// serve starts the test service behind the interceptor of a Server over
+// s, closed when the benchmark ends (a replay cache's subscription to the
+// store's purges ends with it).
 func serve(b *testing.B, s store.Store, opts ...idempotency.ServerOption) testingv1.TestServiceClient {
-	return testserver.New(b, &testserver.Service{},
-		grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(s, opts...))).Client(b)
+	srv := idempotency.NewServer(s, opts...)
+	b.Cleanup(func() { _ = srv.Close() })
+	return testserver.New(b, &testserver.Service{}, grpc.ChainUnaryInterceptor(srv.UnaryServerInterceptor())).Client(b)
 }
 
 // benchCachedReplays runs the replay rows of BenchmarkUnary with the

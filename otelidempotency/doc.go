@@ -25,9 +25,23 @@
 // lease) is one store_error decision however many attempts failed; the
 // histogram records each failed attempt's own time. On the
 // call's span (trace.SpanFromContext) it sets the outcome attribute, so the
-// span ends with the call's last decision, and it adds an event for the
-// moments worth a mark on the timeline: a replay, an in-flight rejection, a
-// lease renewal and a lost lease.
+// span ends with the call's last decision, the operation and the store key
+// (a hash, which an operator looks up or purges; the client's own key is
+// never recorded), and it adds an event for the moments worth a mark on the
+// timeline: a replay, an in-flight rejection, a lease renewal and a lost
+// lease.
+//
+// # Store
+//
+// [RegisterStoreMetrics] reports a store's entries and bytes by state as
+// gauges, read from its Stats (a store.Inspector) at most once a minute
+// ([WithStatsInterval]), in one process per store:
+//
+//	reg, err := otelidempotency.RegisterStoreMetrics(st)
+//	if err != nil {
+//		return err
+//	}
+//	defer reg.Unregister()
 //
 // # Client
 //
@@ -62,16 +76,23 @@
 //	name                                instrument           unit        attributes
 //	idempotency.server.decisions        Int64Counter         {decision}  rpc.*, idempotency.outcome
 //	idempotency.server.store.duration   Float64Histogram     s           rpc.*, idempotency.outcome
+//	idempotency.store.entries           Int64ObservableGauge {entry}     idempotency.state, idempotency.estimated
+//	idempotency.store.size              Int64ObservableGauge By          idempotency.state, idempotency.estimated
 //
 // The histogram records [idempotency.Event.StoreTime] of the decisions that
 // made store calls (a missing or invalid key makes none), and of every
 // failed attempt of a retried store step; the counter counts such a step's
-// first failed attempt only ([idempotency.Event.Attempt] 1).
+// first failed attempt only ([idempotency.Event.Attempt] 1). The store
+// gauges ([RegisterStoreMetrics]) have idempotency.state in_flight or
+// completed, and idempotency.estimated true when the store estimated its
+// figures from a sample.
 //
 // Server span (the span in the call's context, otelgrpc's server span):
 //
 //	name                           kind        value
 //	idempotency.outcome            attribute   the idempotency.Decision's String(): executed, replayed, in_flight, ...
+//	idempotency.operation          attribute   the method's namespace, the operation of Do, or the method
+//	idempotency.store_key          attribute   the call's store key, once its key was read
 //	idempotency.replayed           event       a stored outcome was replayed
 //	idempotency.in_flight          event       a duplicate was rejected with ABORTED
 //	idempotency.lease_renewed      event       the running handler's lease was renewed

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -92,4 +93,44 @@ func ExampleNewObserver() {
 	// span idempotency.testing.v1.TestService/Required (server): idempotency.outcome=replayed, events 1
 	// span Sent.idempotency.testing.v1.TestService.Required (internal): idempotency.attempts=1, events 0
 	// span Sent.idempotency.testing.v1.TestService.Required (internal): idempotency.attempts=1, events 0
+}
+
+// The store gauges over a memory store holding one outcome and one call
+// in flight, collected by a reader; a server reports them once per store
+// (every server over a shared store would report the same figures).
+func ExampleRegisterStoreMetrics() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	store := memorystore.New()
+	defer store.Close()
+	reg, err := otelidempotency.RegisterStoreMetrics(store, otelidempotency.WithMeterProvider(mp))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() { _ = reg.Unregister() }()
+
+	ctx := context.Background()
+	done, _ := store.Claim(ctx, "done", []byte("fp"), time.Minute)
+	_ = store.Complete(ctx, "done", done.Token, []byte("outcome"), time.Hour)
+	_, _ = store.Claim(ctx, "running", []byte("fp"), time.Minute)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		log.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == otelidempotency.StoreEntriesMetric {
+				for _, dp := range g.DataPoints {
+					state, _ := dp.Attributes.Value(otelidempotency.StateKey)
+					est, _ := dp.Attributes.Value(otelidempotency.EstimatedKey)
+					fmt.Printf("%s{idempotency.state=%s, idempotency.estimated=%v} %d\n", m.Name, state.AsString(), est.AsBool(), dp.Value)
+				}
+			}
+		}
+	}
+	// Unordered output:
+	// idempotency.store.entries{idempotency.state=in_flight, idempotency.estimated=false} 1
+	// idempotency.store.entries{idempotency.state=completed, idempotency.estimated=false} 1
 }

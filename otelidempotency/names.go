@@ -15,6 +15,14 @@ const (
 	// StoreDurationMetric is the time a decision spent in store calls, by
 	// method and decision, under [OutcomeKey] (Float64Histogram, unit s).
 	StoreDurationMetric = "idempotency.server.store.duration"
+	// StoreEntriesMetric is the number of live entries of a store, by
+	// [StateKey] and [EstimatedKey] (Int64ObservableGauge, unit {entry}),
+	// reported by [RegisterStoreMetrics].
+	StoreEntriesMetric = "idempotency.store.entries"
+	// StoreSizeMetric is the bytes a store keeps for its live entries
+	// ([store.Info.Size]), by [StateKey] and [EstimatedKey]
+	// (Int64ObservableGauge, unit By), reported by [RegisterStoreMetrics].
+	StoreSizeMetric = "idempotency.store.size"
 )
 
 // Attribute keys of our own namespace.
@@ -24,6 +32,22 @@ const (
 	// decision. Its name, idempotency.outcome, predates the Go type's
 	// rename to Decision and is kept for the dashboards that use it.
 	OutcomeKey = attribute.Key("idempotency.outcome")
+	// OperationKey is what the call's key belongs to, on the server span:
+	// the method's namespace, the operation of Do and Once, or the full
+	// method ([idempotency.Event.Operation]).
+	OperationKey = attribute.Key("idempotency.operation")
+	// StoreKeyKey is the call's store key on the server span, once its
+	// key was read ([idempotency.Event.StoreKey]): a hash, safe to record,
+	// that an operator looks up or purges. The client's own key is never
+	// recorded.
+	StoreKeyKey = attribute.Key("idempotency.store_key")
+	// StateKey is the state of a store's entries on the store gauges:
+	// "in_flight" or "completed" ([store.State]'s String()).
+	StateKey = attribute.Key("idempotency.state")
+	// EstimatedKey is true on the store gauges when the store estimated
+	// its figures from a sample rather than counting them
+	// ([store.Stats.Estimated]).
+	EstimatedKey = attribute.Key("idempotency.estimated")
 	// AttemptsKey is how many attempts a client call sent, on the call span.
 	AttemptsKey = attribute.Key("idempotency.attempts")
 	// AttemptKey is the number of the attempt that failed, on a

@@ -32,8 +32,10 @@ var storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01
 // NewObserver returns an [idempotency.Observer] that records each decision
 // of the server interceptor: one in the [DecisionsMetric] counter, its store
 // time in the [StoreDurationMetric] histogram when it made store calls, and
-// the [OutcomeKey] attribute and, for replays, in-flight rejections, lease
-// renewals and lost leases, an event on the span in the call's context.
+// on the span in the call's context the [OutcomeKey], [OperationKey] and
+// (once the call's key was read) [StoreKeyKey] attributes and, for
+// replays, in-flight rejections, lease renewals and lost leases, an event.
+// The client's own key ([idempotency.Event.Key]) is never recorded.
 // A store step retried through errors is one store_error decision however
 // many attempts failed: the counter counts the event of its first attempt
 // ([idempotency.Event.Attempt] 1), while the histogram records the time of
@@ -45,8 +47,9 @@ var storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01
 // Instruments come from the [WithMeterProvider] provider (default the
 // global one). An error creating them goes to otel.Handle; the observer
 // then uses what the provider returned, or a no-op instrument. Observe
-// does not block, and once it has seen a method and decision it allocates
-// nothing of its own (measured by this package's benchmarks).
+// does not block, and once it has seen a method, operation and decision it
+// allocates nothing of its own, but the store key's attribute on a
+// recording span (measured by this package's benchmarks).
 func NewObserver(opts ...Option) idempotency.Observer {
 	c := newConfig(opts)
 	meter := c.meterProvider.Meter(ScopeName)
@@ -88,24 +91,25 @@ type observer struct {
 }
 
 type decisionKey struct {
-	method   string
-	decision idempotency.Decision
+	method, operation string
+	decision          idempotency.Decision
 }
 
-// decisionNames is what a decision records, built once per method and
-// decision.
+// decisionNames is what a decision records, built once per method,
+// operation and decision.
 type decisionNames struct {
 	// add and record carry the attribute set (rpc.* and
 	// idempotency.outcome), as slices so that no call allocates one.
-	add     []metric.AddOption
-	record  []metric.RecordOption
-	outcome []attribute.KeyValue // idempotency.outcome alone, for the span
-	event   string               // "" when the decision adds no span event
+	add    []metric.AddOption
+	record []metric.RecordOption
+	// span is idempotency.outcome and idempotency.operation, for the span.
+	span  [2]attribute.KeyValue
+	event string // "" when the decision adds no span event
 }
 
 // Observe implements [idempotency.Observer].
 func (o *observer) Observe(ctx context.Context, e idempotency.Event) {
-	n := o.namesOf(e.Method, e.Decision)
+	n := o.namesOf(e.Method, e.Operation, e.Decision)
 	if e.Attempt <= 1 { // a retry of a failed store step is not a new decision
 		o.decisions.Add(ctx, 1, n.add...)
 	}
@@ -116,14 +120,17 @@ func (o *observer) Observe(ctx context.Context, e idempotency.Event) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(n.outcome...)
+	span.SetAttributes(n.span[:]...)
+	if e.StoreKey != "" {
+		span.SetAttributes(StoreKeyKey.String(e.StoreKey))
+	}
 	if n.event != "" {
 		span.AddEvent(n.event)
 	}
 }
 
-func (o *observer) namesOf(method string, d idempotency.Decision) *decisionNames {
-	k := decisionKey{method, d}
+func (o *observer) namesOf(method, operation string, d idempotency.Decision) *decisionNames {
+	k := decisionKey{method, operation, d}
 	if n, ok := (*o.names.Load())[k]; ok {
 		return n
 	}
@@ -135,7 +142,7 @@ func (o *observer) namesOf(method string, d idempotency.Decision) *decisionNames
 	}
 	oa := OutcomeKey.String(d.String())
 	set := metric.WithAttributeSet(attribute.NewSet(append(methodAttrs(o.semconv, method), oa)...))
-	n := &decisionNames{add: []metric.AddOption{set}, record: []metric.RecordOption{set}, outcome: []attribute.KeyValue{oa}}
+	n := &decisionNames{add: []metric.AddOption{set}, record: []metric.RecordOption{set}, span: [2]attribute.KeyValue{oa, OperationKey.String(operation)}}
 	if slices.Contains(spanEvents, d) {
 		n.event = eventPrefix + d.String()
 	}

@@ -14,11 +14,15 @@ import (
 )
 
 // BenchmarkObserve is the cost of one decision (executed: a counter, a
-// histogram point and a span attribute): a bare ObserverFunc as the
-// baseline, the observer with a no-op MeterProvider and no span, and the
-// observer on the SDK with a recording span.
+// histogram point and the span attributes: the outcome, the operation and
+// the store key): a bare ObserverFunc as the baseline, the observer with a
+// no-op MeterProvider and no span, and the observer on the SDK with a
+// recording span.
 func BenchmarkObserve(b *testing.B) {
-	e := idempotency.Event{Method: requiredMethod, Decision: idempotency.DecisionExecuted, StoreTime: 300 * time.Microsecond}
+	e := idempotency.Event{
+		Method: requiredMethod, Operation: requiredMethod, StoreKey: "EgIKgTLfyIIfXR5Dd81GlDb3QGuJSXyqIafLHwERAsA", Key: "k",
+		Decision: idempotency.DecisionExecuted, StoreTime: 300 * time.Microsecond,
+	}
 	sdkMeter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	tp := sdktrace.NewTracerProvider()
 	b.Cleanup(func() {

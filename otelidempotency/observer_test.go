@@ -87,6 +87,21 @@ func TestObserverRecordsDecisions(t *testing.T) {
 			if got := eventNames(span); !slices.Equal(got, tt.events) {
 				t.Errorf("span events %v, want %v", got, tt.events)
 			}
+			if got, _ := attr(span, otelidempotency.OperationKey); got.AsString() != requiredMethod {
+				t.Errorf("span %s = %q, want %q", otelidempotency.OperationKey, got.AsString(), requiredMethod)
+			}
+			wantKey := ""
+			if tt.storeTime { // the decisions that made store calls had a key
+				wantKey = s.store.Calls()[0].Key
+			}
+			if got, _ := attr(span, otelidempotency.StoreKeyKey); got.AsString() != wantKey {
+				t.Errorf("span %s = %q, want %q", otelidempotency.StoreKeyKey, got.AsString(), wantKey)
+			}
+			for _, kv := range span.Attributes() {
+				if kv.Value.AsString() == "k" {
+					t.Errorf("span attribute %s holds the client's key", kv.Key)
+				}
+			}
 			if n := s.tel.counter(t, requiredMethod, tt.outcome); n != 1 {
 				t.Errorf("%s counter %s = %d, want 1", otelidempotency.DecisionsMetric, tt.outcome, n)
 			}

@@ -1,22 +1,26 @@
 package otelidempotency
 
 import (
+	"time"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Option configures [NewObserver] and [UnaryClientInterceptor].
+// Option configures [NewObserver], [UnaryClientInterceptor] and
+// [RegisterStoreMetrics].
 type Option func(*config)
 
 type config struct {
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
 	semconv        semconvMode
+	statsInterval  time.Duration
 }
 
 func newConfig(opts []Option) config {
-	c := config{semconv: semconvModeFromEnv()}
+	c := config{semconv: semconvModeFromEnv(), statsInterval: DefaultStatsInterval}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -29,8 +33,8 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithMeterProvider sets the MeterProvider that [NewObserver] creates its
-// instruments with. Default: otel.GetMeterProvider(), the global one, read
+// WithMeterProvider sets the MeterProvider that [NewObserver] and
+// [RegisterStoreMetrics] create their instruments with. Default: otel.GetMeterProvider(), the global one, read
 // when the observer is built. A nil provider means the default.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.meterProvider = mp }
@@ -43,4 +47,12 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // built. A nil provider means the default.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tracerProvider = tp }
+}
+
+// WithStatsInterval sets how often [RegisterStoreMetrics] reads the
+// store's Stats at most; collections in between report the figures read
+// last. Zero or less reads them at every collection. Default:
+// [DefaultStatsInterval], one minute.
+func WithStatsInterval(d time.Duration) Option {
+	return func(c *config) { c.statsInterval = d }
 }

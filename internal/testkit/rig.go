@@ -58,7 +58,7 @@ type Rig struct {
 // Serve starts the test service on a bufconn server (see [testserver]),
 // behind cfg.Outer and then the unary interceptor of a Server over
 // cfg.Store, and behind its stream interceptor; everything stops when the
-// test ends.
+// test ends, the Server closed ([idempotency.Server.Close]).
 func Serve(tb testing.TB, cfg Config) *Rig {
 	tb.Helper()
 	r := &Rig{Events: cfg.Events, Store: cfg.Store}
@@ -70,6 +70,7 @@ func Serve(tb testing.TB, cfg Config) *Rig {
 		r.Store = r.Faults
 	}
 	r.Idempotency = idempotency.NewServer(r.Store, append([]idempotency.ServerOption{idempotency.WithObserver(r.Events)}, cfg.Options...)...)
+	tb.Cleanup(func() { _ = r.Idempotency.Close() })
 	chain := append(append([]grpc.UnaryServerInterceptor(nil), cfg.Outer...), r.Idempotency.UnaryServerInterceptor())
 	opts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(chain...),
