@@ -13,6 +13,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -27,7 +28,14 @@ func purgeKey(key string) *adminv1.PurgeKeyRequest_ClientKey {
 // store key, and one log line naming the operator, the store key and its
 // state, and never the client's key.
 func purgeCompleted(t *testing.T, st store.Store) {
+	// The replay cache subscribes to the store's purges in the background
+	// and starts empty once subscribed: wait for that, so that the cache the
+	// calls fill is the one the purge must reach.
+	st, watch := watchPurges(st)
 	r := newRig(t, st, idempotency.WithReplayCache(100, 1<<20, time.Hour))
+	if watch != nil {
+		watch.WaitSubscribed(t, 1)
+	}
 	const key = "customer-secret-key-1"
 	r.call(t, key, "p")
 	if resp := r.call(t, key, "p"); resp.GetExecution() != 1 || !r.Events.All()[1].Cached {
@@ -243,4 +251,24 @@ func stats(t *testing.T, st store.Store) {
 	}
 	r.unblock()
 	wait(t, running)
+}
+
+// inspectableWatch is a [testkit.PurgeWatch] that still inspects through
+// the store it watches.
+type inspectableWatch struct {
+	*testkit.PurgeWatch
+	store.Inspector
+}
+
+// watchPurges wraps st, when its purges are told, so that a test can wait
+// until a replay cache has subscribed to them; it returns st and nil
+// otherwise.
+func watchPurges(st store.Store) (store.Store, *testkit.PurgeWatch) {
+	inv, ok := st.(store.Invalidator)
+	in, inspectable := st.(store.Inspector)
+	if !ok || !inspectable {
+		return st, nil
+	}
+	w := testkit.NewPurgeWatch(st, inv)
+	return inspectableWatch{PurgeWatch: w, Inspector: in}, w
 }
