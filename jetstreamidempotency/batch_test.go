@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 // TestFetchBatchRecordByRecord: a batch of five fetched at once is
@@ -20,10 +20,10 @@ import (
 func TestFetchBatchRecordByRecord(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, book := newServer(), &ledger{}
+	srv, book := newServer(t), &ledger{}
 	var mu sync.Mutex
 	runs := map[string]int{}
-	p := consumer.New(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
+	p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
 		mu.Lock()
 		runs[body(msg)]++
 		mu.Unlock()
@@ -44,10 +44,10 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 		t.Fatalf("first fetch: %d results, %v; want 5", len(first), err)
 	}
 	for i, r := range first {
-		want := consumer.Ack
+		want := jetstreamidempotency.Ack
 		if i == 2 {
-			want = consumer.Nak
-			if !errors.Is(r.Err, consumer.ErrHandlerPanicked) {
+			want = jetstreamidempotency.Nak
+			if !errors.Is(r.Err, jetstreamidempotency.ErrHandlerPanicked) {
 				t.Errorf("poisoned message: %v, want ErrHandlerPanicked", r.Err)
 			}
 		}
@@ -59,7 +59,7 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 	if err != nil || len(second) != 1 {
 		t.Fatalf("second fetch: %d results, %v; want 1", len(second), err)
 	}
-	if r := second[0]; r.Key != "msg-id:m3" || r.Delivery != 2 || !r.Ran || r.Action != consumer.Nak {
+	if r := second[0]; r.Key != "msg-id:m3" || r.Delivery != 2 || !r.Ran || r.Action != jetstreamidempotency.Nak {
 		t.Fatalf("second fetch: %+v; want the poisoned message again, run and nakked", r)
 	}
 	last, err := p.Fetch(t.Context(), cons, 5, jetstream.FetchMaxWait(ackWait))

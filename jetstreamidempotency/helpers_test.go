@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/embedded"
+	"github.com/grpc-idempotency/idempotency/internal/natstest"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 const (
@@ -32,7 +32,7 @@ type broker struct {
 // the ORDERS stream (subjects orders.>).
 func startBroker(t *testing.T) *broker {
 	t.Helper()
-	s, err := embedded.Start(t.TempDir())
+	s, err := natstest.Start(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func (b *broker) publish(js jetstream.JetStream, body string, headers ...string)
 // consume runs p.Consume on cons until the end of the test, one message
 // pulled at a time (so a busy instance holds no buffered message), and
 // waits for it to return at cleanup.
-func consume(t *testing.T, p *consumer.Processor, cons jetstream.Consumer) {
+func consume(t *testing.T, p *jetstreamidempotency.Processor, cons jetstream.Consumer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1)
@@ -113,17 +113,17 @@ func consume(t *testing.T, p *consumer.Processor, cons jetstream.Consumer) {
 }
 
 // results collects the Results of the processors it is given to.
-type results chan consumer.Result
+type results chan jetstreamidempotency.Result
 
 func newResults() results { return make(results, 1000) }
 
-func (r results) option() consumer.Option {
-	return consumer.WithResults(func(res consumer.Result) { r <- res })
+func (r results) option() jetstreamidempotency.Option {
+	return jetstreamidempotency.WithResults(func(res jetstreamidempotency.Result) { r <- res })
 }
 
 // wait returns the next Result that match accepts, failing the test after
 // waitLimit; the Results it skips are returned in seen.
-func (r results) wait(t *testing.T, what string, match func(consumer.Result) bool) (got consumer.Result, seen []consumer.Result) {
+func (r results) wait(t *testing.T, what string, match func(jetstreamidempotency.Result) bool) (got jetstreamidempotency.Result, seen []jetstreamidempotency.Result) {
 	t.Helper()
 	limit := time.After(waitLimit)
 	for {

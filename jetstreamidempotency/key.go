@@ -1,4 +1,4 @@
-package consumer
+package jetstreamidempotency
 
 import (
 	"crypto/sha256"
@@ -10,6 +10,11 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 )
+
+// KeyFunc returns the idempotency key of a message: the same on every
+// delivery of the message, and different for every other message. An
+// error means the message has no key; it is terminated.
+type KeyFunc func(jetstream.Msg) (string, error)
 
 // MsgKey is the default key of a message: "msg-id:" and its Nats-Msg-Id
 // header when the publisher set one, else "stream-seq:" and the stream's
@@ -40,7 +45,7 @@ func MsgKey(msg jetstream.Msg) (string, error) {
 // messages, with two Msg-Ids. A message without the header has no key and
 // is terminated. The body is still the request the key stands for: two
 // messages with the id and different bodies are refused with
-// [idempotency.ErrKeyReused].
+// [idempotency.ErrKeyReused]. HeaderKey panics when name is empty.
 //
 // The key is name, a colon and the header's value, "Name:value":
 // HeaderKey("Order-Id") keys a message whose Order-Id header is 7 as
@@ -50,9 +55,9 @@ func MsgKey(msg jetstream.Msg) (string, error) {
 // header), and name is part of every key: a consumer moved to another
 // name, or another key function, finds none of the outcomes stored under
 // its old keys, and runs their messages again when they come back.
-func HeaderKey(name string) func(jetstream.Msg) (string, error) {
+func HeaderKey(name string) KeyFunc {
 	if name == "" {
-		panic("consumer: HeaderKey: the header name is empty")
+		panic("jetstreamidempotency: HeaderKey: the header name is empty")
 	}
 	return func(msg jetstream.Msg) (string, error) {
 		v := msg.Headers().Get(name)

@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 // TestMsgKey: the default key is the publisher's Nats-Msg-Id, or the
@@ -33,13 +33,13 @@ func TestMsgKey(t *testing.T) {
 	for _, tt := range tests {
 		b.publish(js, tt.name, tt.headers...)
 	}
-	p := consumer.New(newServer(), "orders.ship", func(context.Context, jetstream.Msg) error { return nil })
+	p := jetstreamidempotency.NewProcessor(newServer(t), "orders.ship", func(context.Context, jetstream.Msg) error { return nil })
 	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(waitLimit))
 	if err != nil || len(got) != len(tests) {
 		t.Fatalf("fetch: %d results, %v; want %d", len(got), err, len(tests))
 	}
 	for i, tt := range tests {
-		if got[i].Key != tt.want || got[i].Action != consumer.Ack {
+		if got[i].Key != tt.want || got[i].Action != jetstreamidempotency.Ack {
 			t.Errorf("%s: key %q, %v; want %q, ack", tt.name, got[i].Key, got[i].Action, tt.want)
 		}
 	}
@@ -58,19 +58,19 @@ func TestHeaderKey(t *testing.T) {
 		name    string
 		headers []string
 		want    string // "" for none
-		action  consumer.Action
+		action  jetstreamidempotency.Action
 	}{
-		{"business id", []string{"Order-Id", "7"}, "Order-Id:7", consumer.Ack},
-		{"business id too long", []string{"Order-Id", long}, "sha256:" + hex.EncodeToString(sum[:]), consumer.Ack},
-		{"another case", []string{"order-id", "7"}, "", consumer.Term},
-		{"no header", []string{jetstream.MsgIDHeader, "m1"}, "", consumer.Term},
+		{"business id", []string{"Order-Id", "7"}, "Order-Id:7", jetstreamidempotency.Ack},
+		{"business id too long", []string{"Order-Id", long}, "sha256:" + hex.EncodeToString(sum[:]), jetstreamidempotency.Ack},
+		{"another case", []string{"order-id", "7"}, "", jetstreamidempotency.Term},
+		{"no header", []string{jetstream.MsgIDHeader, "m1"}, "", jetstreamidempotency.Term},
 	}
 	js := b.connect()
 	for _, tt := range tests {
 		b.publish(js, tt.name, tt.headers...)
 	}
-	p := consumer.New(newServer(), "orders.ship", func(context.Context, jetstream.Msg) error { return nil },
-		consumer.WithKey(consumer.HeaderKey("Order-Id")))
+	p := jetstreamidempotency.NewProcessor(newServer(t), "orders.ship", func(context.Context, jetstream.Msg) error { return nil },
+		jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))
 	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(waitLimit))
 	if err != nil || len(got) != len(tests) {
 		t.Fatalf("fetch: %d results, %v; want %d", len(got), err, len(tests))

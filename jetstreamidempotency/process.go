@@ -1,4 +1,4 @@
-package consumer
+package jetstreamidempotency
 
 import (
 	"context"
@@ -16,9 +16,10 @@ import (
 // Action is what the Processor told JetStream about a delivery.
 type Action int
 
-// The settlements of a delivery.
+// The actions of a delivery.
 const (
-	// Ack: the work is done (now or before) and its outcome stored.
+	// Ack: the work is done (now or before) and its outcome stored; or,
+	// with [WithAckStoredErrors], its stored error is final.
 	Ack Action = iota + 1
 	// Nak: redeliver now; the handler runs again.
 	Nak
@@ -29,6 +30,7 @@ const (
 	Term
 )
 
+// String returns "ack", "nak", "nak with delay" or "term".
 func (a Action) String() string {
 	switch a {
 	case Ack:
@@ -55,6 +57,9 @@ type Result struct {
 	// Err is the handler's or [idempotency.Do]'s error; nil when the work
 	// is done.
 	Err error
+	// Settlement is what the outcome calls for
+	// ([idempotency.Server.Settle]).
+	Settlement idempotency.Settlement
 	// Action is how the message was settled.
 	Action Action
 	// SettleErr is the error of the Ack, Nak or Term (a connection that is
@@ -68,7 +73,7 @@ type Result struct {
 // as for a retryable error, and the Processor goes on with the next
 // message. Set the consumer's MaxDeliver to bound the redeliveries of a
 // message that always panics.
-var ErrHandlerPanicked = errors.New("consumer: the handler panicked")
+var ErrHandlerPanicked = errors.New("jetstreamidempotency: the handler panicked")
 
 // process runs the handler once per key for one delivery and settles it.
 // progress is the InProgress interval (negative: none).
@@ -77,11 +82,12 @@ func (p *Processor) process(ctx context.Context, msg jetstream.Msg, progress tim
 	if md, err := msg.Metadata(); err == nil {
 		r.Delivery = md.NumDelivered
 	}
-	r.Key, r.Err = p.cfg.key(msg)
-	if r.Err != nil {
-		r.Err = fmt.Errorf("consumer: the message has no key: %w", r.Err)
-		return p.settle(ctx, msg, r, Term)
+	key, err := p.cfg.key(msg)
+	if err != nil {
+		r.Err = fmt.Errorf("%w: jetstreamidempotency: the message has no key: %w", idempotency.ErrKeyMissing, err)
+		return p.settle(ctx, msg, r, false)
 	}
+	r.Key = key
 	// The body is the request the key stands for: an id reused for another
 	// body is refused with ErrKeyReused instead of being skipped. Do with an
 	// empty response is Once (they share their records), and it also says
@@ -93,7 +99,7 @@ func (p *Processor) process(ctx context.Context, msg jetstream.Msg, progress tim
 			return &emptypb.Empty{}, p.run(ctx, msg)
 		})
 	r.Err = err
-	return p.settle(ctx, msg, r, p.action(r, replayed))
+	return p.settle(ctx, msg, r, replayed)
 }
 
 // run calls the handler, turning a panic into [ErrHandlerPanicked].
@@ -106,49 +112,30 @@ func (p *Processor) run(ctx context.Context, msg jetstream.Msg) (err error) {
 	return p.handler(ctx, msg)
 }
 
-// action returns how to settle a delivery whose Do returned r.Err;
-// replayed reports that r.Err is a stored outcome.
-//
-// Only the idempotency server knows which handler errors it stores (its
-// WithStoredCodes), so the Processor keeps no copy of its codes and asks
-// it ([idempotency.Server.StoresError]): the error of a run that the
-// server stores is final at once, as it is on every delivery that gets it
-// back replayed; any other error of a run released the claim, and the
-// redelivery runs the handler again.
-func (p *Processor) action(r Result, replayed bool) Action {
-	final := func() Action {
-		if p.cfg.ackStored {
-			return Ack
+// settle tells JetStream what [idempotency.Server.Settle] says of the
+// delivery, and reports r. replayed reports that r.Err is a stored
+// outcome.
+func (p *Processor) settle(ctx context.Context, msg jetstream.Msg, r Result, replayed bool) Result {
+	r.Settlement = p.server.Settle(r.Ran, replayed, r.Err)
+	switch r.Settlement {
+	case idempotency.SettleAck:
+		r.Action = Ack
+	case idempotency.SettleRetry:
+		r.Action = Nak
+	case idempotency.SettleRetryLater:
+		r.Action = NakWithDelay
+	default:
+		// The handler's stored error, on the delivery that ran it or
+		// replayed, is acked with WithAckStoredErrors; anything else that
+		// no redelivery can help (no key, a reused key, a corrupt record)
+		// is terminated.
+		stored := (r.Ran || replayed) && !errors.Is(r.Err, idempotency.ErrRecordCorrupt)
+		r.Action = Term
+		if stored && p.cfg.ackStored {
+			r.Action = Ack
 		}
-		return Term
 	}
-	switch {
-	case r.Err == nil:
-		return Ack
-	case r.Ran && p.server.StoresError(r.Err):
-		// The handler's deterministic error, stored for every delivery.
-		return final()
-	case r.Ran: // a retryable error, or a panic: the claim was released
-		return Nak
-	case replayed && !errors.Is(r.Err, idempotency.ErrRecordCorrupt):
-		// The handler's deterministic error, stored: every delivery gets
-		// it, whatever it carries (even another service's ErrorInfo).
-		return final()
-	}
-	switch idempotency.Reason(r.Err) {
-	case idempotency.ReasonKeyInUse, idempotency.ReasonStoreUnavailable, idempotency.ReasonStoreFull:
-		return NakWithDelay
-	case "": // ctx ended before the handler started
-		return Nak
-	default: // the key reused for another body, a corrupt record: no redelivery helps
-		return Term
-	}
-}
-
-// settle tells JetStream what became of the delivery and reports r.
-func (p *Processor) settle(ctx context.Context, msg jetstream.Msg, r Result, a Action) Result {
-	r.Action = a
-	switch a {
+	switch r.Action {
 	case Ack: // confirmed by the server, so a Result of Ack means acknowledged
 		r.SettleErr = msg.DoubleAck(context.WithoutCancel(ctx))
 	case Nak:

@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 // TestProgressHoldsSlowHandler: a handler that runs two and a half times
@@ -19,7 +19,7 @@ import (
 func TestProgressHoldsSlowHandler(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, res, book := newServer(), newResults(), &ledger{}
+	srv, res, book := newServer(t), newResults(), &ledger{}
 	handler := func(_ context.Context, msg jetstream.Msg) error {
 		<-time.After(ackWait * 5 / 2) // the slow work itself
 		book.write(body(msg))
@@ -27,12 +27,12 @@ func TestProgressHoldsSlowHandler(t *testing.T) {
 	}
 	jsA, jsB := b.connect(), b.connect()
 	cons := b.consumer(jsA, ackWait, -1)
-	consume(t, consumer.New(srv, "orders.ship", handler, res.option()), cons)
-	consume(t, consumer.New(srv, "orders.ship", handler, res.option()), b.consumer(jsB, ackWait, -1))
+	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, res.option()), cons)
+	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, res.option()), b.consumer(jsB, ackWait, -1))
 	b.publish(b.connect(), "order-1", jetstream.MsgIDHeader, "m1")
 
-	got, seen := res.wait(t, "of the run", func(r consumer.Result) bool { return r.Ran })
-	if len(seen) != 0 || got.Delivery != 1 || got.Err != nil || got.Action != consumer.Ack || got.SettleErr != nil {
+	got, seen := res.wait(t, "of the run", func(r jetstreamidempotency.Result) bool { return r.Ran })
+	if len(seen) != 0 || got.Delivery != 1 || got.Err != nil || got.Action != jetstreamidempotency.Ack || got.SettleErr != nil {
 		t.Fatalf("run %+v after %+v; want delivery 1 acked, and no other delivery", got, seen)
 	}
 	info, err := cons.Info(t.Context())

@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -19,8 +19,17 @@ const (
 	ackWait = time.Second
 )
 
-func newServer() *idempotency.Server {
-	return idempotency.NewServer(memorystore.New(), idempotency.WithLease(lease))
+// newServer returns an idempotency server on a memory store of its own,
+// closed at the end of the test, with a short lease.
+func newServer(t *testing.T, opts ...idempotency.ServerOption) *idempotency.Server {
+	return idempotency.NewServer(memStore(t), append([]idempotency.ServerOption{idempotency.WithLease(lease)}, opts...)...)
+}
+
+// memStore returns a memory store closed at the end of the test.
+func memStore(t *testing.T) *memorystore.Store {
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	return mem
 }
 
 // TestAckLostRedeliveryFindsOutcome: instance A runs the message and its
@@ -31,9 +40,9 @@ func newServer() *idempotency.Server {
 func TestAckLostRedeliveryFindsOutcome(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, res, book := newServer(), newResults(), &ledger{}
+	srv, res, book := newServer(t), newResults(), &ledger{}
 	jsA, ncA := b.connectConn()
-	a := consumer.New(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
+	a := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
 		book.write(body(msg))
 		ncA.Close() // A's link drops after the work, before the ack
 		return nil
@@ -41,18 +50,18 @@ func TestAckLostRedeliveryFindsOutcome(t *testing.T) {
 	consume(t, a, b.consumer(jsA, ackWait, -1))
 	b.publish(b.connect(), "order-1", jetstream.MsgIDHeader, "m1")
 
-	first, _ := res.wait(t, "from A", func(r consumer.Result) bool { return true })
-	if !first.Ran || first.Err != nil || first.Action != consumer.Ack || first.SettleErr == nil {
+	first, _ := res.wait(t, "from A", func(r jetstreamidempotency.Result) bool { return true })
+	if !first.Ran || first.Err != nil || first.Action != jetstreamidempotency.Ack || first.SettleErr == nil {
 		t.Fatalf("A: %+v; want ran, nil, an ack that failed", first)
 	}
 	jsB := b.connect()
-	bp := consumer.New(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
+	bp := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
 		book.write(body(msg))
 		return nil
 	}, res.option())
 	consume(t, bp, b.consumer(jsB, ackWait, -1))
-	second, _ := res.wait(t, "from B", func(r consumer.Result) bool { return true })
-	if second.Delivery != 2 || second.Ran || second.Err != nil || second.Action != consumer.Ack || second.SettleErr != nil {
+	second, _ := res.wait(t, "from B", func(r jetstreamidempotency.Result) bool { return true })
+	if second.Delivery != 2 || second.Ran || second.Err != nil || second.Action != jetstreamidempotency.Ack || second.SettleErr != nil {
 		t.Fatalf("B: %+v; want delivery 2 not run, acked", second)
 	}
 	if n := book.count("order-1"); n != 1 {
@@ -68,7 +77,7 @@ func TestAckLostRedeliveryFindsOutcome(t *testing.T) {
 func TestSecondInstanceHeldOffByClaim(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, res, book := newServer(), newResults(), &ledger{}
+	srv, res, book := newServer(t), newResults(), &ledger{}
 	heldOff := make(chan struct{})
 	release := sync.OnceFunc(func() { close(heldOff) })
 	var runs int
@@ -78,22 +87,22 @@ func TestSecondInstanceHeldOffByClaim(t *testing.T) {
 		book.write(body(msg))
 		return nil
 	}
-	opts := []consumer.Option{res.option(), consumer.WithProgressEvery(-1), consumer.WithRetryDelay(100 * time.Millisecond)}
+	opts := []jetstreamidempotency.Option{res.option(), jetstreamidempotency.WithProgressEvery(-1), jetstreamidempotency.WithRetryDelay(100 * time.Millisecond)}
 	jsA, jsB := b.connect(), b.connect()
-	consume(t, consumer.New(srv, "orders.ship", handler, opts...), b.consumer(jsA, ackWait, -1))
-	consume(t, consumer.New(srv, "orders.ship", handler, opts...), b.consumer(jsB, ackWait, -1))
+	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, opts...), b.consumer(jsA, ackWait, -1))
+	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, opts...), b.consumer(jsB, ackWait, -1))
 	t.Cleanup(release) // runs before the instances are awaited: a failed test must not hang
 	b.publish(b.connect(), "order-1", jetstream.MsgIDHeader, "m1")
 
-	dup, _ := res.wait(t, "held off by the claim", func(r consumer.Result) bool {
+	dup, _ := res.wait(t, "held off by the claim", func(r jetstreamidempotency.Result) bool {
 		return errors.Is(r.Err, idempotency.ErrKeyInUse)
 	})
-	if dup.Delivery < 2 || dup.Ran || dup.Action != consumer.NakWithDelay {
+	if dup.Delivery < 2 || dup.Ran || dup.Action != jetstreamidempotency.NakWithDelay {
 		t.Fatalf("duplicate: %+v; want a redelivery, not run, nakked with delay", dup)
 	}
 	release()
-	first, _ := res.wait(t, "of the first run", func(r consumer.Result) bool { return r.Ran })
-	if first.Delivery != 1 || first.Err != nil || first.Action != consumer.Ack || first.SettleErr != nil {
+	first, _ := res.wait(t, "of the first run", func(r jetstreamidempotency.Result) bool { return r.Ran })
+	if first.Delivery != 1 || first.Err != nil || first.Action != jetstreamidempotency.Ack || first.SettleErr != nil {
 		t.Fatalf("first run: %+v; want delivery 1 acked", first)
 	}
 	if n := book.count("order-1"); n != 1 || runs != 1 {
@@ -108,20 +117,20 @@ func TestSecondInstanceHeldOffByClaim(t *testing.T) {
 func TestDuplicatePublishSameBusinessID(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, res, book := newServer(), newResults(), &ledger{}
+	srv, res, book := newServer(t), newResults(), &ledger{}
 	js := b.connect()
-	p := consumer.New(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
+	p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
 		book.write(body(msg))
 		return nil
-	}, res.option(), consumer.WithKey(consumer.HeaderKey("Order-Id")))
+	}, res.option(), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))
 	consume(t, p, b.consumer(js, ackWait, -1))
 	pub := b.connect()
 	b.publish(pub, "order-7", jetstream.MsgIDHeader, "m1", "Order-Id", "7")
 	b.publish(pub, "order-7", jetstream.MsgIDHeader, "m2", "Order-Id", "7")
 
-	first, _ := res.wait(t, "of the first message", func(consumer.Result) bool { return true })
-	second, _ := res.wait(t, "of the second message", func(consumer.Result) bool { return true })
-	if !first.Ran || first.Action != consumer.Ack || second.Ran || second.Err != nil || second.Action != consumer.Ack {
+	first, _ := res.wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
+	second, _ := res.wait(t, "of the second message", func(jetstreamidempotency.Result) bool { return true })
+	if !first.Ran || first.Action != jetstreamidempotency.Ack || second.Ran || second.Err != nil || second.Action != jetstreamidempotency.Ack {
 		t.Fatalf("first %+v, second %+v; want the first run and acked, the second acked without running", first, second)
 	}
 	if first.Key != "Order-Id:7" || second.Key != first.Key {
@@ -139,11 +148,11 @@ func TestDuplicatePublishSameBusinessID(t *testing.T) {
 func TestRetryableErrorRunsAgain(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, res, book := newServer(), newResults(), &ledger{}
+	srv, res, book := newServer(t), newResults(), &ledger{}
 	errFlaky := errors.New("the warehouse API timed out")
 	var runs int
 	js := b.connect()
-	p := consumer.New(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
+	p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
 		if runs++; runs == 1 {
 			return errFlaky
 		}
@@ -153,12 +162,12 @@ func TestRetryableErrorRunsAgain(t *testing.T) {
 	consume(t, p, b.consumer(js, ackWait, -1))
 	b.publish(b.connect(), "order-1", jetstream.MsgIDHeader, "m1")
 
-	failed, _ := res.wait(t, "of the failed run", func(consumer.Result) bool { return true })
-	if !failed.Ran || !errors.Is(failed.Err, errFlaky) || failed.Action != consumer.Nak {
+	failed, _ := res.wait(t, "of the failed run", func(jetstreamidempotency.Result) bool { return true })
+	if !failed.Ran || !errors.Is(failed.Err, errFlaky) || failed.Action != jetstreamidempotency.Nak {
 		t.Fatalf("first delivery: %+v; want run, its error, nakked", failed)
 	}
-	again, _ := res.wait(t, "of the redelivery", func(consumer.Result) bool { return true })
-	if again.Delivery != 2 || !again.Ran || again.Err != nil || again.Action != consumer.Ack || again.SettleErr != nil {
+	again, _ := res.wait(t, "of the redelivery", func(jetstreamidempotency.Result) bool { return true })
+	if again.Delivery != 2 || !again.Ran || again.Err != nil || again.Action != jetstreamidempotency.Ack || again.SettleErr != nil {
 		t.Fatalf("redelivery: %+v; want delivery 2 run and acked", again)
 	}
 	if n := book.count("order-1"); n != 1 || runs != 2 {

@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -10,8 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 // TestStoredOutcomeFinal: the idempotency server's stored codes, not the
@@ -28,12 +27,12 @@ func TestStoredOutcomeFinal(t *testing.T) {
 	type delivery struct {
 		ran    bool
 		err    error
-		action consumer.Action
+		action jetstreamidempotency.Action
 	}
 	tests := []struct {
 		name        string
 		serverCodes []codes.Code
-		opts        []consumer.Option
+		opts        []jetstreamidempotency.Option
 		errs        []error // the handler's error on its first, second, ... run
 		want        []delivery
 	}{
@@ -41,37 +40,36 @@ func TestStoredOutcomeFinal(t *testing.T) {
 			name:        "a code only the server stores is terminated",
 			serverCodes: append(slices.Clone(idempotency.DefaultStoredCodes), codes.DataLoss),
 			errs:        []error{errTruncated},
-			want:        []delivery{{true, errTruncated, consumer.Term}},
+			want:        []delivery{{true, errTruncated, jetstreamidempotency.Term}},
 		},
 		{
 			name:        "a code only the server stores is acked",
 			serverCodes: []codes.Code{codes.DataLoss},
-			opts:        []consumer.Option{consumer.WithAckStoredErrors()},
+			opts:        []jetstreamidempotency.Option{jetstreamidempotency.WithAckStoredErrors()},
 			errs:        []error{errTruncated},
-			want:        []delivery{{true, errTruncated, consumer.Ack}},
+			want:        []delivery{{true, errTruncated, jetstreamidempotency.Ack}},
 		},
 		{
 			name:        "a default code the server stores is terminated",
 			serverCodes: idempotency.DefaultStoredCodes,
 			errs:        []error{errNoStock},
-			want:        []delivery{{true, errNoStock, consumer.Term}},
+			want:        []delivery{{true, errNoStock, jetstreamidempotency.Term}},
 		},
 		{
 			name:        "a default code the server does not store runs again",
 			serverCodes: []codes.Code{codes.InvalidArgument},
 			errs:        []error{errNoStock, nil},
-			want:        []delivery{{true, errNoStock, consumer.Nak}, {true, nil, consumer.Ack}},
+			want:        []delivery{{true, errNoStock, jetstreamidempotency.Nak}, {true, nil, jetstreamidempotency.Ack}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := startBroker(t)
-			srv := idempotency.NewServer(memorystore.New(), idempotency.WithLease(lease),
-				idempotency.WithStoredCodes(tt.serverCodes...))
+			srv := newServer(t, idempotency.WithStoredCodes(tt.serverCodes...))
 			res := newResults()
 			runs := 0
-			p := consumer.New(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
+			p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
 				runs++ // one message, one delivery at a time: no lock needed, and -race checks it
 				return tt.errs[min(runs, len(tt.errs))-1]
 			}, append(tt.opts, res.option())...)
@@ -82,7 +80,7 @@ func TestStoredOutcomeFinal(t *testing.T) {
 			b.publish(js, "order-7", jetstream.MsgIDHeader, "m1")
 
 			for i, want := range tt.want {
-				got, _ := res.wait(t, "of a delivery", func(consumer.Result) bool { return true })
+				got, _ := res.wait(t, "of a delivery", func(jetstreamidempotency.Result) bool { return true })
 				if got.Delivery != uint64(i+1) || got.Ran != want.ran || !sameError(got.Err, want.err) || got.Action != want.action || got.SettleErr != nil {
 					t.Fatalf("delivery %d: %+v; want ran %t, error %v, %v", i+1, got, want.ran, want.err, want.action)
 				}

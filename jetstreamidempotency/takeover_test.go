@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 // TestDeadConsumerLeaseTakeover: consumer A dies mid-handler. Its
@@ -28,7 +27,7 @@ func TestDeadConsumerLeaseTakeover(t *testing.T) {
 		lease   = 1500 * time.Millisecond // outlives AckWait: B meets A's claim
 	)
 	b := startBroker(t)
-	mem := memorystore.New()
+	mem := memStore(t)
 	dying := faultstore.New(mem)
 	srvA := idempotency.NewServer(dying, idempotency.WithLease(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
 	srvB := idempotency.NewServer(mem, idempotency.WithLease(lease))
@@ -36,7 +35,7 @@ func TestDeadConsumerLeaseTakeover(t *testing.T) {
 
 	jsA, ncA := b.connectConn()
 	started, killed := make(chan struct{}), make(chan struct{})
-	a := consumer.New(srvA, "orders.ship", func(context.Context, jetstream.Msg) error {
+	a := jetstreamidempotency.NewProcessor(srvA, "orders.ship", func(context.Context, jetstream.Msg) error {
 		close(started)
 		<-killed // the process is dead: this run never reaches its side effect
 		return errors.New("killed")
@@ -48,21 +47,21 @@ func TestDeadConsumerLeaseTakeover(t *testing.T) {
 	dying.Down.Store(true) // A's store link is cut: its lease runs out
 	ncA.Close()            // and so is its broker link
 
-	bp := consumer.New(srvB, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
+	bp := jetstreamidempotency.NewProcessor(srvB, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
 		book.write(body(msg))
 		return nil
-	}, res.option(), consumer.WithRetryDelay(100*time.Millisecond))
+	}, res.option(), jetstreamidempotency.WithRetryDelay(100*time.Millisecond))
 	consume(t, bp, b.consumer(b.connect(), ackWait, -1))
 
-	ran, before := res.wait(t, "of B's run", func(r consumer.Result) bool { return r.Ran })
-	if ran.Err != nil || ran.Action != consumer.Ack || ran.SettleErr != nil {
+	ran, before := res.wait(t, "of B's run", func(r jetstreamidempotency.Result) bool { return r.Ran })
+	if ran.Err != nil || ran.Action != jetstreamidempotency.Ack || ran.SettleErr != nil {
 		t.Fatalf("B's run: %+v; want acked", ran)
 	}
 	if len(before) == 0 {
 		t.Fatal("B ran the message at its first delivery; want ErrKeyInUse while A's lease lived")
 	}
 	for _, r := range before {
-		if !errors.Is(r.Err, idempotency.ErrKeyInUse) || r.Ran || r.Action != consumer.NakWithDelay {
+		if !errors.Is(r.Err, idempotency.ErrKeyInUse) || r.Ran || r.Action != jetstreamidempotency.NakWithDelay {
 			t.Fatalf("B before the lease ended: %+v; want ErrKeyInUse, nakked with delay", r)
 		}
 	}

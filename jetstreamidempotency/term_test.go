@@ -1,4 +1,4 @@
-package consumer_test
+package jetstreamidempotency_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 // TestFinalOutcomes: two messages with one business id (HeaderKey). A
@@ -27,26 +27,26 @@ func TestFinalOutcomes(t *testing.T) {
 	errNoProduct := status.Error(codes.InvalidArgument, "no such product")
 	tests := []struct {
 		name        string
-		opts        []consumer.Option
+		opts        []jetstreamidempotency.Option
 		handlerErr  error
 		secondBody  string
-		want        [2]consumer.Action
+		want        [2]jetstreamidempotency.Action
 		wantSecond  error // the second message's error
 		wantReasons []string
 	}{
 		{
 			name: "stored error terminated", handlerErr: errNoProduct, secondBody: "order-7",
-			want: [2]consumer.Action{consumer.Term, consumer.Term}, wantSecond: errNoProduct,
+			want: [2]jetstreamidempotency.Action{jetstreamidempotency.Term, jetstreamidempotency.Term}, wantSecond: errNoProduct,
 			wantReasons: []string{errNoProduct.Error(), errNoProduct.Error()},
 		},
 		{
-			name: "stored error acked", opts: []consumer.Option{consumer.WithAckStoredErrors()},
+			name: "stored error acked", opts: []jetstreamidempotency.Option{jetstreamidempotency.WithAckStoredErrors()},
 			handlerErr: errNoProduct, secondBody: "order-7",
-			want: [2]consumer.Action{consumer.Ack, consumer.Ack}, wantSecond: errNoProduct,
+			want: [2]jetstreamidempotency.Action{jetstreamidempotency.Ack, jetstreamidempotency.Ack}, wantSecond: errNoProduct,
 		},
 		{
 			name: "id reused for another body", secondBody: "order-7, another product",
-			want: [2]consumer.Action{consumer.Ack, consumer.Term}, wantSecond: idempotency.ErrKeyReused,
+			want: [2]jetstreamidempotency.Action{jetstreamidempotency.Ack, jetstreamidempotency.Term}, wantSecond: idempotency.ErrKeyReused,
 			wantReasons: []string{"ErrKeyReused"},
 		},
 	}
@@ -54,22 +54,22 @@ func TestFinalOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := startBroker(t)
-			srv, res := newServer(), newResults()
+			srv, res := newServer(t), newResults()
 			js, nc := b.connectConn()
 			advisories, err := nc.SubscribeSync(server.JSAdvisoryConsumerMsgTerminatedPre + "." + stream + "." + durable)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var runs int
-			p := consumer.New(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
+			p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
 				runs++
 				return tt.handlerErr
-			}, append(tt.opts, res.option(), consumer.WithKey(consumer.HeaderKey("Order-Id")))...)
+			}, append(tt.opts, res.option(), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))...)
 			consume(t, p, b.consumer(js, ackWait, -1))
 			b.publish(js, "order-7", jetstream.MsgIDHeader, "m1", "Order-Id", "7")
-			first, _ := res.wait(t, "of the first message", func(consumer.Result) bool { return true })
+			first, _ := res.wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
 			b.publish(js, tt.secondBody, jetstream.MsgIDHeader, "m2", "Order-Id", "7")
-			second, _ := res.wait(t, "of the second message", func(consumer.Result) bool { return true })
+			second, _ := res.wait(t, "of the second message", func(jetstreamidempotency.Result) bool { return true })
 
 			if first.Delivery != 1 || !first.Ran || !errors.Is(first.Err, tt.handlerErr) || first.Action != tt.want[0] {
 				t.Errorf("first: %+v; want delivery 1, run, %v, %v", first, tt.handlerErr, tt.want[0])

@@ -1,7 +1,9 @@
-// Package embedded starts a NATS server with JetStream inside the process,
-// for the jetstream example's demo and tests: a real broker on a free
-// loopback port, never a NATS server the machine may run on 4222.
-package embedded
+// Package natstest starts a NATS server with JetStream inside the process,
+// for the tests of jetstreamidempotency and the examples/jetstream demo: a
+// real broker on a free loopback port, never a NATS server the machine may
+// run on 4222. It is a module of its own so that only the modules that
+// test against NATS require nats-server.
+package natstest
 
 import (
 	"errors"
@@ -31,7 +33,7 @@ func Start(dir string) (*server.Server, error) {
 	go s.Start()
 	if !s.ReadyForConnections(readyTimeout) {
 		s.Shutdown()
-		return nil, errors.New("embedded: the NATS server was not ready in time")
+		return nil, errors.New("natstest: the NATS server was not ready in time")
 	}
 	return s, nil
 }
