@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -152,29 +153,30 @@ func (p *Processor) settle(ctx context.Context, msg jetstream.Msg, r Result, rep
 // keepInProgress sends InProgress for msg every interval until ctx ends
 // (the claim's lease was lost) or the returned stop is called; stop
 // returns once no InProgress can be sent any more. A negative interval
-// sends none.
+// sends none. It runs on a timer, not a goroutine of its own: most
+// handlers return long before the first InProgress is due.
 func keepInProgress(ctx context.Context, msg jetstream.Msg, every time.Duration) (stop func()) {
 	if every < 0 {
 		return func() {}
 	}
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress() // a lost one only shortens the message's hold
-			case <-ctx.Done():
-				return
-			case <-done:
-				return
-			}
+	var mu sync.Mutex // held while an InProgress is sent
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
 		}
-	}()
+		_ = msg.InProgress() // a lost one only shortens the message's hold
+		t.Reset(every)
+	})
 	return func() {
-		close(done)
-		<-exited
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }

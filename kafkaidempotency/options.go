@@ -21,8 +21,9 @@ const (
 )
 
 // maxBuffered is how many records a partition's goroutine holds, not yet
-// processed, before fetching from that partition pauses.
-const maxBuffered = 500
+// processed, before polling waits for it (or, when it is retrying a
+// record, fetching from its partition pauses).
+const maxBuffered = 2000
 
 type config struct {
 	key         KeyFunc

@@ -28,13 +28,16 @@ type run struct {
 	cl  *kgo.Client
 
 	mu      sync.Mutex
+	room    *sync.Cond // on mu: a partition's queue shrank, stopped, or started retrying
 	parts   map[tp]*partition
 	stopped bool           // Run is ending: no new partition goroutine
 	all     sync.WaitGroup // every partition goroutine, lost ones too
 }
 
 func newRun(ctx context.Context, p *Processor) *run {
-	return &run{p: p, ctx: ctx, parts: map[tp]*partition{}}
+	r := &run{p: p, ctx: ctx, parts: map[tp]*partition{}}
+	r.room = sync.NewCond(&r.mu)
+	return r
 }
 
 // poll hands each polled partition's records to its goroutine, until ctx
@@ -42,25 +45,57 @@ func newRun(ctx context.Context, p *Processor) *run {
 // AllowRebalance, which follows at once: the records of a poll reach
 // their partition's goroutine before that partition can be revoked, or
 // assigned again, so a goroutine never gets another assignment's records.
+// Before each poll it waits for room (see waitRoom): the client, not
+// polled, fetches no more, so a busy consumer keeps what it fetched.
 func (r *run) poll() {
+	stopWaiting := context.AfterFunc(r.ctx, func() {
+		r.mu.Lock()
+		r.room.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stopWaiting()
 	for {
+		r.waitRoom()
 		fetches := r.cl.PollRecords(r.ctx, maxPollRecords)
 		if r.ctx.Err() != nil || fetches.IsClientClosed() {
 			r.cl.AllowRebalance()
 			return
 		}
+		r.mu.Lock()
 		fetches.EachPartition(func(f kgo.FetchTopicPartition) {
-			if len(f.Records) == 0 {
-				return
-			}
-			r.mu.Lock()
-			part := r.parts[tp{f.Topic, f.Partition}]
-			r.mu.Unlock()
-			if part != nil { // else not ours any more: its next owner gets them
+			if part := r.parts[tp{f.Topic, f.Partition}]; part != nil && len(f.Records) > 0 {
 				part.push(f.Records)
-			}
+			} // else not ours any more: its next owner gets them
 		})
+		r.mu.Unlock()
 		r.cl.AllowRebalance()
+	}
+}
+
+// waitRoom returns once no partition's goroutine holds maxBuffered
+// records or more, or ctx has ended. A partition that holds that many
+// while it retries a record (which may take long) is paused instead of
+// waited for, so that it does not hold the others back; it resumes once
+// its queue is empty.
+func (r *run) waitRoom() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.ctx.Err() == nil {
+		full := false
+		for _, part := range r.parts {
+			switch {
+			case len(part.queue) < maxBuffered || part.paused:
+			case part.retrying:
+				part.paused = true
+				r.cl.PauseFetchPartitions(map[string][]int32{part.id.topic: {part.id.partition}})
+			default:
+				full = true
+			}
+		}
+		if !full {
+			return
+		}
+		r.room.Wait()
 	}
 }
 
@@ -104,8 +139,7 @@ func (r *run) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 }
 
 // detach removes the partitions' goroutines from the run, tells each to
-// stop after its record in hand, resumes fetching from those it had
-// paused (a pause outlives the assignment), and returns them.
+// stop after its record in hand, and returns them.
 func (r *run) detach(parts map[string][]int32) []*partition {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,6 +154,7 @@ func (r *run) detach(parts map[string][]int32) []*partition {
 			}
 		}
 	}
+	r.room.Broadcast()
 	return out
 }
 
@@ -147,30 +182,24 @@ func (r *run) commit(ctx context.Context) {
 	_ = r.cl.CommitMarkedOffsets(ctx)
 }
 
-// partition processes one assigned partition's records, in order.
+// partition processes one assigned partition's records, in order. Its
+// queue, paused and retrying are guarded by the run's mu.
 type partition struct {
 	r    *run
 	id   tp
 	wake chan struct{} // a push happened
 	quit chan struct{} // closed by stop
 	done chan struct{} // closed when work returns
+	once sync.Once
 
-	mu     sync.Mutex
-	queue  []*kgo.Record
-	paused bool
-	once   sync.Once
+	queue    []*kgo.Record
+	paused   bool // its fetches are paused
+	retrying bool // its record in hand waits to be tried again
 }
 
-// push queues records, pausing the partition's fetches when it holds more
-// than maxBuffered.
+// push queues records; r.mu is held.
 func (part *partition) push(recs []*kgo.Record) {
-	part.mu.Lock()
 	part.queue = append(part.queue, recs...)
-	if len(part.queue) >= maxBuffered && !part.paused {
-		part.paused = true
-		part.r.cl.PauseFetchPartitions(map[string][]int32{part.id.topic: {part.id.partition}})
-	}
-	part.mu.Unlock()
 	select {
 	case part.wake <- struct{}{}:
 	default:
@@ -192,20 +221,24 @@ func (part *partition) stopped() bool {
 
 // next returns the next record, waiting for one, or nil once stopped.
 func (part *partition) next() *kgo.Record {
+	r := part.r
 	for {
 		if part.stopped() {
 			return nil
 		}
-		part.mu.Lock()
-		if len(part.queue) > 0 {
+		r.mu.Lock()
+		if n := len(part.queue); n > 0 {
 			rec := part.queue[0]
 			part.queue[0] = nil
 			part.queue = part.queue[1:]
-			part.mu.Unlock()
+			if n == maxBuffered {
+				r.room.Broadcast()
+			}
+			r.mu.Unlock()
 			return rec
 		}
 		part.resume()
-		part.mu.Unlock()
+		r.mu.Unlock()
 		select {
 		case <-part.wake:
 		case <-part.quit:
@@ -213,7 +246,7 @@ func (part *partition) next() *kgo.Record {
 	}
 }
 
-// resume resumes a paused partition's fetches; part.mu is held.
+// resume resumes a paused partition's fetches; r.mu is held.
 func (part *partition) resume() {
 	if part.paused {
 		part.paused = false
@@ -228,10 +261,10 @@ func (part *partition) work() {
 	defer part.r.all.Done()
 	defer close(part.done)
 	defer func() {
-		part.mu.Lock()
+		part.r.mu.Lock()
 		part.resume() // a pause would outlive the assignment
 		part.queue = nil
-		part.mu.Unlock()
+		part.r.mu.Unlock()
 	}()
 	for rec := part.next(); rec != nil; rec = part.next() {
 		if !part.r.p.settle(part, rec) {
@@ -241,9 +274,20 @@ func (part *partition) work() {
 	}
 }
 
-// sleep waits d, or until the partition is stopped; it reports whether
-// the wait ran its course.
+// sleep waits d, or until the partition is stopped, with the partition
+// marked as retrying meanwhile; it reports whether the wait ran its
+// course.
 func (part *partition) sleep(d time.Duration) bool {
+	r := part.r
+	r.mu.Lock()
+	part.retrying = true
+	r.room.Broadcast()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		part.retrying = false
+		r.mu.Unlock()
+	}()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

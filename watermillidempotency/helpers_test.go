@@ -42,7 +42,7 @@ const (
 
 // rabbitURL returns the URL of the RabbitMQ the tests use, skipping or
 // failing t when nothing answers there.
-func rabbitURL(t *testing.T) string {
+func rabbitURL(t testing.TB) string {
 	t.Helper()
 	u := os.Getenv(rabbitURLEnv)
 	if u == "" {
@@ -88,7 +88,7 @@ func amqpConfig(u string) amqp.Config {
 
 // publisher returns a publisher on the server at u, closed at the end of
 // the test.
-func publisher(t *testing.T, u string) *amqp.Publisher {
+func publisher(t testing.TB, u string) *amqp.Publisher {
 	t.Helper()
 	p, err := amqp.NewPublisher(amqpConfig(u), watermill.NopLogger{})
 	if err != nil {
@@ -100,7 +100,7 @@ func publisher(t *testing.T, u string) *amqp.Publisher {
 
 // publish publishes a message of payload with the UUID and metadata
 // (pairs of key and value) to topic.
-func publish(t *testing.T, p message.Publisher, topic, uuid, payload string, metadata ...string) {
+func publish(t testing.TB, p message.Publisher, topic, uuid, payload string, metadata ...string) {
 	t.Helper()
 	m := message.NewMessage(uuid, []byte(payload))
 	for i := 0; i+1 < len(metadata); i += 2 {
