@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
@@ -172,5 +173,35 @@ func TestRetryableErrorRunsAgain(t *testing.T) {
 	}
 	if n := book.count("order-1"); n != 1 || runs != 2 {
 		t.Fatalf("order-1: written %d times, handler ran %d times; want 1, 2", n, runs)
+	}
+}
+
+// TestRetryLaterWaitsRetryAfter: a message whose store is full (or whose
+// key is in flight) is nakked with a delay of the server's RetryAfter by
+// default: its redelivery comes no sooner; the handler does not run until
+// the store has room.
+func TestRetryLaterWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	const retryAfter = 1500 * time.Millisecond // above DefaultRetryAfter: a delay of the default would be too short
+	b := startBroker(t)
+	full := faultstore.New(memStore(t))
+	full.Full.Store(true)
+	srv := idempotency.NewServer(full, idempotency.WithLease(lease), idempotency.WithRetryAfter(retryAfter))
+	res := newResults()
+	var first time.Time
+	p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error { return nil },
+		res.option())
+	js := b.connect()
+	consume(t, p, b.consumer(js, ackWait, -1))
+	b.publish(js, "order-1", jetstream.MsgIDHeader, "m1")
+	r, _ := res.wait(t, "of the first delivery", func(jetstreamidempotency.Result) bool { return true })
+	first = time.Now()
+	if r.Ran || !errors.Is(r.Err, idempotency.ErrStoreFull) || r.Action != jetstreamidempotency.NakWithDelay {
+		t.Fatalf("first delivery: %+v; want ErrStoreFull, nakked with delay", r)
+	}
+	full.Full.Store(false)
+	again, _ := res.wait(t, "of the redelivery", func(jetstreamidempotency.Result) bool { return true })
+	if gap := time.Since(first); gap < retryAfter*3/4 || again.Delivery != 2 || !again.Ran || again.Action != jetstreamidempotency.Ack {
+		t.Fatalf("redelivery %+v after %v; want delivery 2, run and acked, after about %v", again, gap, retryAfter)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -199,5 +200,33 @@ func TestDeadLetterFailureRetried(t *testing.T) {
 	if len(got) != 2 || got[0].Action != kafkaidempotency.Retry || !errors.Is(got[0].Err, errTopicDown) ||
 		got[1].Action != kafkaidempotency.DeadLetter || runs != 1 || calls != 2 {
 		t.Fatalf("results %+v, handler ran %d times, dead-letter called %d times; want a retried dead letter, one run, two calls", got, runs, calls)
+	}
+}
+
+// TestRetryLaterWaitsRetryAfter: a record whose store is full (or whose
+// key is in flight) is tried again in place after the server's RetryAfter
+// by default, for as long as it takes, and never dead-lettered.
+func TestRetryLaterWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	const retryAfter = 50 * time.Millisecond
+	k := startCluster(t, 1)
+	full := faultstore.New(memStore(t))
+	full.Full.Store(true)
+	srv := idempotency.NewServer(full, idempotency.WithRetryAfter(retryAfter))
+	res, dead := newResults(), &deadLetters{}
+	p := kafkaidempotency.NewProcessor(srv, "orders.ship", func(context.Context, *kgo.Record) error { return nil },
+		res.option(), dead.option(), kafkaidempotency.WithMaxAttempts(1))
+	k.produce(0, "order-1")
+	k.run(p, group)
+	for i := range 3 { // more than WithMaxAttempts: a store that is full is not a failed run
+		r, _ := res.wait(t, "of an attempt", func(kafkaidempotency.Result) bool { return true })
+		if r.Ran || !errors.Is(r.Err, idempotency.ErrStoreFull) || r.Action != kafkaidempotency.Retry || r.Delay != retryAfter {
+			t.Fatalf("attempt %d: %+v; want ErrStoreFull, retried after the server's RetryAfter", i+1, r)
+		}
+	}
+	full.Full.Store(false)
+	k.waitCommitted(group, 0, 1)
+	if recs, _ := dead.got(); len(recs) != 0 {
+		t.Fatalf("dead letters %v, want none", recs)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
@@ -227,5 +228,24 @@ func TestFinalOutcomes(t *testing.T) {
 	}
 	if want := []string{"order-1", "order-1", "order-1, another product", "order-5", "order-9", "order-9"}; strings.Join(dead, "|") != strings.Join(want, "|") {
 		t.Errorf("dead letters %q, want %q", dead, want)
+	}
+}
+
+// TestRetryLaterWaitsRetryAfter: a message whose store is full (or whose
+// key is in flight) is returned with its error only after the server's
+// RetryAfter by default, so the router's nack does not bring it straight
+// back; the handler does not run.
+func TestRetryLaterWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
+	const retryAfter = 1500 * time.Millisecond // above DefaultRetryAfter: a delay of the default would be too short
+	full := faultstore.New(memStore(t))
+	full.Full.Store(true)
+	mw := watermillidempotency.Middleware(idempotency.NewServer(full, idempotency.WithRetryAfter(retryAfter)),
+		watermillidempotency.WithOperation("orders.ship"))
+	runs := 0
+	start := time.Now()
+	_, err := handle(mw, func(*message.Message) ([]*message.Message, error) { runs++; return nil, nil }, "m1", "order-1")
+	if took := time.Since(start); !errors.Is(err, idempotency.ErrStoreFull) || took < retryAfter || runs != 0 {
+		t.Fatalf("%v after %v, ran %d times; want ErrStoreFull after at least %v, not run", err, took, runs, retryAfter)
 	}
 }
