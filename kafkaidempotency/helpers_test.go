@@ -191,9 +191,10 @@ func value(r kafkaidempotency.Result) string { return string(r.Record.Value) }
 // ledger is the side effect the tests own: how many times each record's
 // work was done, in order.
 type ledger struct {
-	mu    sync.Mutex
-	done  map[string]int
-	order []string
+	mu      sync.Mutex
+	done    map[string]int
+	order   []string
+	written *sync.Cond // on mu, lazily made: a write happened
 }
 
 func (l *ledger) write(id string) {
@@ -204,6 +205,34 @@ func (l *ledger) write(id string) {
 	}
 	l.done[id]++
 	l.order = append(l.order, id)
+	if l.written != nil {
+		l.written.Broadcast()
+	}
+}
+
+// waitWrites waits until the ledger holds n writes, failing t after
+// waitLimit.
+func (l *ledger) waitWrites(t *testing.T, n int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.written == nil {
+		l.written = sync.NewCond(&l.mu)
+	}
+	timedOut := false
+	timer := time.AfterFunc(waitLimit, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		timedOut = true
+		l.written.Broadcast()
+	})
+	defer timer.Stop()
+	for len(l.order) < n && !timedOut {
+		l.written.Wait()
+	}
+	if len(l.order) < n {
+		t.Fatalf("%d writes after %v, want %d", len(l.order), waitLimit, n)
+	}
 }
 
 func (l *ledger) count(id string) int {
