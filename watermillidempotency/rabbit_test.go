@@ -2,6 +2,7 @@ package watermillidempotency_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -229,4 +230,60 @@ func (p publishThen) Publish(topic string, msgs ...*message.Message) error {
 	}
 	p.then()
 	return nil
+}
+
+// TestCompetingConsumers: two consumers share a queue, and every third
+// message's first run fails with a retryable error, so RabbitMQ
+// redelivers it, to either consumer: every message's side effect happens
+// once, and every message is acked.
+func TestCompetingConsumers(t *testing.T) {
+	t.Parallel()
+	const n = 60
+	u := rabbitURL(t)
+	topic := uniqueName("orders")
+	mem, book, res := memStore(t), &ledger{}, newResults()
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	ship := func(msg *message.Message) ([]*message.Message, error) {
+		id := string(msg.Payload)
+		var i int
+		if _, err := fmt.Sscanf(id, "order-%d", &i); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		fail := !failed[id] && i%3 == 0
+		failed[id] = true
+		mu.Unlock()
+		if fail {
+			return nil, status.Error(codes.Unavailable, "the warehouse API timed out")
+		}
+		book.write(id)
+		return nil, nil
+	}
+	for range 2 { // two processes: a server each, one store
+		startConsumer(t, u, topic, ship, watermillidempotency.Middleware(idempotency.NewServer(mem, idempotency.WithLease(lease)),
+			res.option(), watermillidempotency.WithRetryDelay(20*time.Millisecond)))
+	}
+	pub := publisher(t, u)
+	for i := range n {
+		publish(t, pub, topic, fmt.Sprintf("m%d", i), fmt.Sprintf("order-%d", i))
+	}
+	acked, nacked := map[string]int{}, 0
+	for len(acked) < n {
+		r, _ := res.wait(t, "of an ack", func(r watermillidempotency.Result) bool {
+			if r.Action == watermillidempotency.Nack {
+				nacked++
+			}
+			return r.Action == watermillidempotency.Ack
+		})
+		acked[payload(r)]++
+	}
+	if nacked < n/3 {
+		t.Errorf("%d retryable failures nacked, want at least %d", nacked, n/3)
+	}
+	for i := range n {
+		if id := fmt.Sprintf("order-%d", i); book.count(id) != 1 {
+			t.Errorf("%s written %d times, want 1", id, book.count(id))
+		}
+	}
 }
