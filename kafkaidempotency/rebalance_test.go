@@ -145,3 +145,43 @@ func TestDeadMemberLeaseTakeover(t *testing.T) {
 		t.Fatalf("ledger: order-1 written %d times, want 1", n)
 	}
 }
+
+// TestSlowHandlerKeepsItsRecord: a handler that runs two and a half times
+// the group's session timeout keeps its record: kgo heartbeats on its own,
+// so the group does not rebalance (its generation stays), the other member
+// never gets the record, and it runs once.
+func TestSlowHandlerKeepsItsRecord(t *testing.T) {
+	t.Parallel()
+	const session = time.Second // clientOpts' kgo.SessionTimeout
+	k := startCluster(t, 1)
+	mem, book, res := memStore(t), &ledger{}, newResults()
+	started := make(chan struct{}, 1)
+	handler := func(_ context.Context, rec *kgo.Record) error {
+		started <- struct{}{}
+		time.Sleep(session * 5 / 2) // the slow work itself
+		book.write(string(rec.Value))
+		return nil
+	}
+	for range 2 { // two members, one partition: the other would get the record if this one were removed
+		k.run(kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(lease)), "orders.ship", handler, res.option()), group)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	before, err := k.c.WaitGroupStable(ctx, group, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.produce(0, "order-1")
+	<-started
+	k.waitCommitted(group, 0, 1)
+	after := k.c.GroupInfo(group)
+	if after == nil || after.Epoch != before.Epoch {
+		t.Fatalf("group generation %d before the slow run, %+v after; want no rebalance", before.Epoch, after)
+	}
+	if got := res.drain(); len(got) != 1 || !got[0].Ran || got[0].Action != kafkaidempotency.Commit {
+		t.Fatalf("results %+v; want one attempt, run and committed", got)
+	}
+	if n := book.count("order-1"); n != 1 {
+		t.Fatalf("order-1 written %d times, want 1", n)
+	}
+}
