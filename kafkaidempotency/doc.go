@@ -9,7 +9,7 @@
 // client. Its name pairs the ecosystem it adapts to with this library's,
 // as otelidempotency does. The guide is docs/consumers.md in the
 // repository; the rules every consumer package follows are in
-// docs/semantics.md (decisions 81 to 84, 127, 150 to 153).
+// docs/semantics.md (decisions 81 to 84, 127, 150 to 153, 158).
 //
 // # Processing
 //

@@ -16,7 +16,7 @@
 // It is a module of its own so that the core module requires no watermill.
 // The guide is docs/consumers.md in the repository; the rules every
 // consumer package follows are in docs/semantics.md (decisions 81 to 84,
-// 127, 150, 154 to 157).
+// 127, 150, 154 to 158).
 //
 //	router.AddMiddleware(watermillidempotency.Middleware(idem))
 //
