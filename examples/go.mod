@@ -9,12 +9,15 @@ require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/examples/payments/gen v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/gatewayidempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/natstest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/jetstreamidempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/otelidempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.72.0
 	go.opentelemetry.io/otel v1.47.0
@@ -41,7 +44,6 @@ require (
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
@@ -66,8 +68,10 @@ replace (
 	github.com/grpc-idempotency/idempotency => ..
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ./payments/gen
 	github.com/grpc-idempotency/idempotency/gatewayidempotency => ../gatewayidempotency
+	github.com/grpc-idempotency/idempotency/internal/natstest => ../internal/natstest
 	github.com/grpc-idempotency/idempotency/internal/pgtest => ../internal/pgtest
 	github.com/grpc-idempotency/idempotency/internal/redistest => ../internal/redistest
+	github.com/grpc-idempotency/idempotency/jetstreamidempotency => ../jetstreamidempotency
 	github.com/grpc-idempotency/idempotency/otelidempotency => ../otelidempotency
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../store/redisstore

@@ -2,6 +2,7 @@
 # Runs the benchmark suite and rewrites BENCHMARKS.md from its output.
 # Redis rows need redis-server (apt-get install redis-server redis-tools);
 # PostgreSQL rows a server at IDEMPOTENCY_POSTGRES_URL (see .ci/run);
+# BenchmarkWatermill's rabbitmq rows a RabbitMQ at IDEMPOTENCY_RABBITMQ_URL;
 # the instruction counts (scripts/bench-instructions.sh) valgrind
 # (apt-get install valgrind).
 set -euo pipefail
@@ -39,7 +40,12 @@ cmd4="go test -run '^\$' -bench '^BenchmarkMemoryPerRecord\$' -benchtime=100000x
 # rows, counted under cachegrind (a deterministic figure beside the
 # wall-clock ones, which move by tens of percent on 2 shared cores).
 cmd5="scripts/bench-instructions.sh"
-export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1
+# The message consumers against bare consumers: BenchmarkJetStream (an
+# embedded NATS server), BenchmarkKafka (franz-go's in-process cluster),
+# BenchmarkWatermill (RabbitMQ, and watermill's in-process pub/sub), each a
+# fixed number of messages per row, published before the timer starts.
+cmd6="go test -run '^\$' -bench '^(BenchmarkJetStream|BenchmarkKafka|BenchmarkWatermill)\$' -benchmem -benchtime=5000x -count=$count ./jetstreamidempotency ./kafkaidempotency ./watermillidempotency"
+export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1 IDEMPOTENCY_REQUIRE_RABBITMQ=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"
 eval "$cmd2" | tee -a "$out"
@@ -47,6 +53,7 @@ eval "$cmd2p" | tee -a "$out"
 eval "$cmd3" | tee -a "$out"
 eval "$cmd4" | tee -a "$out"
 eval "$cmd5" | tee -a "$out"
+eval "$cmd6" | tee -a "$out"
 
 machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1)"
 go run ./internal/benchreport -cmd "$cmd1
@@ -55,5 +62,6 @@ $cmd2
 $cmd2p
 $cmd3
 $cmd4
-$cmd5" -machine "$machine" "$out" > BENCHMARKS.md
+$cmd5
+$cmd6" -machine "$machine" "$out" > BENCHMARKS.md
 echo "BENCHMARKS.md rewritten"

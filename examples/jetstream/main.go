@@ -1,6 +1,6 @@
 // Command jetstream is the runnable example of a NATS JetStream consumer
 // that ships each order once, whatever the redeliveries, with
-// idempotency.Once (package consumer beside it). It starts a NATS server
+// the jetstreamidempotency package. It starts a NATS server
 // with JetStream inside the process (a free loopback port, its streams in a
 // temporary directory), two consumer instances on one durable consumer,
 // and tells the story of four orders:

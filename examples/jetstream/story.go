@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/consumer"
-	"github.com/grpc-idempotency/idempotency/examples/jetstream/embedded"
+	"github.com/grpc-idempotency/idempotency/internal/natstest"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -67,7 +67,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := embedded.Start(dir)
+	ns, err := natstest.Start(dir)
 	if err != nil {
 		return err
 	}
@@ -76,11 +76,11 @@ func run(ctx context.Context, out io.Writer) error {
 
 	w := &warehouse{shipped: map[string]int{}, flaky: map[string]bool{"2": true}}
 	idem := idempotency.NewServer(memorystore.New(), idempotency.WithLease(300*time.Millisecond))
-	results := make(chan consumer.Result, 16)
-	p := consumer.New(idem, "orders.ship", w.ship,
-		consumer.WithKey(consumer.HeaderKey("Order-Id")),
-		consumer.WithRetryDelay(100*time.Millisecond),
-		consumer.WithResults(func(r consumer.Result) { results <- r }))
+	results := make(chan jetstreamidempotency.Result, 16)
+	p := jetstreamidempotency.NewProcessor(idem, "orders.ship", w.ship,
+		jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")),
+		jetstreamidempotency.WithRetryDelay(100*time.Millisecond),
+		jetstreamidempotency.WithResults(func(r jetstreamidempotency.Result) { results <- r }))
 
 	pub, err := connect(ns.ClientURL())
 	if err != nil {
@@ -138,21 +138,21 @@ func run(ctx context.Context, out io.Writer) error {
 // once one of them settled it for good (Ack or Term). Each instance
 // reports a delivery after settling it, so a redelivery on the other
 // instance can report before the delivery that nakked it.
-func deliveries(ctx context.Context, results <-chan consumer.Result) ([]consumer.Result, error) {
-	var got []consumer.Result
+func deliveries(ctx context.Context, results <-chan jetstreamidempotency.Result) ([]jetstreamidempotency.Result, error) {
+	var got []jetstreamidempotency.Result
 	var last uint64 // the delivery that settled the message, 0 until one has
 	for last == 0 || uint64(len(got)) < last {
 		select {
 		case r := <-results:
 			got = append(got, r)
-			if r.Action == consumer.Ack || r.Action == consumer.Term {
+			if r.Action == jetstreamidempotency.Ack || r.Action == jetstreamidempotency.Term {
 				last = r.Delivery
 			}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	slices.SortFunc(got, func(a, b consumer.Result) int { return cmp.Compare(a.Delivery, b.Delivery) })
+	slices.SortFunc(got, func(a, b jetstreamidempotency.Result) int { return cmp.Compare(a.Delivery, b.Delivery) })
 	return got, nil
 }
 
@@ -161,15 +161,15 @@ func deliveries(ctx context.Context, results <-chan consumer.Result) ([]consumer
 type chapter struct {
 	title   string
 	publish [][2]string
-	want    consumer.Action
+	want    jetstreamidempotency.Action
 }
 
 var chapters = []chapter{
 	{"1. Order 1, published three times: again with its Msg-Id, then with a new one.",
-		[][2]string{{"1", "order-1"}, {"1", "order-1"}, {"1", "order-1-retry"}}, consumer.Ack},
-	{"2. Order 2: the warehouse times out the first time.", [][2]string{{"2", "order-2"}}, consumer.Ack},
-	{"3. Order 3: no such product.", [][2]string{{"3", "order-3"}}, consumer.Term},
-	{"4. Order 4 takes longer than AckWait to ship.", [][2]string{{"4", "order-4"}}, consumer.Ack},
+		[][2]string{{"1", "order-1"}, {"1", "order-1"}, {"1", "order-1-retry"}}, jetstreamidempotency.Ack},
+	{"2. Order 2: the warehouse times out the first time.", [][2]string{{"2", "order-2"}}, jetstreamidempotency.Ack},
+	{"3. Order 3: no such product.", [][2]string{{"3", "order-3"}}, jetstreamidempotency.Term},
+	{"4. Order 4 takes longer than AckWait to ship.", [][2]string{{"4", "order-4"}}, jetstreamidempotency.Ack},
 }
 
 // publish publishes order with Msg-Id id, and reports whether JetStream
@@ -189,7 +189,7 @@ func publish(ctx context.Context, js jetstream.JetStream, order, id string, out 
 	return ack.Duplicate, nil
 }
 
-func describe(r consumer.Result) string {
+func describe(r jetstreamidempotency.Result) string {
 	switch {
 	case r.Ran && r.Err == nil:
 		return "shipped, " + r.Action.String()

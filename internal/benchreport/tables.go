@@ -88,7 +88,38 @@ func comparisons() []comparison {
 		floor.rows = append(floor.rows, variants("BenchmarkUnary/", "/callers="+callers, paths...)...)
 		instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, append(paths, "redis-replay-cached", "postgres-replay-cached")...)...)
 	}
-	return []comparison{do, mw, client, stream, clientStream, pg, floor, instr}
+	return append([]comparison{do, mw, client, stream, clientStream, pg, floor, instr}, consumers()...)
+}
+
+// consumers returns the tables of the message consumer packages against
+// bare consumers of the same broker.
+func consumers() []comparison {
+	watermill := comparison{
+		title: "`watermillidempotency.Middleware` against a bare router handler (`BenchmarkWatermill`)",
+		about: "A router handler consumes messages published before the timer starts, each with a UUID of its own (executed), bare or behind the middleware on a memory store. rabbitmq rows consume a RabbitMQ queue through watermill-amqp, one message at a time, as a consumer of a real broker does; gochannel rows consume watermill's in-process pub/sub, no network, so the middleware's own cost stands out. Each row is timed from its first message handled to its last; an operation is one message, msgs/s counts them, and B/op and allocs/op count the whole process's allocations (the broker's client, and the in-process pub/sub) per message. Each row compares with bare of the same way.",
+		rate:  "msgs/s",
+		bench: "BenchmarkWatermill",
+	}
+	for _, way := range []string{"rabbitmq", "gochannel"} {
+		watermill.rows = append(watermill.rows, variants("BenchmarkWatermill/"+way+"/", "", "bare", "executed")...)
+	}
+	return []comparison{
+		{
+			title: "`jetstreamidempotency.Processor` against a bare JetStream consumer (`BenchmarkJetStream`)",
+			about: "A durable pull consumer of a NATS server embedded in the process (loopback) consumes the messages of a stream published before the timer starts, each a new message (executed). Bare acknowledges each with a double ack, which waits for the server's confirmation, as the Processor does, so the Processor's claim, run and stored outcome on a memory store are the only difference. An operation is one message, msgs/s counts them; B/op and allocs/op count the whole process's allocations, the embedded server's included, per message.",
+			rate:  "msgs/s",
+			bench: "BenchmarkJetStream",
+			rows:  variants("BenchmarkJetStream/", "", "bare", "executed"),
+		},
+		{
+			title: "`kafkaidempotency.Processor` against a bare consumer group member (`BenchmarkKafka`)",
+			about: "A consumer group member consumes the records of a one-partition topic of franz-go's in-process cluster (kfake, on loopback), produced before the timer starts, each a new record (executed). Bare polls and marks each record for kgo's AutoCommitMarks in one goroutine; the Processor also claims, runs and stores each record's outcome on a memory store, on the partition's goroutine. Records arrive in batches, so bare costs well under a microsecond a record and the ratio is large: the difference in ns/op is what the Processor adds to each record. Each row is timed from its first record to its last, leaving out the group's join; an operation is one record, msgs/s counts them, and B/op and allocs/op count the whole process's allocations, the cluster's included, per record.",
+			rate:  "msgs/s",
+			bench: "BenchmarkKafka",
+			rows:  variants("BenchmarkKafka/", "", "bare", "executed"),
+		},
+		watermill,
+	}
 }
 
 // variants returns the rows prefix+v+suffix for each of vs, each compared

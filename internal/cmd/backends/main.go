@@ -1,15 +1,17 @@
 // Command backends says, before the test suite runs, which backends its
 // tests will use and which they will skip: `go test` hides the output of
-// packages that pass, so a skipped Redis or PostgreSQL test is otherwise
-// invisible. It prints one line per backend:
+// packages that pass, so a skipped Redis, PostgreSQL or RabbitMQ test is
+// otherwise invisible. It prints one line per backend:
 //
 //	redis: found redis-server (version 7.0.15), tests run
 //	postgres: not reachable at 127.0.0.1:5432 (connection refused), tests skip; ...
+//	rabbitmq: found RabbitMQ 3.12.1 at 127.0.0.1:5672, tests run
 //
 // It exits with status 1 when a backend is missing although
-// IDEMPOTENCY_REQUIRE_REDIS=1 or IDEMPOTENCY_REQUIRE_POSTGRES=1 asks its
-// tests to fail instead of skipping, so that CI stops before running the
-// suite. Run it from the repository root (make test does):
+// IDEMPOTENCY_REQUIRE_REDIS=1, IDEMPOTENCY_REQUIRE_POSTGRES=1 or
+// IDEMPOTENCY_REQUIRE_RABBITMQ=1 asks its tests to fail instead of
+// skipping, so that CI stops before running the suite. Run it from the
+// repository root (make test does):
 //
 //	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 ./...
 package main
@@ -33,6 +35,14 @@ const (
 	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	// postgresPackage holds the PostgreSQL tests.
 	postgresPackage = "store/postgresstore"
+
+	requireRabbitEnv = "IDEMPOTENCY_REQUIRE_RABBITMQ"
+	rabbitURLEnv     = "IDEMPOTENCY_RABBITMQ_URL"
+	// defaultRabbitURL is the server the RabbitMQ tests use when
+	// rabbitURLEnv is not set: a local RabbitMQ's default guest user.
+	defaultRabbitURL = "amqp://guest:guest@127.0.0.1:5672/"
+	// rabbitPackage holds the RabbitMQ tests.
+	rabbitPackage = "watermillidempotency"
 )
 
 func main() {
@@ -41,6 +51,11 @@ func main() {
 		postgres: probePostgres,
 		hasPostgresTests: func() bool {
 			_, err := os.Stat(postgresPackage)
+			return err == nil
+		},
+		rabbitmq: probeRabbitMQ,
+		hasRabbitTests: func() bool {
+			_, err := os.Stat(rabbitPackage)
 			return err == nil
 		},
 		getenv: os.Getenv,
@@ -55,6 +70,8 @@ type probes struct {
 	redis            func() (string, error)
 	postgres         func(url string) (string, error)
 	hasPostgresTests func() bool
+	rabbitmq         func(url string) (string, error)
+	hasRabbitTests   func() bool
 	getenv           func(string) string
 }
 
@@ -67,22 +84,50 @@ func report(out io.Writer, p probes) (missing bool) {
 		missing = say(out, p.getenv(requireRedisEnv) == "1", "redis", err.Error(),
 			"install redis-server and redis-tools (apt-get install redis-server redis-tools)", requireRedisEnv)
 	}
+	missing = reportPostgres(out, p) || missing
+	return reportRabbitMQ(out, p) || missing
+}
+
+// reportPostgres prints the PostgreSQL line and returns whether a required
+// server is missing.
+func reportPostgres(out io.Writer, p probes) bool {
 	if !p.hasPostgresTests() {
 		fmt.Fprintf(out, "postgres: no %s in this tree, no tests to run\n", postgresPackage)
-		return missing
+		return false
 	}
 	url := p.getenv(postgresURLEnv)
 	if url == "" {
 		url = defaultPostgresURL
 	}
-	if v, err := p.postgres(url); err == nil {
-		fmt.Fprintf(out, "postgres: found %s, tests run\n", v)
-	} else {
-		missing = say(out, p.getenv(requirePostgresEnv) == "1", "postgres", err.Error(),
+	v, err := p.postgres(url)
+	if err != nil {
+		return say(out, p.getenv(requirePostgresEnv) == "1", "postgres", err.Error(),
 			"start a PostgreSQL that trusts user postgres on 127.0.0.1:5432 (apt-get install postgresql), or set "+postgresURLEnv,
-			requirePostgresEnv) || missing
+			requirePostgresEnv)
 	}
-	return missing
+	fmt.Fprintf(out, "postgres: found %s, tests run\n", v)
+	return false
+}
+
+// reportRabbitMQ prints the RabbitMQ line and returns whether a required
+// server is missing.
+func reportRabbitMQ(out io.Writer, p probes) bool {
+	if !p.hasRabbitTests() {
+		fmt.Fprintf(out, "rabbitmq: no %s in this tree, no tests to run\n", rabbitPackage)
+		return false
+	}
+	url := p.getenv(rabbitURLEnv)
+	if url == "" {
+		url = defaultRabbitURL
+	}
+	v, err := p.rabbitmq(url)
+	if err != nil {
+		return say(out, p.getenv(requireRabbitEnv) == "1", "rabbitmq", err.Error(),
+			"start a RabbitMQ with its guest user on 127.0.0.1:5672 (apt-get install rabbitmq-server; rabbitmq-server -detached), or set "+rabbitURLEnv,
+			requireRabbitEnv)
+	}
+	fmt.Fprintf(out, "rabbitmq: found %s, tests run\n", v)
+	return false
 }
 
 // say prints the line of a missing backend and returns required.

@@ -15,31 +15,41 @@ func TestReport(t *testing.T) {
 	absent := func() (string, error) { return "", errors.New("redis-server not found") }
 	pgFound := func(string) (string, error) { return "PostgreSQL at 127.0.0.1:5432", nil }
 	pgAbsent := func(string) (string, error) { return "", errors.New("not reachable at 127.0.0.1:5432") }
+	rmqFound := func(string) (string, error) { return "RabbitMQ 3.12.1 at 127.0.0.1:5672", nil }
+	rmqAbsent := func(string) (string, error) { return "", errors.New("not reachable at 127.0.0.1:5672") }
 	cases := map[string]struct {
 		redis       func() (string, error)
 		postgres    func(string) (string, error)
+		rabbitmq    func(string) (string, error)
 		pgTests     bool
+		rmqTests    bool
 		env         map[string]string
 		wantMissing bool
 		want        []string
 	}{
-		"both found": {found, pgFound, true, nil, false,
-			[]string{"redis: found redis-server (version 7.0.15), tests run", "postgres: found PostgreSQL at 127.0.0.1:5432, tests run"}},
-		"both absent, skipped": {absent, pgAbsent, true, nil, false,
+		"all found": {found, pgFound, rmqFound, true, true, nil, false,
+			[]string{"redis: found redis-server (version 7.0.15), tests run", "postgres: found PostgreSQL at 127.0.0.1:5432, tests run",
+				"rabbitmq: found RabbitMQ 3.12.1 at 127.0.0.1:5672, tests run"}},
+		"all absent, skipped": {absent, pgAbsent, rmqAbsent, true, true, nil, false,
 			[]string{"redis: redis-server not found, tests skip; install", "IDEMPOTENCY_REQUIRE_REDIS=1 to fail instead",
-				"postgres: not reachable at 127.0.0.1:5432, tests skip;", "IDEMPOTENCY_REQUIRE_POSTGRES=1 to fail instead"}},
-		"redis required": {absent, pgFound, true, map[string]string{requireRedisEnv: "1"}, true,
+				"postgres: not reachable at 127.0.0.1:5432, tests skip;", "IDEMPOTENCY_REQUIRE_POSTGRES=1 to fail instead",
+				"rabbitmq: not reachable at 127.0.0.1:5672, tests skip; start a RabbitMQ", "IDEMPOTENCY_REQUIRE_RABBITMQ=1 to fail instead"}},
+		"redis required": {absent, pgFound, rmqFound, true, true, map[string]string{requireRedisEnv: "1"}, true,
 			[]string{"redis: redis-server not found, and IDEMPOTENCY_REQUIRE_REDIS=1: its tests would fail"}},
-		"postgres required": {found, pgAbsent, true, map[string]string{requirePostgresEnv: "1"}, true,
+		"postgres required": {found, pgAbsent, rmqFound, true, true, map[string]string{requirePostgresEnv: "1"}, true,
 			[]string{"and IDEMPOTENCY_REQUIRE_POSTGRES=1: its tests would fail"}},
-		"no postgres tests": {found, pgAbsent, false, map[string]string{requirePostgresEnv: "1"}, false,
+		"rabbitmq required": {found, pgFound, rmqAbsent, true, true, map[string]string{requireRabbitEnv: "1"}, true,
+			[]string{"rabbitmq: not reachable at 127.0.0.1:5672, and IDEMPOTENCY_REQUIRE_RABBITMQ=1: its tests would fail"}},
+		"no postgres tests": {found, pgAbsent, rmqFound, false, true, map[string]string{requirePostgresEnv: "1"}, false,
 			[]string{"postgres: no store/postgresstore in this tree, no tests to run"}},
+		"no rabbitmq tests": {found, pgFound, rmqAbsent, true, false, map[string]string{requireRabbitEnv: "1"}, false,
+			[]string{"rabbitmq: no watermillidempotency in this tree, no tests to run"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var out strings.Builder
-			var gotURL string
+			var gotURL, gotRabbitURL string
 			missing := report(&out, probes{
 				redis: tc.redis,
 				postgres: func(url string) (string, error) {
@@ -47,12 +57,17 @@ func TestReport(t *testing.T) {
 					return tc.postgres(url)
 				},
 				hasPostgresTests: func() bool { return tc.pgTests },
-				getenv:           func(k string) string { return tc.env[k] },
+				rabbitmq: func(url string) (string, error) {
+					gotRabbitURL = url
+					return tc.rabbitmq(url)
+				},
+				hasRabbitTests: func() bool { return tc.rmqTests },
+				getenv:         func(k string) string { return tc.env[k] },
 			})
 			if missing != tc.wantMissing {
 				t.Errorf("missing = %v, want %v", missing, tc.wantMissing)
 			}
-			if n := strings.Count(out.String(), "\n"); n != 2 {
+			if n := strings.Count(out.String(), "\n"); n != 3 {
 				t.Errorf("%d lines, want one per backend:\n%s", n, out.String())
 			}
 			for _, w := range tc.want {
@@ -62,6 +77,9 @@ func TestReport(t *testing.T) {
 			}
 			if tc.pgTests && gotURL != defaultPostgresURL {
 				t.Errorf("probed %q, want the default URL", gotURL)
+			}
+			if tc.rmqTests && gotRabbitURL != defaultRabbitURL {
+				t.Errorf("probed %q, want the default RabbitMQ URL", gotRabbitURL)
 			}
 		})
 	}

@@ -1,0 +1,107 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Settlement is what a message consumer tells its broker about a delivery
+// once [Do] (or [Once]) has returned for it: the one mapping from an
+// outcome to an acknowledgement, shared by every consumer adapter
+// (jetstreamidempotency, kafkaidempotency, watermillidempotency) so that
+// none can drift. [Server.Settle] returns it.
+type Settlement int
+
+// The settlements of a delivery. A consumer settles only after Do has
+// returned, so every settlement follows a stored outcome or a claim that
+// was never taken or was released.
+const (
+	// SettleAck: the work is done, by this delivery or an earlier one, and
+	// its outcome is stored. Acknowledge (commit) the message.
+	SettleAck Settlement = iota + 1
+	// SettleRetry: redeliver now. The handler ran and failed with an
+	// error the server does not store, or panicked, so its claim was
+	// released and the redelivery runs it again; or the consumer's context
+	// ended before the handler started.
+	SettleRetry
+	// SettleRetryLater: redeliver after a delay ([Server.RetryAfter]). The
+	// handler did not run: the key is in flight on another delivery
+	// ([ErrKeyInUse]), the store is unavailable or full
+	// ([ErrStoreUnavailable], [ErrStoreFull]), or the server's scope or
+	// fingerprint function failed. The redelivery finds the outcome, or
+	// runs the handler if the other claim was released or its lease ran
+	// out.
+	SettleRetryLater
+	// SettleReject: final, whatever the consumer's own settings: stop
+	// redelivering and dead-letter the message. Its outcome is a stored
+	// error of the handler (on the delivery that ran it, or replayed to a
+	// later one, whatever that error carries), or no redelivery can help:
+	// the key was used for another body ([ErrKeyReused]), the record cannot
+	// be read ([ErrRecordCorrupt]) or was not retained
+	// ([ErrResponseNotRetained]), or the message has no valid key
+	// ([ErrKeyMissing], [ErrKeyInvalid]) or the operation none
+	// ([ErrMisconfigured]).
+	SettleReject
+)
+
+// String returns "ack", "retry", "retry later" or "reject".
+func (s Settlement) String() string {
+	switch s {
+	case SettleAck:
+		return "ack"
+	case SettleRetry:
+		return "retry"
+	case SettleRetryLater:
+		return "retry later"
+	case SettleReject:
+		return "reject"
+	}
+	return fmt.Sprintf("Settlement(%d)", int(s))
+}
+
+// Settle returns how a message consumer settles a delivery whose [Do]
+// returned err: ran reports whether this delivery's function ran (set it
+// inside the function), replayed is what Do returned. With [Once], whose
+// ran is returned, call Do with an *emptypb.Empty response instead (they
+// share their records) to learn replayed: a stored error that Once returns
+// is otherwise not told apart from an error of the store.
+//
+// The function's error decides on the delivery that ran it: nil is
+// [SettleAck]; an error s stores ([Server.StoresError], its
+// [WithStoredCodes]) is [SettleReject], since every later delivery gets it
+// back; any other error, which released the claim, is [SettleRetry], even
+// one that wraps a sentinel (a nested Do's [ErrKeyInUse]). On a delivery
+// that did not run it, an error replayed is the function's stored error
+// and [SettleReject], whatever its code; Do's own errors settle as the
+// [Settlement] constants say; a context error (the consumer is stopping)
+// is [SettleRetry], and any other error [SettleRetryLater]: only an
+// outcome that no redelivery can change is rejected.
+func (s *Server) Settle(ran, replayed bool, err error) Settlement {
+	switch {
+	case err == nil:
+		return SettleAck
+	case ran && s.StoresError(err):
+		return SettleReject
+	case ran:
+		return SettleRetry
+	case replayed:
+		return SettleReject
+	}
+	for _, later := range []error{ErrKeyInUse, ErrStoreUnavailable, ErrStoreFull} {
+		if errors.Is(err, later) { // checked first: a store timeout wraps a context error
+			return SettleRetryLater
+		}
+	}
+	for _, final := range []error{ErrKeyReused, ErrRecordCorrupt, ErrResponseNotRetained, ErrKeyMissing, ErrKeyInvalid, ErrMisconfigured} {
+		if errors.Is(err, final) {
+			return SettleReject
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return SettleRetry
+	}
+	// An error of the scope or fingerprint function, or one this version
+	// does not know: never final, since the handler has not run.
+	return SettleRetryLater
+}

@@ -1,0 +1,163 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/grpc-idempotency/idempotency"
+)
+
+// delivery is one consumer delivery through Do: what Server.Settle is
+// given.
+type delivery struct {
+	ran, replayed bool
+	err           error
+}
+
+// deliver runs Do for one delivery of body under key, as a consumer
+// does: fn is the handler, ran is set inside the function.
+func deliver(ctx context.Context, s *idempotency.Server, op, key, body string, fn func(context.Context) error) delivery {
+	var d delivery
+	_, d.replayed, d.err = idempotency.Do(ctx, s, op, key, wrapperspb.String(body), func(ctx context.Context) (*emptypb.Empty, error) {
+		d.ran = true
+		return &emptypb.Empty{}, fn(ctx)
+	})
+	return d
+}
+
+func succeed(context.Context) error { return nil }
+
+func fail(err error) func(context.Context) error {
+	return func(context.Context) error { return err }
+}
+
+// Server.Settle maps every outcome of Do to one settlement, over real Do
+// calls on a memory store (decision 150): a stored outcome is acked, or
+// rejected when it is an error, whatever its code once replayed; an error
+// of a run that the server does not store is retried now, even when it
+// wraps one of the library's sentinels; the key in flight, the store down
+// or full and a failing scope function are retried later; a reused key,
+// a corrupt record and a missing or invalid key are rejected; a context
+// that ended before the run is retried now.
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	stored := status.Error(codes.InvalidArgument, "no such product")
+	storedElsewhere := status.Error(codes.DataLoss, "stored by this server only")
+	tests := []struct {
+		name string
+		opts []idempotency.ServerOption
+		// deliver runs the deliveries before the one settled, then it.
+		deliver func(t *testing.T, f *fnFixture) delivery
+		want    idempotency.Settlement
+	}{
+		{"run, nil", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleAck},
+		{"replayed nil", nil, func(t *testing.T, f *fnFixture) delivery {
+			deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+			return deliver(t.Context(), f.srv, "op", "k", "b", fail(errors.New("must not run")))
+		}, idempotency.SettleAck},
+		{"run, stored error", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", fail(stored))
+		}, idempotency.SettleReject},
+		{"run, error stored by WithStoredCodes", []idempotency.ServerOption{idempotency.WithStoredCodes(codes.DataLoss)}, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", fail(storedElsewhere))
+		}, idempotency.SettleReject},
+		{"replayed stored error", nil, func(t *testing.T, f *fnFixture) delivery {
+			deliver(t.Context(), f.srv, "op", "k", "b", fail(stored))
+			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleReject},
+		{"run, retryable error", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", fail(status.Error(codes.Unavailable, "warehouse down")))
+		}, idempotency.SettleRetry},
+		{"run, default code the server does not store", []idempotency.ServerOption{idempotency.WithStoredCodes(codes.DataLoss)}, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", fail(stored))
+		}, idempotency.SettleRetry},
+		{"run, a nested call's ErrKeyReused", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", fail(fmt.Errorf("charging: %w", idempotency.ErrKeyReused)))
+		}, idempotency.SettleRetry},
+		{"key in flight", nil, func(t *testing.T, f *fnFixture) delivery {
+			started, release := make(chan struct{}), make(chan struct{})
+			done := make(chan delivery)
+			go func() {
+				done <- deliver(t.Context(), f.srv, "op", "k", "b", func(context.Context) error {
+					close(started)
+					<-release
+					return nil
+				})
+			}()
+			<-started
+			d := deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+			close(release)
+			if first := <-done; first.err != nil {
+				t.Errorf("the first delivery: %v", first.err)
+			}
+			return d
+		}, idempotency.SettleRetryLater},
+		{"store down", nil, func(t *testing.T, f *fnFixture) delivery {
+			f.store.Down.Store(true)
+			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleRetryLater},
+		{"store full", nil, func(t *testing.T, f *fnFixture) delivery {
+			f.store.Full.Store(true)
+			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleRetryLater},
+		{"scope function fails", []idempotency.ServerOption{idempotency.WithScope(func(context.Context) (string, error) {
+			return "", errors.New("tenants db: connection refused")
+		})}, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleRetryLater},
+		{"key reused", nil, func(t *testing.T, f *fnFixture) delivery {
+			deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+			return deliver(t.Context(), f.srv, "op", "k", "another body", succeed)
+		}, idempotency.SettleReject},
+		{"record corrupt", nil, func(t *testing.T, f *fnFixture) delivery {
+			f.store.CorruptData.Store(true)
+			deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleReject},
+		{"key missing", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "", "b", succeed)
+		}, idempotency.SettleReject},
+		{"key invalid", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "op", "key\n", "b", succeed)
+		}, idempotency.SettleReject},
+		{"no operation", nil, func(t *testing.T, f *fnFixture) delivery {
+			return deliver(t.Context(), f.srv, "", "k", "b", succeed)
+		}, idempotency.SettleReject},
+		{"context ended before the run", nil, func(t *testing.T, f *fnFixture) delivery {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			return deliver(ctx, f.srv, "op", "k", "b", succeed)
+		}, idempotency.SettleRetry},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFnFixture(t, tc.opts...)
+			d := tc.deliver(t, f)
+			if got := f.srv.Settle(d.ran, d.replayed, d.err); got != tc.want {
+				t.Fatalf("Settle(ran %v, replayed %v, %v) = %v, want %v", d.ran, d.replayed, d.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSettlementString(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[idempotency.Settlement]string{
+		idempotency.SettleAck: "ack", idempotency.SettleRetry: "retry", idempotency.SettleRetryLater: "retry later",
+		idempotency.SettleReject: "reject", 0: "Settlement(0)",
+	} {
+		if got := s.String(); got != want {
+			t.Errorf("Settlement(%d).String() = %q, want %q", int(s), got, want)
+		}
+	}
+}
