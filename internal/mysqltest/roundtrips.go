@@ -31,6 +31,11 @@ type RoundTrips struct {
 	// Match selects the commands counted, by a substring of their SQL
 	// (every command when empty). Set it before the pool connects.
 	Match string
+	// OnCommand, when set, is called with each matching command as the
+	// driver writes it, before its bytes go on the wire: a test can arm a
+	// fault for that command's reply (see internal/faultproxy). Set it
+	// before the pool connects.
+	OnCommand func(Command)
 
 	mu       sync.Mutex
 	commands []Command
@@ -101,6 +106,9 @@ func (r *RoundTrips) add(c Command) {
 	r.mu.Lock()
 	r.commands = append(r.commands, c)
 	r.mu.Unlock()
+	if r.OnCommand != nil {
+		r.OnCommand(c)
+	}
 }
 
 // countedConn parses the packets of one connection: those the client
