@@ -29,9 +29,10 @@ const deadlockRetries = 5
 // once per connection); after that every step is one COM_STMT_EXECUTE,
 // one round trip, whatever the DSN's interpolateParams.
 type prepared struct {
-	db *sql.DB
-	mu sync.RWMutex
-	m  map[string]*sql.Stmt
+	db      *sql.DB
+	mu      sync.RWMutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool // statements prepareLater is preparing
 }
 
 // stmt returns the prepared statement of q, preparing it when it is not.
@@ -58,6 +59,43 @@ func (p *prepared) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	p.m[q] = st
 	return st, nil
 }
+
+// cached returns the prepared statement of q if it was prepared.
+func (p *prepared) cached(q string) (*sql.Stmt, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	st, ok := p.m[q]
+	return st, ok
+}
+
+// prepareLater prepares q in the background, once: for a statement that
+// a caller holding a connection runs without it (CompleteTx, in the
+// handler's transaction), since preparing it there would wait for another
+// connection of the pool, which the handler's transaction may hold the
+// last of. It ends with ctx (the store's life).
+func (p *prepared) prepareLater(ctx context.Context, wg *sync.WaitGroup, q string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.m[q]; ok || p.pending[q] {
+		return
+	}
+	if p.pending == nil {
+		p.pending = map[string]bool{}
+	}
+	p.pending[q] = true
+	wg.Go(func() {
+		pctx, cancel := context.WithTimeout(ctx, prepareLaterTimeout)
+		defer cancel()
+		_, _ = p.stmt(pctx, q)
+		p.mu.Lock()
+		delete(p.pending, q)
+		p.mu.Unlock()
+	})
+}
+
+// prepareLaterTimeout bounds a preparation in the background; one that
+// fails is tried again by the next caller.
+const prepareLaterTimeout = 10 * time.Second
 
 // close closes every prepared statement; later calls prepare them again.
 func (p *prepared) close() {

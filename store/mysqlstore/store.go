@@ -23,8 +23,9 @@ type Store struct {
 	cfg   config
 	stmts prepared
 
+	life      context.Context // ends with Close
 	stop      context.CancelFunc
-	sweeping  sync.WaitGroup
+	sweeping  sync.WaitGroup // the sweeper, and statements prepared in the background
 	closeOnce sync.Once
 }
 
@@ -51,7 +52,7 @@ func New(db *sql.DB, opts ...Option) *Store {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t := quoteTable(c.table)
-	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), cfg: c, stmts: prepared{db: db}, stop: stop}
+	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), cfg: c, stmts: prepared{db: db}, life: ctx, stop: stop}
 	if c.sweepInterval > 0 {
 		s.sweeping.Add(1)
 		go s.sweepLoop(ctx)

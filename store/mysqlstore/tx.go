@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -69,15 +70,11 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, resp proto.Message, 
 	if err != nil {
 		return err
 	}
-	st, err := s.stmts.stmt(ctx, s.sql.completeTx)
-	if err != nil {
-		return s.txFailed(o.StoreKey, err)
-	}
 	data := o.Data
 	if data == nil {
 		data = []byte{}
 	}
-	res, err := tx.StmtContext(ctx, st).ExecContext(ctx, data, us, []byte(o.StoreKey), []byte(o.Token))
+	res, err := s.execTx(ctx, tx, s.sql.completeTx, data, us, []byte(o.StoreKey), []byte(o.Token))
 	if err != nil {
 		return s.txFailed(o.StoreKey, err)
 	}
@@ -86,6 +83,33 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, resp proto.Message, 
 	}
 	o.Recorded()
 	return nil
+}
+
+// execTx runs q in tx, on tx's connection and no other: the handler's
+// transaction may hold the last connection of the pool. When the store
+// has prepared q, database/sql runs it on tx's connection, preparing it
+// there the first time (one round trip more, once per connection).
+// Otherwise, and when tx belongs to another pool than the store's (the
+// store's prepared statement cannot run there), q is sent as it is: one
+// round trip with the DSN's interpolateParams, a preparation, an
+// execution and a close without it; and the store prepares q in the
+// background for the next calls.
+func (s *Store) execTx(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if st, ok := s.stmts.cached(q); ok {
+		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		if err == nil || !otherPool(err) {
+			return res, err
+		}
+	} else {
+		s.stmts.prepareLater(s.life, &s.sweeping, q)
+	}
+	return tx.ExecContext(ctx, q, args...)
+}
+
+// otherPool reports whether err is database/sql's refusal to run a
+// statement prepared on one *sql.DB in a transaction of another.
+func otherPool(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "statement from different database")
 }
 
 // txFailed wraps the error of CompleteTx's UPDATE, saying what it means
@@ -112,11 +136,12 @@ const diagnoseTimeout = 500 * time.Millisecond
 // changes none either, and a retry would fail the same way: the store then
 // looks at its own table through its own pool, and when the claim is still
 // there, live and in flight, the error says what is wrong instead. When
-// the store cannot tell (its pool has no idle connection, or does not
-// answer within diagnoseTimeout), the claim counts as lost.
+// the store cannot tell (its pool has no connection free and may open
+// none, or does not answer within diagnoseTimeout), the claim counts as
+// lost.
 func (s *Store) notCompleted(ctx context.Context, tx *sql.Tx, key, token string) error {
 	lost := fmt.Errorf("mysqlstore: complete in transaction %x in %s: %w", key, s.table, store.ErrLeaseLost)
-	if s.db.Stats().Idle == 0 {
+	if st := s.db.Stats(); st.Idle == 0 && st.MaxOpenConnections > 0 && st.OpenConnections >= st.MaxOpenConnections {
 		return lost // no connection to look with; do not wait for one
 	}
 	dctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
