@@ -135,11 +135,13 @@
 // # Sweeping
 //
 // A background sweeper ([WithSweepInterval], every minute by default)
-// deletes expired rows in batches ([WithSweepBatch]), oldest first through
-// the expires_at index, each batch one DELETE in a READ COMMITTED
-// transaction of its own (no gap locks; a row that another transaction
-// holds live is passed over), so any number of servers sweep at once.
-// [Store.Sweep] does one batch, for a cron job instead.
+// deletes expired rows in batches ([WithSweepBatch]), oldest first: a
+// plain SELECT lists a batch through the expires_at index, and one DELETE
+// through the primary key removes the rows listed that are still expired,
+// in a READ COMMITTED transaction. It locks no row but those, so it never
+// waits for a handler's transaction holding a live row, and any number of
+// servers sweep at once. [Store.Sweep] does one batch, for a cron job
+// instead.
 //
 // # Inspection
 //

@@ -7,8 +7,8 @@ func StatementNames(s *Store) map[string]string {
 		"read": s.sql.read, "insert": s.sql.insert, "takeover": s.sql.takeover,
 		"complete": s.sql.complete, "completeTx": s.sql.completeTx, "extend": s.sql.extend,
 		"release": s.sql.release, "completed": s.sql.completed, "held": s.sql.held, "live": s.sql.live,
-		"sweep":  s.sql.sweep,
-		"lookup": s.isql.lookup, "purge": s.isql.purge, "listFirst": s.isql.listFirst,
+		"expired": s.sql.expired,
+		"lookup":  s.isql.lookup, "purge": s.isql.purge, "listFirst": s.isql.listFirst,
 		"listNext": s.isql.listNext, "stats": s.isql.stats,
 	}
 }

@@ -57,3 +57,11 @@ func tableOf(tb testing.TB, s *mysqlstore.Store) string {
 	}
 	return name.(string)
 }
+
+func poolOf(tb testing.TB, s *mysqlstore.Store) *sql.DB {
+	db, ok := pools.Load(s)
+	if !ok {
+		tb.Fatal("store not made by newStore")
+	}
+	return db.(*sql.DB)
+}

@@ -27,7 +27,7 @@ type statements struct {
 	// take over.
 	read, insert, takeover string
 
-	complete, completeTx, extend, release, sweep string
+	complete, completeTx, extend, release, expired, sweepPrefix string
 
 	// completed, held and live tell a step that changed no row why (see
 	// Store.fenced).
@@ -109,14 +109,19 @@ func newStatements(table string) statements {
 
 		whereAmI: "SELECT DATABASE()",
 
-		// sweep deletes up to ? expired rows, oldest first, through the
-		// expires_at index. Run in a READ COMMITTED transaction, it locks
-		// only the rows it deletes (no gap locks), and InnoDB checks a row
-		// that another transaction holds on its newest committed version
-		// (a semi-consistent read): a live one (a handler's transaction
-		// after CompleteTx) is passed over without waiting; an expired one
-		// (a claim taking it over) is waited for and checked again, so a
-		// row taken over meanwhile is kept.
-		sweep: r.Replace("DELETE FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT ?"),
+		// expired lists up to ? expired rows, oldest first, through the
+		// expires_at index: a plain read, which takes no lock. sweepPrefix,
+		// with as many placeholders as keys listed and a closing
+		// parenthesis, deletes those of them still expired: its locking
+		// read checks expires_at on each row's newest version, so a row
+		// taken over meanwhile is kept. It looks the rows up by their
+		// primary key (FORCE INDEX, in the multi-table syntax that takes
+		// it), so that it reads and locks the listed rows and no other:
+		// through the expires_at index it would lock the first live entry
+		// past the expired ones, and on a small table the optimizer would
+		// scan it all, and wait for any transaction holding a live row (a
+		// handler's, after CompleteTx).
+		expired:     r.Replace("SELECT `key` FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT ?"),
+		sweepPrefix: r.Replace("DELETE r FROM {t} AS r FORCE INDEX (PRIMARY) WHERE r.expires_at <= {now} AND r.`key` IN ("),
 	}
 }

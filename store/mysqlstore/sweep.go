@@ -5,17 +5,22 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
 // Sweep deletes one batch of expired rows ([WithSweepBatch], oldest first)
-// and returns how many it deleted. It runs as one DELETE in a READ
-// COMMITTED transaction of its own, which takes no gap locks and passes
-// over a row that another transaction holds live (a handler's, after
-// CompleteTx), so any number of servers and cron jobs may sweep at once. A
-// row whose lease or retention ran out already counts as absent to every
-// step; sweeping only reclaims its space. Call it in a loop until it
-// returns fewer rows than the batch to clear a backlog.
+// and returns how many it deleted. It lists the batch with a plain SELECT
+// through the expires_at index, which takes no lock, and deletes the rows
+// listed that are still expired with one DELETE through their primary
+// keys, in a READ COMMITTED transaction (no gap locks), which locks those
+// rows and no other: it does not wait for a transaction that holds a live
+// row (a handler's, after CompleteTx), and any number of servers and cron
+// jobs may sweep at once. A row whose lease or retention ran out already counts as absent
+// to every step; sweeping only reclaims its space. Call it in a loop until
+// it returns fewer rows than the batch to clear a backlog (servers
+// sweeping the same rows at once delete each row once, and may each
+// count fewer).
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	n, err := s.sweep(ctx)
 	if err != nil {
@@ -25,16 +30,50 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 }
 
 func (s *Store) sweep(ctx context.Context) (int64, error) {
-	st, err := s.stmts.stmt(ctx, s.sql.sweep)
+	st, err := s.stmts.stmt(ctx, s.sql.expired)
 	if err != nil {
 		return 0, err
 	}
+	rows, err := st.QueryContext(ctx, s.cfg.sweepBatch)
+	if err != nil {
+		return 0, err
+	}
+	var keys []any
+	for rows.Next() {
+		var k []byte
+		if err := rows.Scan(&k); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if len(keys) == 0 {
+		return 0, rows.Err()
+	}
+	q := s.sql.sweepPrefix + strings.Repeat("?, ", len(keys)-1) + "?)"
+	for attempt := 0; ; attempt++ {
+		n, err := s.deleteExpired(ctx, q, keys)
+		if err == nil || !isDeadlock(err) || attempt == deadlockRetries {
+			return n, err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// deleteExpired runs q, the DELETE of the keys listed, in a READ
+// COMMITTED transaction of its own.
+func (s *Store) deleteExpired(ctx context.Context, q string, keys []any) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	res, err := tx.StmtContext(ctx, st).ExecContext(ctx, s.cfg.sweepBatch)
+	res, err := tx.ExecContext(ctx, q, keys...)
 	if err != nil {
 		return 0, err
 	}
