@@ -223,14 +223,15 @@ func create() {
 // code. It is meant for TestMain, directly or as goleak.Cleanup. A database
 // that cannot be dropped is reported on stderr.
 func Exit(code int) {
-	if err := drop(); err != nil {
+	if err := Drop(); err != nil {
 		fmt.Fprintf(os.Stderr, "mysqltest: %v\n", err)
 	}
 	os.Exit(code)
 }
 
-// drop drops the package's database, if a test created one.
-func drop() error {
+// Drop drops the package's database, if a test created one, for a TestMain
+// that exits through another helper's Exit (pgtest's).
+func Drop() error {
 	if pkg.name == "" {
 		return nil
 	}

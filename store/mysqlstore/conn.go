@@ -36,22 +36,23 @@ type prepared struct {
 }
 
 // stmt returns the prepared statement of q, preparing it when it is not.
-// A failed preparation is not kept: the next call tries again.
+// A failed preparation is not kept: the next call tries again. The lock is
+// not held while preparing, which waits for a connection of the pool: a
+// caller holding the pool's last connection (a handler's transaction in
+// CompleteTx) must still find the statements prepared so far.
 func (p *prepared) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
-	p.mu.RLock()
-	st, ok := p.m[q]
-	p.mu.RUnlock()
-	if ok {
-		return st, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if st, ok := p.m[q]; ok {
+	if st, ok := p.cached(q); ok {
 		return st, nil
 	}
 	st, err := p.db.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev, ok := p.m[q]; ok { // prepared by another caller meanwhile
+		_ = st.Close()
+		return prev, nil
 	}
 	if p.m == nil {
 		p.m = map[string]*sql.Stmt{}
