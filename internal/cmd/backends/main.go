@@ -5,11 +5,12 @@
 //
 //	redis: found redis-server (version 7.0.15), tests run
 //	postgres: not reachable at 127.0.0.1:5432 (connection refused), tests skip; ...
+//	mysql: found MariaDB 10.11.19-MariaDB-0+deb12u1 at 127.0.0.1:3306, user root without a password, tests run
 //
 // It exits with status 1 when a backend is missing although
-// IDEMPOTENCY_REQUIRE_REDIS=1 or IDEMPOTENCY_REQUIRE_POSTGRES=1 asks its
-// tests to fail instead of skipping, so that CI stops before running the
-// suite. Run it from the repository root (make test does):
+// IDEMPOTENCY_REQUIRE_REDIS=1, IDEMPOTENCY_REQUIRE_POSTGRES=1 or
+// IDEMPOTENCY_REQUIRE_MYSQL=1 asks its tests to fail instead of skipping,
+// so that CI stops before running the suite. Run it from the repository root (make test does):
 //
 //	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 ./...
 package main
@@ -33,6 +34,14 @@ const (
 	defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	// postgresPackage holds the PostgreSQL tests.
 	postgresPackage = "store/postgresstore"
+
+	requireMySQLEnv = "IDEMPOTENCY_REQUIRE_MYSQL"
+	mysqlURLEnv     = "IDEMPOTENCY_MYSQL_URL"
+	// defaultMySQLURL is the server the MySQL tests use when mysqlURLEnv
+	// is not set (a go-sql-driver/mysql DSN).
+	defaultMySQLURL = "root@tcp(127.0.0.1:3306)/"
+	// mysqlPackage holds the MySQL tests.
+	mysqlPackage = "store/mysqlstore"
 )
 
 func main() {
@@ -41,6 +50,11 @@ func main() {
 		postgres: probePostgres,
 		hasPostgresTests: func() bool {
 			_, err := os.Stat(postgresPackage)
+			return err == nil
+		},
+		mysql: probeMySQL,
+		hasMySQLTests: func() bool {
+			_, err := os.Stat(mysqlPackage)
 			return err == nil
 		},
 		getenv: os.Getenv,
@@ -55,6 +69,8 @@ type probes struct {
 	redis            func() (string, error)
 	postgres         func(url string) (string, error)
 	hasPostgresTests func() bool
+	mysql            func(dsn string) (string, error)
+	hasMySQLTests    func() bool
 	getenv           func(string) string
 }
 
@@ -69,18 +85,33 @@ func report(out io.Writer, p probes) (missing bool) {
 	}
 	if !p.hasPostgresTests() {
 		fmt.Fprintf(out, "postgres: no %s in this tree, no tests to run\n", postgresPackage)
+	} else {
+		url := p.getenv(postgresURLEnv)
+		if url == "" {
+			url = defaultPostgresURL
+		}
+		if v, err := p.postgres(url); err == nil {
+			fmt.Fprintf(out, "postgres: found %s, tests run\n", v)
+		} else {
+			missing = say(out, p.getenv(requirePostgresEnv) == "1", "postgres", err.Error(),
+				"start a PostgreSQL that trusts user postgres on 127.0.0.1:5432 (apt-get install postgresql), or set "+postgresURLEnv,
+				requirePostgresEnv) || missing
+		}
+	}
+	if !p.hasMySQLTests() {
+		fmt.Fprintf(out, "mysql: no %s in this tree, no tests to run\n", mysqlPackage)
 		return missing
 	}
-	url := p.getenv(postgresURLEnv)
-	if url == "" {
-		url = defaultPostgresURL
+	dsn := p.getenv(mysqlURLEnv)
+	if dsn == "" {
+		dsn = defaultMySQLURL
 	}
-	if v, err := p.postgres(url); err == nil {
-		fmt.Fprintf(out, "postgres: found %s, tests run\n", v)
+	if v, err := p.mysql(dsn); err == nil {
+		fmt.Fprintf(out, "mysql: found %s, tests run\n", v)
 	} else {
-		missing = say(out, p.getenv(requirePostgresEnv) == "1", "postgres", err.Error(),
-			"start a PostgreSQL that trusts user postgres on 127.0.0.1:5432 (apt-get install postgresql), or set "+postgresURLEnv,
-			requirePostgresEnv) || missing
+		missing = say(out, p.getenv(requireMySQLEnv) == "1", "mysql", err.Error(),
+			"start a MariaDB or MySQL where root logs in over TCP from 127.0.0.1 without a password (apt-get install mariadb-server; .ci/run does it), or set "+mysqlURLEnv,
+			requireMySQLEnv) || missing
 	}
 	return missing
 }
