@@ -93,8 +93,9 @@
 // [github.com/grpc-idempotency/idempotency/store/redisstore] keeps them in
 // Redis (single node, Sentinel or Cluster) so that many servers share them.
 // [github.com/grpc-idempotency/idempotency/store/postgresstore] keeps them in
-// PostgreSQL, where a handler can also record its outcome inside its own
-// transaction ([NewTxOutcome]).
+// PostgreSQL, and [github.com/grpc-idempotency/idempotency/store/mysqlstore]
+// in MySQL or MariaDB, where a handler can also record its outcome inside
+// its own transaction ([NewTxOutcome]).
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one store to another without losing the keys in flight or
 // the outcomes stored ([the operations guide] has the procedure).

@@ -57,6 +57,9 @@ var pkg struct {
 	name string // the database created for this package, once created
 	cfg  *mysql.Config
 	err  error
+
+	mu    sync.Mutex
+	extra []string // databases of ExtraDatabase, dropped with the package's
 }
 
 // serverDSN returns the DSN of the server: [URLEnv], or [DefaultURL].
@@ -169,6 +172,28 @@ func NewDatabase(tb testing.TB) string {
 	return cfg.FormatDSN()
 }
 
+// ExtraDatabase creates a database beside the package's, dropped with it
+// by [Exit] or [Drop], and returns a DSN for it: for an Example, which has
+// no testing.TB and may run more than once in a process (-count).
+func ExtraDatabase() (string, error) {
+	if _, err := DatabaseDSN(); err != nil {
+		return "", err
+	}
+	name := pkg.name + "_" + strings.ToLower(rand.Text()[:6])
+	if err := onServer(func(ctx context.Context, db *sql.DB) error {
+		_, err := db.ExecContext(ctx, "CREATE DATABASE "+Quote(name))
+		return err
+	}); err != nil {
+		return "", fmt.Errorf("creating database %s: %w", name, err)
+	}
+	pkg.mu.Lock()
+	pkg.extra = append(pkg.extra, name)
+	pkg.mu.Unlock()
+	cfg := pkg.cfg.Clone()
+	cfg.DBName = name
+	return cfg.FormatDSN(), nil
+}
+
 // Quote returns name as a MySQL identifier in backquotes.
 func Quote(name string) string {
 	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
@@ -235,11 +260,17 @@ func Drop() error {
 	if pkg.name == "" {
 		return nil
 	}
-	if err := onServer(func(ctx context.Context, db *sql.DB) error {
-		_, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+Quote(pkg.name))
-		return err
-	}); err != nil {
-		return fmt.Errorf("dropping database %s: %w", pkg.name, err)
+	pkg.mu.Lock()
+	names := append(pkg.extra, pkg.name)
+	pkg.extra = nil
+	pkg.mu.Unlock()
+	for _, name := range names {
+		if err := onServer(func(ctx context.Context, db *sql.DB) error {
+			_, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+Quote(name))
+			return err
+		}); err != nil {
+			return fmt.Errorf("dropping database %s: %w", name, err)
+		}
 	}
 	pkg.name = ""
 	return nil

@@ -61,9 +61,11 @@ func New(db *sql.DB, opts ...Option) *Store {
 }
 
 // Close stops the sweeper, waits for a sweep under way to end, and closes
-// the statements the store prepared on db's connections. It does not close
-// db. It always returns nil, and is safe to call more than once; a Store
-// used after Close prepares its statements again.
+// the statements the store prepared on db's connections, which frees them
+// on the server. It does not close db. Call it once the server no longer
+// uses the store: a step running meanwhile may fail, as after any error of
+// the database. It always returns nil, and is safe to call more than once;
+// a Store used after Close prepares its statements again.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
