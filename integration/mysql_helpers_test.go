@@ -126,8 +126,10 @@ type myServerConfig struct {
 	proxied  bool // the handler's pool goes through a fault proxy
 	maxConns int  // of each pool; default 2
 	hooks    myHooks
-	opts     []idempotency.ServerOption
-	client   []idempotency.ClientOption
+	// handler, when set, is the handler instead of charge.
+	handler func(s *myServer) testserver.HandlerFunc
+	opts    []idempotency.ServerOption
+	client  []idempotency.ClientOption
 }
 
 func (l *myLedger) server(t *testing.T, c myServerConfig) *myServer {
@@ -153,7 +155,11 @@ func (l *myLedger) server(t *testing.T, c myServerConfig) *myServer {
 	recovered := recovery.UnaryServerInterceptor(recovery.WithRecoveryHandler(func(any) error {
 		return status.Error(codes.Internal, "internal error")
 	}))
-	r := testkit.Serve(t, testkit.Config{Handler: s.charge(c.hooks), Store: s.store, Options: c.opts,
+	h := s.charge(c.hooks)
+	if c.handler != nil {
+		h = c.handler(s)
+	}
+	r := testkit.Serve(t, testkit.Config{Handler: h, Store: s.store, Options: c.opts,
 		Outer: []grpc.UnaryServerInterceptor{recovered}})
 	s.srv, s.events = r.Server, r.Events
 	s.client = s.srv.Client(t, grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor(c.client...)))

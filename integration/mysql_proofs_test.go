@@ -18,6 +18,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
@@ -395,5 +396,110 @@ func TestMySQLSmallPools(t *testing.T) {
 		if n := s.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 			t.Fatalf("server %d: %d lease-lost events, want none", s.id, n)
 		}
+	}
+}
+
+// TestMySQLTransactionHeldPastItsLease: server 1's handler records its
+// answer with CompleteTx and then holds its transaction open past its
+// lease (its renewal waits on the row lock the transaction holds, so the
+// lease runs out unrenewed). Server 2 is then called with the key: its
+// claim sees the lease ended and its takeover waits on that same row lock.
+// Either server 1's transaction is bound to the handler's context, which
+// the interceptor cancels when the lease runs out, so database/sql rolls
+// it back, and server 2 takes the key over and charges once while server
+// 1's handler still waits; or it is not (a handler that began it on
+// another context) and commits late, and then server 2's takeover finds
+// the key completed and replays server 1's charge. Either way the ledger holds exactly one charge, and every later
+// call replays it.
+func TestMySQLTransactionHeldPastItsLease(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		detached bool // server 1 begins its transaction on a context the lease does not cancel
+		winner   int64
+	}{
+		{"rolled back with the handler's context", false, 2},
+		{"committed late on another context", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const lease = 600 * time.Millisecond
+			l := newMyLedger(t)
+			holding, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			defer once.Do(func() { close(release) })
+			held := func(first *myServer) testserver.HandlerFunc {
+				return func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+					txCtx := ctx
+					if tc.detached {
+						txCtx = context.WithoutCancel(ctx)
+					}
+					tx, err := first.db.BeginTx(txCtx, nil)
+					if err != nil {
+						return nil, status.Error(codes.Unavailable, err.Error())
+					}
+					defer func() { _ = tx.Rollback() }()
+					if _, err := tx.ExecContext(txCtx, "INSERT INTO "+l.ledger()+" (payload, server) VALUES (?, 1)", req.GetPayload()); err != nil {
+						return nil, status.Error(codes.Unavailable, err.Error())
+					}
+					resp := &testingv1.DoResponse{Payload: req.GetPayload(), Amount: 1}
+					if err := first.store.CompleteTx(ctx, tx, resp); err != nil {
+						return nil, status.Error(codes.Unavailable, err.Error())
+					}
+					close(holding)
+					<-release // past the lease, with the row locked
+					if err := tx.Commit(); err != nil {
+						return nil, status.Error(codes.Unavailable, "commit: "+err.Error())
+					}
+					return resp, nil
+				}
+			}
+			first := l.server(t, myServerConfig{id: 1, handler: held, client: []idempotency.ClientOption{idempotency.WithoutRetry()},
+				opts: []idempotency.ServerOption{idempotency.WithLease(lease)}})
+			second := l.server(t, myServerConfig{id: 2})
+			ctx := withKey(t.Context(), "k-held")
+			req := &testingv1.DoRequest{Payload: "held"}
+			firstErr := make(chan error, 1)
+			go func() {
+				_, err := first.client.Do(ctx, req)
+				firstErr <- err
+			}()
+			<-holding
+			time.Sleep(lease + 100*time.Millisecond) // the lease ends while the row is locked
+			secondDone := make(chan error, 1)
+			go func() {
+				_, err := second.client.Do(ctx, req)
+				secondDone <- err
+			}()
+			if tc.detached {
+				// Server 2's takeover waits for server 1's transaction.
+				once.Do(func() { close(release) })
+			}
+			// Without detaching, server 1's handler context was cancelled
+			// when its lease ran out unrenewed, database/sql rolled its
+			// transaction back, and server 2's takeover went through while
+			// server 1's handler still waits.
+			if err := <-secondDone; err != nil {
+				t.Fatalf("server 2's call: %v", err)
+			}
+			once.Do(func() { close(release) })
+			if err := <-firstErr; (err == nil) != tc.detached {
+				t.Fatalf("server 1's call: %v; want an answer only when its transaction committed", err)
+			}
+			if n := l.rows(t, "held"); n != 1 {
+				t.Fatalf("the ledger holds %d charges, want exactly 1", n)
+			}
+			var server int64
+			if err := l.admin.QueryRowContext(t.Context(), "SELECT server FROM "+l.ledger()).Scan(&server); err != nil || server != tc.winner {
+				t.Fatalf("the charge is server %d's (%v), want server %d's", server, err, tc.winner)
+			}
+			for _, s := range []*myServer{first, second} {
+				var header metadata.MD
+				resp, err := s.client.Do(ctx, req, grpc.Header(&header))
+				if err != nil || resp.GetAmount() != tc.winner || !replayedMD(header) {
+					t.Fatalf("later call on server %d: %v, %v; want server %d's charge, replayed", s.id, resp, err, tc.winner)
+				}
+			}
+		})
 	}
 }
