@@ -50,10 +50,13 @@
 // # Stores
 //
 // [github.com/grpc-idempotency/idempotency/store/memorystore] keeps records
-// in process, [github.com/grpc-idempotency/idempotency/store/redisstore] in
-// Redis, [github.com/grpc-idempotency/idempotency/store/postgresstore] in
-// PostgreSQL, where a handler can also record its outcome in its own
-// transaction ([NewTxOutcome]) ([the stores guide]);
+// in process, the default for one server.
+// [github.com/grpc-idempotency/idempotency/store/redisstore] keeps them in
+// Redis (single node, Sentinel or Cluster) so that many servers share them.
+// [github.com/grpc-idempotency/idempotency/store/postgresstore] keeps them in
+// PostgreSQL, and [github.com/grpc-idempotency/idempotency/store/mysqlstore]
+// in MySQL or MariaDB, where a handler can also record its outcome inside
+// its own transaction ([NewTxOutcome]) ([the stores guide]).
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one store to another ([the operations guide]).
 // [Server.StoreKey] gives the store key of a client's key, and

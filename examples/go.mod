@@ -4,16 +4,19 @@ go 1.26.0
 
 require (
 	github.com/VictoriaMetrics/metrics v1.35.1
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/examples/payments/gen v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/gatewayidempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/mysqltest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/natstest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/jetstreamidempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/otelidempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
@@ -31,6 +34,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -68,11 +72,14 @@ replace (
 	github.com/grpc-idempotency/idempotency => ..
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ./payments/gen
 	github.com/grpc-idempotency/idempotency/gatewayidempotency => ../gatewayidempotency
+	github.com/grpc-idempotency/idempotency/internal/gatewaytest => ../internal/gatewaytest
+	github.com/grpc-idempotency/idempotency/internal/mysqltest => ../internal/mysqltest
 	github.com/grpc-idempotency/idempotency/internal/natstest => ../internal/natstest
 	github.com/grpc-idempotency/idempotency/internal/pgtest => ../internal/pgtest
 	github.com/grpc-idempotency/idempotency/internal/redistest => ../internal/redistest
 	github.com/grpc-idempotency/idempotency/jetstreamidempotency => ../jetstreamidempotency
 	github.com/grpc-idempotency/idempotency/otelidempotency => ../otelidempotency
+	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../store/redisstore
 )

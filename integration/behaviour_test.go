@@ -11,8 +11,8 @@ import (
 )
 
 // TestBehaviour runs docs/semantics.md's table against every entry point
-// on Redis and on PostgreSQL, as the root package's TestBehaviour does on
-// the memory store. Each backend is one server shared by the suite's
+// on Redis, PostgreSQL and MySQL (MariaDB), as the root package's
+// TestBehaviour does on the memory store. Each backend is one server shared by the suite's
 // subtests, which use keys of their own.
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
@@ -26,6 +26,11 @@ func TestBehaviour(t *testing.T) {
 		l := newPGLedger(t)
 		s := postgresstore.New(l.admin, postgresstore.WithTable(l.records()), postgresstore.WithSweepInterval(0))
 		t.Cleanup(func() { _ = s.Close() })
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s })
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		s := newMyLedger(t).store(t, 16)
 		behaviourtest.Run(t, func(*testing.T) store.Store { return s })
 	})
 }

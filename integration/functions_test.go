@@ -22,8 +22,8 @@ import (
 )
 
 // functionStores returns a constructor per store over the network: the
-// Redis store on a redis-server of its own, and the PostgreSQL store on a
-// table of its own.
+// Redis store on a redis-server of its own, and the PostgreSQL and MySQL
+// stores on a table of their own.
 func functionStores() map[string]func(t *testing.T) store.Store {
 	return map[string]func(t *testing.T) store.Store{
 		"redis": func(t *testing.T) store.Store { return redisstore.New(redistest.StartServer(t).Client()) },
@@ -33,6 +33,7 @@ func functionStores() map[string]func(t *testing.T) store.Store {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
+		"mysql": mysqlStore,
 	}
 }
 

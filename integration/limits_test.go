@@ -19,7 +19,7 @@ import (
 )
 
 // limitBackends returns a constructor per store: those of storeBackends
-// and a PostgreSQL store on a table of its own.
+// and a PostgreSQL and a MySQL store on a table of their own.
 func limitBackends() map[string]func(t *testing.T) store.Store {
 	backends := storeBackends()
 	backends["postgres"] = func(t *testing.T) store.Store {
@@ -27,6 +27,7 @@ func limitBackends() map[string]func(t *testing.T) store.Store {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
+	backends["mysql"] = mysqlStore
 	return backends
 }
 

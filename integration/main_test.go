@@ -1,13 +1,23 @@
 package idempotency_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 )
 
-// TestMain checks for leaked goroutines and drops the PostgreSQL test
-// database, if a test made one.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.Cleanup(pgtest.Exit)) }
+// TestMain checks for leaked goroutines and drops the PostgreSQL and MySQL
+// test databases, if a test made them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if err := mysqltest.Drop(); err != nil {
+			fmt.Fprintf(os.Stderr, "mysqltest: %v\n", err)
+		}
+		pgtest.Exit(code)
+	}))
+}

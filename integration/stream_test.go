@@ -12,7 +12,7 @@ import (
 
 // TestStreamCoreOverStores runs the core stream cases (once across two
 // Server values, replay byte for byte, resume after N, a caller leaving
-// mid-stream) over Redis and PostgreSQL.
+// mid-stream) over Redis, PostgreSQL and MySQL.
 func TestStreamCoreOverStores(t *testing.T) {
 	t.Parallel()
 	for name, newStore := range map[string]func(t *testing.T) store.Store{
@@ -23,6 +23,7 @@ func TestStreamCoreOverStores(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
+		"mysql": mysqlStore,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -107,8 +107,8 @@ func serve(b *testing.B, s store.Store, opts ...idempotency.ServerOption) testin
 }
 
 // benchCachedReplays runs the replay rows of BenchmarkUnary with the
-// replay cache in front of Redis and of PostgreSQL, counting the store's
-// round trips per call.
+// replay cache in front of Redis, PostgreSQL and MySQL, counting the
+// store's round trips per call.
 func benchCachedReplays(b *testing.B) {
 	for _, backend := range []struct {
 		name string
@@ -121,6 +121,10 @@ func benchCachedReplays(b *testing.B) {
 		{"postgres", func(b *testing.B) (store.Store, func() int64, func()) {
 			s, trips, _ := benchPostgres(b)
 			return s, func() int64 { return trips.Queries() + trips.Prepares() }, trips.Reset
+		}},
+		{"mysql", func(b *testing.B) (store.Store, func() int64, func()) {
+			s, trips, _ := benchMySQL(b)
+			return s, trips.Statements, trips.Reset
 		}},
 	} {
 		b.Run(backend.name+"-replay-cached", func(b *testing.B) {

@@ -28,7 +28,7 @@ command -v valgrind >/dev/null || {
 }
 LOW=${LOW:-3000}
 HIGH=${HIGH:-9000}
-rows=${ROWS:-bare floor-executed memory-executed floor-replay memory-replay redis-replay-cached postgres-replay-cached}
+rows=${ROWS:-bare floor-executed memory-executed floor-replay memory-replay redis-replay-cached postgres-replay-cached mysql-replay-cached}
 # BIN, when set, is a test binary of the integration module to count
 # instead of one built from this tree (to compare an older commit's).
 dir=$(mktemp -d)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite and rewrites BENCHMARKS.md from its output.
 # Redis rows need redis-server (apt-get install redis-server redis-tools);
-# PostgreSQL rows a server at IDEMPOTENCY_POSTGRES_URL (see .ci/run);
+# PostgreSQL rows a server at IDEMPOTENCY_POSTGRES_URL, MySQL rows one at
+# IDEMPOTENCY_MYSQL_URL (see .ci/run);
 # BenchmarkWatermill's rabbitmq rows a RabbitMQ at IDEMPOTENCY_RABBITMQ_URL;
 # the instruction counts (scripts/bench-instructions.sh) valgrind
 # (apt-get install valgrind).
@@ -32,8 +33,11 @@ trap 'rm -f "$out"' EXIT
 # measures anything.
 cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor|BenchmarkDo|BenchmarkStream|BenchmarkClientStream|BenchmarkMiddleware|BenchmarkTransport)\$' -benchmem -benchtime=1s -count=$count . ./httpidempotency ./integration"
 cmd1p="go test -run '^\$' -bench '^BenchmarkUnaryPostgres\$' -benchmem -benchtime=1s -count=$count ./integration"
+# BenchmarkUnaryMySQL in a process of its own too, for the same reason.
+cmd1m="go test -run '^\$' -bench '^BenchmarkUnaryMySQL\$' -benchmem -benchtime=1s -count=$count ./integration"
 cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimFullSteadyExpiry|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
 cmd2p="go test -run '^\$' -bench '^BenchmarkClaimCompleted\$' -benchmem -benchtime=1s -count=$count ./store/postgresstore"
+cmd2m="go test -run '^\$' -bench '^BenchmarkClaimCompletedMySQL\$' -benchmem -benchtime=1s -count=$count ./store/mysqlstore"
 cmd3="go test -run '^\$' -bench '^BenchmarkPostgresScale\$' -benchtime=3000x -count=$count ./store/postgresstore"
 cmd4="go test -run '^\$' -bench '^BenchmarkMemoryPerRecord\$' -benchtime=100000x -count=$count ./store/redisstore"
 # BenchmarkUnaryInstructions: instructions per call of BenchmarkUnary's
@@ -45,21 +49,25 @@ cmd5="scripts/bench-instructions.sh"
 # BenchmarkWatermill (RabbitMQ, and watermill's in-process pub/sub), each a
 # fixed number of messages per row, published before the timer starts.
 cmd6="go test -run '^\$' -bench '^(BenchmarkJetStream|BenchmarkKafka|BenchmarkWatermill)\$' -benchmem -benchtime=5000x -count=$count ./jetstreamidempotency ./kafkaidempotency ./watermillidempotency"
-export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1 IDEMPOTENCY_REQUIRE_RABBITMQ=1
+export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1 IDEMPOTENCY_REQUIRE_MYSQL=1 IDEMPOTENCY_REQUIRE_RABBITMQ=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"
+eval "$cmd1m" | tee -a "$out"
 eval "$cmd2" | tee -a "$out"
 eval "$cmd2p" | tee -a "$out"
+eval "$cmd2m" | tee -a "$out"
 eval "$cmd3" | tee -a "$out"
 eval "$cmd4" | tee -a "$out"
 eval "$cmd5" | tee -a "$out"
 eval "$cmd6" | tee -a "$out"
 
-machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1)"
+machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1), $(go run ./internal/cmd/backends | sed -n 's/^mysql: found \(.*\) at .*/\1/p')"
 go run ./internal/benchreport -cmd "$cmd1
 $cmd1p
+$cmd1m
 $cmd2
 $cmd2p
+$cmd2m
 $cmd3
 $cmd4
 $cmd5

@@ -40,8 +40,9 @@
 // own share them without depending on the idempotency module's internals.
 //
 // Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore],
-// [github.com/grpc-idempotency/idempotency/store/redisstore] and
-// [github.com/grpc-idempotency/idempotency/store/postgresstore], and
+// [github.com/grpc-idempotency/idempotency/store/redisstore],
+// [github.com/grpc-idempotency/idempotency/store/postgresstore] and
+// [github.com/grpc-idempotency/idempotency/store/mysqlstore], and
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one to another; each passes the conformance suite in
 // [github.com/grpc-idempotency/idempotency/store/storetest].

@@ -9,7 +9,7 @@ import (
 )
 
 // ledgerView is what the story reads from a ledger: [Ledger] in memory,
-// [pgLedger] in PostgreSQL.
+// [pgLedger] in PostgreSQL, [myLedger] in MySQL.
 type ledgerView interface {
 	// ChargesOf returns how many charges customer has.
 	ChargesOf(customer string) int
@@ -28,16 +28,27 @@ type backend struct {
 	// payments returns the service, its Charge taking latency.
 	payments func(latency time.Duration) paymentsv1.PaymentsServer
 	ledger   ledgerView
+	// replica, in the modes whose Charge records its answer in its ledger
+	// transaction (PostgreSQL, MySQL), returns another server's service on
+	// the same database, whose Charge calls afterCommit after its commit:
+	// the story's server that dies there. nil in the other modes.
+	replica func(afterCommit func()) paymentsv1.PaymentsServer
 	// pg is the PostgreSQL mode's database, nil in the other modes.
-	pg    *pgBackend
+	pg *pgBackend
+	// my is the MySQL mode's database, nil in the other modes.
+	my    *myBackend
 	close func()
 }
 
-// openBackend opens what cfg asks for: PostgreSQL for the ledger and the
-// store together, or a ledger in memory with the memory or Redis store.
+// openBackend opens what cfg asks for: PostgreSQL or MySQL for the ledger
+// and the store together, or a ledger in memory with the memory or Redis
+// store.
 func openBackend(ctx context.Context, cfg config) (*backend, error) {
 	if cfg.PostgresURL != "" {
 		return openPostgres(ctx, cfg.PostgresURL)
+	}
+	if cfg.MySQLDSN != "" {
+		return openMySQL(ctx, cfg.MySQLDSN)
 	}
 	s, name, closeStore, err := openStore(ctx, cfg)
 	if err != nil {

@@ -27,6 +27,9 @@ type config struct {
 	// PostgresURL selects PostgreSQL for the ledger and the store
 	// together, each Charge completed inside its ledger transaction.
 	PostgresURL string
+	// MySQLDSN selects MySQL (or MariaDB) for the ledger and the store
+	// together, as PostgresURL does PostgreSQL: a go-sql-driver/mysql DSN.
+	MySQLDSN string
 	// Logs receives the slog output (every idempotency decision and every
 	// call); nil discards it.
 	Logs io.Writer

@@ -68,6 +68,9 @@ func openPostgres(ctx context.Context, url string) (*backend, error) {
 		payments: func(latency time.Duration) paymentsv1.PaymentsServer {
 			return &pgPayments{db: pool, store: pg.store, latency: latency}
 		},
+		replica: func(afterCommit func()) paymentsv1.PaymentsServer {
+			return &pgPayments{db: pool, store: pg.store, afterCommit: afterCommit}
+		},
 	}, nil
 }
 

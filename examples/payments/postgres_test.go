@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 )
 
@@ -46,4 +49,12 @@ func TestRunFailsWithoutPostgres(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { pgtest.Exit(m.Run()) }
+// TestMain drops the test databases of PostgreSQL and MySQL, if a test
+// made them.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := mysqltest.Drop(); err != nil {
+		fmt.Fprintf(os.Stderr, "mysqltest: %v\n", err)
+	}
+	pgtest.Exit(code)
+}

@@ -75,8 +75,8 @@ func tell(ctx context.Context, cfg config, out io.Writer, tel *telemetry) error 
 		{"A required key left out", st.missingKey},
 		{"A read needs no key", st.read},
 	}
-	if b.pg != nil {
-		steps = append(steps, chapterPostgres(st)...)
+	if b.replica != nil {
+		steps = append(steps, chapterTransactional(st)...)
 	}
 	for i, step := range steps {
 		st.say("\n%d. %s\n", i+1, step.title)

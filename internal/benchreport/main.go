@@ -111,6 +111,7 @@ func unaryTargets(bench, unit, suffix string) []target {
 			target{what: "memory replay vs bare, callers=" + c + suffix, got: row("memory-replay"), base: row("bare"), unit: unit, atMost: 1.02, floor: row("floor-replay")},
 			target{what: "redis replay from the replay cache vs memory replay, callers=" + c + suffix, got: row("redis-replay-cached"), base: row("memory-replay"), unit: unit, atMost: 1.10},
 			target{what: "postgres replay from the replay cache vs memory replay, callers=" + c + suffix, got: row("postgres-replay-cached"), base: row("memory-replay"), unit: unit, atMost: 1.10},
+			target{what: "mysql replay from the replay cache vs memory replay, callers=" + c + suffix, got: row("mysql-replay-cached"), base: row("memory-replay"), unit: unit, atMost: 1.10},
 		)
 	}
 	return t
@@ -150,6 +151,23 @@ func targets() []target {
 	}
 	for _, c := range []string{"1", "64"} {
 		t = append(t, target{what: "store calls after the handler, tx-executed, callers=" + c, got: pu + "tx-executed/callers=" + c, unit: "after-handler/op", equals: exactly(0)})
+	}
+	// MySQL: a replay costs at most 1.3 times a plain SELECT of its row;
+	// an executed call three statements (the claim's SELECT and INSERT,
+	// then the complete, or CompleteTx inside the handler's transaction),
+	// a replay one.
+	mu := "BenchmarkUnaryMySQL/"
+	t = append(t, target{what: "mysql claim of a completed key vs a SELECT, 1 goroutine (paired)", got: "BenchmarkClaimCompletedMySQL/goroutines=1/paired", unit: "claim/select", atMost: 1.30})
+	for _, row := range []struct {
+		name  string
+		trips float64
+	}{{"mysql-executed", 3}, {"mysql-replay", 1}, {"mysql-tx-executed", 3}} {
+		for _, c := range []string{"1", "64"} {
+			t = append(t, target{what: "round trips per call, " + row.name + ", callers=" + c, got: mu + row.name + "/callers=" + c, unit: "roundtrips/op", equals: exactly(row.trips)})
+		}
+	}
+	for _, c := range []string{"1", "64"} {
+		t = append(t, target{what: "store calls after the handler, mysql-tx-executed, callers=" + c, got: mu + "mysql-tx-executed/callers=" + c, unit: "after-handler/op", equals: exactly(0)})
 	}
 	p := "BenchmarkPostgresScale/records="
 	t = append(t, target{what: "postgres store claim p99, 1M vs 1k rows, sweeper running",

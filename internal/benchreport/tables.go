@@ -72,6 +72,20 @@ func comparisons() []comparison {
 	for _, g := range []string{"1", "16"} {
 		pg.rows = append(pg.rows, variants("BenchmarkClaimCompleted/goroutines="+g+"/", "", "select", "claim", "claim-old")...)
 	}
+	my := comparison{
+		title: "MySQL replays: a claim of a completed key against a SELECT (`BenchmarkClaimCompletedMySQL`)",
+		about: "One completed key claimed again and again (the store step of a replay) on MariaDB; the bare row is a plain `SELECT` of the row, prepared as the store's statements are. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
+		rate:  "ops/s",
+		bench: "BenchmarkClaimCompletedMySQL",
+	}
+	for _, g := range []string{"1", "16"} {
+		my.rows = append(my.rows, variants("BenchmarkClaimCompletedMySQL/goroutines="+g+"/", "", "select", "claim")...)
+	}
+	myUnary := comparison{
+		title: "MySQL through gRPC against bare (`BenchmarkUnaryMySQL`)",
+		about: "The bufconn unary calls of `BenchmarkUnary` on MariaDB over loopback, with a bare row of the same run: Echo behind the interceptor, a new key per call (executed: a SELECT, an INSERT and the complete) or one stored key (replay: one SELECT); and a handler whose transaction writes a ledger row, bare (tx-bare) or recording its answer with `CompleteTx` (tx-executed). The ceiling rows, in All results, run the same store steps with no gRPC.",
+		bench: "BenchmarkUnaryMySQL",
+	}
 	floor := comparison{
 		title: "The floor: an interceptor that only keeps and replays answers, against bare (`BenchmarkUnary`)",
 		about: "The bufconn unary calls of `BenchmarkUnary`, a new key per call (executed) or one stored key (replay). The floor rows run them through an interceptor that keeps the serialized answer in a map under the key and, on a retry, decodes it and sets the replay marker: no fingerprint, no claim, no lease, no expiry, so not safe to use (`integration/floor_bench_test.go`). What it adds to bare bounds from below what any interceptor that stores and replays serialized answers adds; the memory rows are this library's interceptor on a memory store. Each row is divided by bare of its callers.",
@@ -79,16 +93,19 @@ func comparisons() []comparison {
 	}
 	instr := comparison{
 		title: "The floor in instructions per call (`BenchmarkUnaryInstructions`)",
-		about: "The rows of the table above and the replay cache's hits (redis-replay-cached, postgres-replay-cached), in instructions per call, counted by `scripts/bench-instructions.sh`: each row of `BenchmarkUnary` runs under valgrind's cachegrind with GOMAXPROCS=1, twice with different numbers of calls, and the difference of the two counts over the difference of the calls is one call's. The same binary and row give the same count to within 0.5%, where wall-clock ratios on this machine move by tens of percent. A count leaves out time spent waiting (for the scheduler, Redis or PostgreSQL) and cache misses; crypto/sha256 is counted in its AVX2 code, as valgrind hides the CPU's SHA extensions, so the fingerprint costs more instructions here than it runs natively. Each row is divided by bare of its callers.",
+		about: "The rows of the table above and the replay cache's hits (redis-replay-cached, postgres-replay-cached, mysql-replay-cached), in instructions per call, counted by `scripts/bench-instructions.sh`: each row of `BenchmarkUnary` runs under valgrind's cachegrind with GOMAXPROCS=1, twice with different numbers of calls, and the difference of the two counts over the difference of the calls is one call's. The same binary and row give the same count to within 0.5%, where wall-clock ratios on this machine move by tens of percent. A count leaves out time spent waiting (for the scheduler, Redis, PostgreSQL or MySQL) and cache misses; crypto/sha256 is counted in its AVX2 code, as valgrind hides the CPU's SHA extensions, so the fingerprint costs more instructions here than it runs natively. Each row is divided by bare of its callers.",
 		unit:  "instr/op",
 		bench: "BenchmarkUnaryInstructions",
 	}
 	for _, callers := range []string{"1", "64"} {
 		paths := []string{"bare", "floor-executed", "memory-executed", "floor-replay", "memory-replay"}
 		floor.rows = append(floor.rows, variants("BenchmarkUnary/", "/callers="+callers, paths...)...)
-		instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, append(paths, "redis-replay-cached", "postgres-replay-cached")...)...)
+		instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, append(paths, "redis-replay-cached", "postgres-replay-cached", "mysql-replay-cached")...)...)
 	}
-	return append([]comparison{do, mw, client, stream, clientStream, pg, floor, instr}, consumers()...)
+	for _, callers := range []string{"1", "64"} {
+		myUnary.rows = append(myUnary.rows, variants("BenchmarkUnaryMySQL/", "/callers="+callers, "bare", "mysql-executed", "mysql-replay", "mysql-tx-bare", "mysql-tx-executed")...)
+	}
+	return append([]comparison{do, mw, client, stream, clientStream, pg, my, myUnary, floor, instr}, consumers()...)
 }
 
 // consumers returns the tables of the message consumer packages against

@@ -5,12 +5,13 @@
 //
 //	redis: found redis-server (version 7.0.15), tests run
 //	postgres: not reachable at 127.0.0.1:5432 (connection refused), tests skip; ...
+//	mysql: found MariaDB 10.11.19-MariaDB-0+deb12u1 at 127.0.0.1:3306, user root without a password, tests run
 //	rabbitmq: found RabbitMQ 3.12.1 at 127.0.0.1:5672, tests run
 //
 // It exits with status 1 when a backend is missing although
-// IDEMPOTENCY_REQUIRE_REDIS=1, IDEMPOTENCY_REQUIRE_POSTGRES=1 or
-// IDEMPOTENCY_REQUIRE_RABBITMQ=1 asks its tests to fail instead of
-// skipping, so that CI stops before running the suite. Run it from the
+// IDEMPOTENCY_REQUIRE_REDIS=1, IDEMPOTENCY_REQUIRE_POSTGRES=1,
+// IDEMPOTENCY_REQUIRE_MYSQL=1 or IDEMPOTENCY_REQUIRE_RABBITMQ=1 asks its
+// tests to fail instead of skipping, so that CI stops before running the suite. Run it from the
 // repository root (make test does):
 //
 //	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 ./...
@@ -36,6 +37,14 @@ const (
 	// postgresPackage holds the PostgreSQL tests.
 	postgresPackage = "store/postgresstore"
 
+	requireMySQLEnv = "IDEMPOTENCY_REQUIRE_MYSQL"
+	mysqlURLEnv     = "IDEMPOTENCY_MYSQL_URL"
+	// defaultMySQLURL is the server the MySQL tests use when mysqlURLEnv
+	// is not set (a go-sql-driver/mysql DSN).
+	defaultMySQLURL = "root@tcp(127.0.0.1:3306)/"
+	// mysqlPackage holds the MySQL tests.
+	mysqlPackage = "store/mysqlstore"
+
 	requireRabbitEnv = "IDEMPOTENCY_REQUIRE_RABBITMQ"
 	rabbitURLEnv     = "IDEMPOTENCY_RABBITMQ_URL"
 	// defaultRabbitURL is the server the RabbitMQ tests use when
@@ -51,6 +60,11 @@ func main() {
 		postgres: probePostgres,
 		hasPostgresTests: func() bool {
 			_, err := os.Stat(postgresPackage)
+			return err == nil
+		},
+		mysql: probeMySQL,
+		hasMySQLTests: func() bool {
+			_, err := os.Stat(mysqlPackage)
 			return err == nil
 		},
 		rabbitmq: probeRabbitMQ,
@@ -70,6 +84,8 @@ type probes struct {
 	redis            func() (string, error)
 	postgres         func(url string) (string, error)
 	hasPostgresTests func() bool
+	mysql            func(dsn string) (string, error)
+	hasMySQLTests    func() bool
 	rabbitmq         func(url string) (string, error)
 	hasRabbitTests   func() bool
 	getenv           func(string) string
@@ -85,6 +101,7 @@ func report(out io.Writer, p probes) (missing bool) {
 			"install redis-server and redis-tools (apt-get install redis-server redis-tools)", requireRedisEnv)
 	}
 	missing = reportPostgres(out, p) || missing
+	missing = reportMySQL(out, p) || missing
 	return reportRabbitMQ(out, p) || missing
 }
 
@@ -106,6 +123,27 @@ func reportPostgres(out io.Writer, p probes) bool {
 			requirePostgresEnv)
 	}
 	fmt.Fprintf(out, "postgres: found %s, tests run\n", v)
+	return false
+}
+
+// reportMySQL prints the MySQL line and returns whether a required server
+// is missing.
+func reportMySQL(out io.Writer, p probes) bool {
+	if !p.hasMySQLTests() {
+		fmt.Fprintf(out, "mysql: no %s in this tree, no tests to run\n", mysqlPackage)
+		return false
+	}
+	dsn := p.getenv(mysqlURLEnv)
+	if dsn == "" {
+		dsn = defaultMySQLURL
+	}
+	v, err := p.mysql(dsn)
+	if err != nil {
+		return say(out, p.getenv(requireMySQLEnv) == "1", "mysql", err.Error(),
+			"start a MariaDB or MySQL where root logs in over TCP from 127.0.0.1 without a password (apt-get install mariadb-server; .ci/run does it), or set "+mysqlURLEnv,
+			requireMySQLEnv)
+	}
+	fmt.Fprintf(out, "mysql: found %s, tests run\n", v)
 	return false
 }
 

@@ -19,8 +19,10 @@ import (
 	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
 )
 
-// chapterPostgres is the story's chapter that only PostgreSQL can tell.
-func chapterPostgres(st *story) []struct {
+// chapterTransactional is the story's chapter that only a store that
+// records the answer in the handler's transaction can tell: PostgreSQL and
+// MySQL.
+func chapterTransactional(st *story) []struct {
 	title string
 	do    func(context.Context) error
 } {
@@ -40,12 +42,12 @@ type replica struct {
 }
 
 // startReplica starts a server on a loopback port, serving Charge from
-// the PostgreSQL ledger; afterCommit runs after each commit.
-func startReplica(pg *pgBackend, logger *slog.Logger, afterCommit func()) (*replica, error) {
+// the backend's ledger; afterCommit runs after each commit.
+func startReplica(b *backend, logger *slog.Logger, afterCommit func()) (*replica, error) {
 	r := &replica{meter: newMeter(), done: make(chan struct{})}
 	r.srv, _ = newServer(serverConfig{
-		store:    pg.store,
-		payments: &pgPayments{db: pg.pool, store: pg.store, afterCommit: afterCommit},
+		store:    b.store,
+		payments: b.replica(afterCommit),
 		logger:   logger,
 		meter:    r.meter,
 		auth:     authenticator{tokens: demoTokens},
@@ -75,16 +77,15 @@ func (r *replica) stop() {
 func (s *story) diesAfterCommit(ctx context.Context) error {
 	const customer, amount = "dave", 4200
 	key := s.key("order-6")
-	pg := s.backend.pg
 	logger := newLogger(config{})
 	var a *replica
 	var die sync.Once
-	a, err := startReplica(pg, logger, func() { die.Do(a.stop) })
+	a, err := startReplica(s.backend, logger, func() { die.Do(a.stop) })
 	if err != nil {
 		return err
 	}
 	defer die.Do(a.stop)
-	b, err := startReplica(pg, logger, nil)
+	b, err := startReplica(s.backend, logger, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,14 @@
+package mysqlstore
+
+// StatementNames returns the SQL of each statement of s by its name, for
+// tests that check which statements a step sends.
+func StatementNames(s *Store) map[string]string {
+	return map[string]string{
+		"read": s.sql.read, "insert": s.sql.insert, "takeover": s.sql.takeover,
+		"complete": s.sql.complete, "completeTx": s.sql.completeTx, "extend": s.sql.extend,
+		"release": s.sql.release, "completed": s.sql.completed, "held": s.sql.held, "live": s.sql.live,
+		"expired": s.sql.expired,
+		"lookup":  s.isql.lookup, "purge": s.isql.purge, "listFirst": s.isql.listFirst,
+		"listNext": s.isql.listNext, "stats": s.isql.stats,
+	}
+}

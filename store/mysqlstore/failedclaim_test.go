@@ -1,0 +1,72 @@
+package mysqlstore_test
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
+	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+)
+
+// TestClaimReplyLost: a claim whose INSERT (a new key) or takeover UPDATE
+// (an expired key) committed but whose answer was lost (the connection cut
+// on the way back) fails, and releases the claim it made, so the key is
+// free at once instead of blocked for the whole lease by a claim nobody
+// owns.
+func TestClaimReplyLost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		write   string // the statement whose reply is cut
+		expired bool   // the key holds an expired claim first
+	}{
+		{"insert", "INSERT INTO", false},
+		{"takeover", "UPDATE", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			direct, db := newStore(t, 2, mysqlstore.WithSweepInterval(0))
+			cfg := mysqltest.Config(t)
+			p, err := faultproxy.New(cfg.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			cfg.Addr = p.Addr()
+			var armed atomic.Bool
+			trips := &mysqltest.RoundTrips{Match: tableOf(t, direct), OnCommand: func(c mysqltest.Command) {
+				if c.Kind == "execute" && strings.HasPrefix(c.SQL, tc.write) && p.ArmedCuts() == 0 && armed.Load() {
+					armed.Store(false)
+					p.CutNextReply(1)
+				}
+			}}
+			trips.Install(cfg)
+			proxied := mysqlstore.New(mysqltest.DBFrom(t, cfg, 1), mysqlstore.WithTable(tableOf(t, direct)), mysqlstore.WithSweepInterval(0))
+			t.Cleanup(func() { _ = proxied.Close() })
+			if tc.expired {
+				if _, err := direct.Claim(t.Context(), "k", []byte("dead server"), time.Millisecond); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			armed.Store(true)
+			if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour); err == nil {
+				t.Fatal("Claim succeeded though its answer was lost")
+			}
+			if p.Cuts() != 1 {
+				t.Fatalf("%d cuts, want the claim's answer cut", p.Cuts())
+			}
+			var rows int
+			if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+tableOf(t, direct)+" WHERE `key` = 'k' AND expires_at > UTC_TIMESTAMP(6)").Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour)
+			if err != nil || !c.Won() {
+				t.Fatalf("key after the failed claim: won=%v err=%v (%d live rows), want it free", c.Won(), err, rows)
+			}
+		})
+	}
+}

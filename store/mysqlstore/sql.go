@@ -1,0 +1,127 @@
+package mysqlstore
+
+import "strings"
+
+// State values in the state column.
+const (
+	stateInFlight  = 1
+	stateCompleted = 2
+)
+
+// Limits of the columns: a longer key or fingerprint is an argument error,
+// checked before any statement is sent, so that a server without strict
+// mode never truncates one into another's.
+const (
+	maxKey         = 255 // `key` VARBINARY(255)
+	maxFingerprint = 255 // fingerprint VARBINARY(255)
+)
+
+// statements are the store's SQL, one statement per step, for one table.
+// Times come from the database's clock, as UTC_TIMESTAMP(6) (whatever the
+// session's time_zone), read once per statement at its start, never from
+// the servers' wall clocks. Leases and retentions are passed in
+// microseconds, and an expiry past DATETIME's range is saturated at its
+// largest value.
+type statements struct {
+	// The claim: read first, then, for a key with no live row, insert or
+	// take over.
+	read, insert, takeover string
+
+	complete, completeTx, extend, release, expired, sweepPrefix string
+
+	// completed, held and live tell a step that changed no row why (see
+	// Store.fenced).
+	completed, held, live string
+
+	// whereAmI returns the connection's database, for a CompleteTx that
+	// changed no row.
+	whereAmI string
+}
+
+// sqlReplacer fills in the parts every statement shares.
+func sqlReplacer(table string) *strings.Replacer {
+	return strings.NewReplacer(
+		"{t}", table,
+		"{now}", "UTC_TIMESTAMP(6)",
+		"{expiry}", "COALESCE(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, '9999-12-31 23:59:59.999999')",
+	)
+}
+
+func newStatements(table string) statements {
+	r := sqlReplacer(table)
+	return statements{
+		// read is the first step of every claim, and the only one of a
+		// replay or an in-flight duplicate: a plain SELECT of the key's
+		// row through the primary key, a consistent read that takes no
+		// lock and writes nothing. It returns the row whatever its
+		// expiry, with live telling whether it still counts, and its data
+		// only when it does.
+		read: r.Replace("SELECT state, fingerprint, IF(expires_at > {now}, data, NULL), expires_at > {now} FROM {t} WHERE `key` = ?"),
+
+		// insert claims a key that holds no row. Two claims of one key
+		// cannot both insert: the primary key refuses the second with a
+		// duplicate-key error (1062), after waiting for the first to
+		// commit or roll back.
+		insert: r.Replace("INSERT INTO {t} (`key`, state, token, fingerprint, expires_at) VALUES (?, 1, ?, ?, {expiry})"),
+
+		// takeover claims a key whose row has expired. The UPDATE locks
+		// the row and checks expires_at on its newest version (a locking
+		// read, whatever the isolation), so two claims that take over one
+		// expired row queue on its lock and only the first changes it.
+		// Expiry is judged by the statement's one clock reading, the one
+		// the new lease is computed from; it is taken before any wait for
+		// the row lock, so it only errs towards not taking over a lease
+		// that ran out during the wait.
+		takeover: r.Replace("UPDATE {t} SET state = 1, token = ?, fingerprint = ?, data = NULL, expires_at = {expiry} WHERE `key` = ? AND expires_at <= {now}"),
+
+		// complete stores the outcome while the token owns the live
+		// in-flight row. The token that completed the row may send it
+		// again (a resend after a lost reply): the row matches and is left
+		// as it is, which MySQL counts as no row changed unless the
+		// connection asks for found rows (CLIENT_FOUND_ROWS); completed
+		// then tells the two apart. Assignments run left to right and see
+		// the values before them: state is set last.
+		complete: r.Replace("UPDATE {t} SET data = IF(state = 1, ?, data), expires_at = IF(state = 1, {expiry}, expires_at), state = 2 " +
+			"WHERE `key` = ? AND token = ? AND expires_at > {now}"),
+
+		// completeTx is complete inside a handler's transaction: only an
+		// in-flight row, so that a second transaction of the same call
+		// cannot commit side effects under an outcome already recorded.
+		// It always changes the row it matches (state 1 becomes 2), so
+		// its count of rows is the same with and without found rows.
+		completeTx: r.Replace("UPDATE {t} SET data = ?, expires_at = {expiry}, state = 2 WHERE `key` = ? AND token = ? AND state = 1 AND expires_at > {now}"),
+
+		// extend sets the lease of the token's live in-flight row.
+		extend: r.Replace("UPDATE {t} SET expires_at = {expiry} WHERE `key` = ? AND token = ? AND state = 1 AND expires_at > {now}"),
+
+		// release deletes the token's in-flight row, live or expired (an
+		// expired one is garbage either way).
+		release: r.Replace("DELETE FROM {t} WHERE `key` = ? AND token = ? AND state = 1"),
+
+		// completed, held and live are the reads a step makes after its
+		// statement changed no row: is the row the token's completed one
+		// (a resent complete), the token's live in-flight one (an
+		// extension that changed nothing, the lease ending where it did),
+		// or is there any live row at all (a release of nothing)?
+		completed: r.Replace("SELECT 1 FROM {t} WHERE `key` = ? AND token = ? AND state = 2 AND expires_at > {now}"),
+		held:      r.Replace("SELECT 1 FROM {t} WHERE `key` = ? AND token = ? AND state = 1 AND expires_at > {now}"),
+		live:      r.Replace("SELECT 1 FROM {t} WHERE `key` = ? AND expires_at > {now}"),
+
+		whereAmI: "SELECT DATABASE()",
+
+		// expired lists up to ? expired rows, oldest first, through the
+		// expires_at index: a plain read, which takes no lock. sweepPrefix,
+		// with as many placeholders as keys listed and a closing
+		// parenthesis, deletes those of them still expired: its locking
+		// read checks expires_at on each row's newest version, so a row
+		// taken over meanwhile is kept. It looks the rows up by their
+		// primary key (FORCE INDEX, in the multi-table syntax that takes
+		// it), so that it reads and locks the listed rows and no other:
+		// through the expires_at index it would lock the first live entry
+		// past the expired ones, and on a small table the optimizer would
+		// scan it all, and wait for any transaction holding a live row (a
+		// handler's, after CompleteTx).
+		expired:     r.Replace("SELECT `key` FROM {t} WHERE expires_at <= {now} ORDER BY expires_at LIMIT ?"),
+		sweepPrefix: r.Replace("DELETE r FROM {t} AS r FORCE INDEX (PRIMARY) WHERE r.expires_at <= {now} AND r.`key` IN ("),
+	}
+}
