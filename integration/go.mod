@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/connectidempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/connecttest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
@@ -17,6 +19,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.21.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -34,7 +37,9 @@ require (
 // tagged (docs/releasing.md).
 replace (
 	github.com/grpc-idempotency/idempotency => ..
+	github.com/grpc-idempotency/idempotency/connectidempotency => ../connectidempotency
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../examples/payments/gen
+	github.com/grpc-idempotency/idempotency/internal/connecttest => ../internal/connecttest
 	github.com/grpc-idempotency/idempotency/internal/pgtest => ../internal/pgtest
 	github.com/grpc-idempotency/idempotency/internal/redistest => ../internal/redistest
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
