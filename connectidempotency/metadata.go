@@ -25,7 +25,7 @@ func incomingMD(h http.Header) metadata.MD {
 		if len(vs) == 0 {
 			continue
 		}
-		key := strings.ToLower(k)
+		key := lower(k)
 		if strings.HasSuffix(key, "-bin") {
 			vs = decodeBinary(vs)
 		}
@@ -36,6 +36,32 @@ func incomingMD(h http.Header) metadata.MD {
 	}
 	return md
 }
+
+// lower returns k in lower case: from [lowerNames] for the names most
+// requests carry, without an allocation.
+func lower(k string) string {
+	if l, ok := lowerNames[k]; ok {
+		return l
+	}
+	return strings.ToLower(k)
+}
+
+// lowerNames maps the header names connect-go's protocols and common
+// layers send, as net/http spells them, to their lower case.
+var lowerNames = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range []string{
+		"Accept", "Accept-Encoding", "Authorization", "Baggage", "Connect-Accept-Encoding",
+		"Connect-Content-Encoding", "Connect-Protocol-Version", "Connect-Timeout-Ms",
+		"Content-Encoding", "Content-Length", "Content-Type", "Grpc-Accept-Encoding",
+		"Grpc-Encoding", "Grpc-Timeout", "Idempotency-Key", "Idempotency-Resume-After", "Te",
+		"Traceparent", "Tracestate", "User-Agent", "X-Forwarded-For", "X-Grpc-Web",
+		"X-Request-Id", "X-User-Agent",
+	} {
+		m[k] = strings.ToLower(k)
+	}
+	return m
+}()
 
 // responseMD returns the headers a handler set, h (or some of them, a
 // response's header and its trailer), as metadata to record, with those of
@@ -51,7 +77,7 @@ func responseMD(md metadata.MD, hs ...http.Header) metadata.MD {
 			if md == nil {
 				md = make(metadata.MD, len(h))
 			}
-			key := strings.ToLower(k)
+			key := lower(k)
 			if strings.HasSuffix(key, "-bin") {
 				vs = decodeBinary(vs)
 			}

@@ -54,7 +54,7 @@ func (t *transport) SetHeader(md metadata.MD) error {
 		return errHeaderSent
 	}
 	if t.conn == nil {
-		t.header = metadata.Join(t.header, md)
+		t.header = join(t.header, md)
 		return nil
 	}
 	addMD(t.conn.ResponseHeader(), md)
@@ -79,7 +79,7 @@ func (t *transport) SetTrailer(md metadata.MD) error {
 	switch {
 	case t.recordOnly:
 	case t.conn == nil:
-		t.trailer = metadata.Join(t.trailer, md)
+		t.trailer = join(t.trailer, md)
 	default:
 		addMD(t.conn.ResponseTrailer(), md)
 	}
@@ -91,4 +91,13 @@ func (t *transport) markSent() {
 	t.mu.Lock()
 	t.sent = true
 	t.mu.Unlock()
+}
+
+// join returns md added to into; md itself when into is empty (the
+// interceptors do not change metadata they have set).
+func join(into, md metadata.MD) metadata.MD {
+	if len(into) == 0 {
+		return md
+	}
+	return metadata.Join(into, md)
 }
