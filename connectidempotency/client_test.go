@@ -3,6 +3,7 @@ package connectidempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -211,6 +212,42 @@ func TestClientResendsUpload(t *testing.T) {
 		}
 		if keys := streams.Keys(); len(keys) != 1 || len(keys[0]) != 1 {
 			t.Fatalf("keys %q, want one run with one key", keys)
+		}
+	})
+}
+
+// Concurrent duplicates of one call, each through the client interceptor,
+// which retries the key in flight: the handler runs once and every caller
+// gets its answer.
+func TestConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	forEachProtocol(t, func(t *testing.T, p connecttest.Protocol) {
+		var runs runs
+		srv, _ := memServer(t, idempotency.WithRetryAfter(10*time.Millisecond))
+		r := newRig(t, p, setup{srv: srv, handler: runs.handler, clientOpts: clientOpts(idempotency.WithMaxAttempts(100))})
+		const callers = 16
+		answers := make(chan string, callers)
+		ctx, err := idempotency.ContextWithKey(t.Context(), "dup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range callers {
+			go func() {
+				resp, err := r.unary.Do(ctx, request("pay", ""))
+				if err != nil {
+					answers <- err.Error()
+					return
+				}
+				answers <- fmt.Sprint(resp.Msg.GetPayload(), resp.Msg.GetExecution())
+			}()
+		}
+		for range callers {
+			if got := <-answers; got != "pay1" {
+				t.Errorf("a caller got %q, want the one run's answer", got)
+			}
+		}
+		if n := runs.count(); n != 1 {
+			t.Fatalf("the handler ran %d times for %d concurrent duplicates, want 1", n, callers)
 		}
 	})
 }
