@@ -32,8 +32,8 @@
 // ([idempotency.ReplayedKey]: true) in the header of a response, and in
 // the metadata of an error ([Replayed] reads it). The library's refusals
 // are *connect.Errors of the gRPC interceptors' codes, with the same
-// google.rpc.ErrorInfo (and RetryInfo, with the Grpc-Retry-Pushback-Ms
-// header, when a retry is to wait).
+// google.rpc.ErrorInfo (and RetryInfo, with Grpc-Retry-Pushback-Ms in the
+// error's metadata, when a retry is to wait).
 //
 // A server stream's messages reach the caller as the handler sends them,
 // and are recorded; a retry gets them all, or those after its
