@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -245,4 +246,32 @@ func TestLiveAnswerNeverMarked(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A replay is the same bytes whatever the codec: a JSON client gets the
+// JSON the live answer had.
+func TestReplayJSON(t *testing.T) {
+	t.Parallel()
+	for _, p := range []connecttest.Protocol{connecttest.Protocols[0], connecttest.Protocols[2]} {
+		t.Run(p.Name, func(t *testing.T) {
+			t.Parallel()
+			var runs runs
+			srv, _ := memServer(t)
+			r := newRig(t, p, setup{srv: srv, handler: runs.handler})
+			w := r.recordWire(t, p, connect.WithProtoJSON())
+			for range 2 {
+				if _, err := r.unary.Do(t.Context(), request("json", "k")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := w.answers()
+			if ct := got[0].header.Get("Content-Type"); !strings.Contains(ct, "json") {
+				t.Fatalf("the live answer's Content-Type is %q, not JSON", ct)
+			}
+			sameWire(t, got[0], got[1])
+			if runs.count() != 1 {
+				t.Fatalf("ran %d times, want 1", runs.count())
+			}
+		})
+	}
 }
