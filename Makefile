@@ -5,7 +5,7 @@ TOOL := GOWORK=off go tool -modfile=tools.mod
 # `go test ./...` at the root covers the root module only, even in workspace
 # mode; the go commands below name each module's ./... instead.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-GENERATED_DIRS := gen internal/gen examples internal/gatewaytest/gen
+GENERATED_DIRS := gen internal/gen examples internal/gatewaytest/gen internal/connecttest/gen
 
 .PHONY: all generate check-generate check-docs check-core-deps lint test bench
 
@@ -13,7 +13,7 @@ all: generate lint test
 
 ## generate: regenerate Go code from proto/ (removes stale files first).
 generate:
-	find $(GENERATED_DIRS) \( -name '*.pb.go' -o -name '*.pb.gw.go' \) -delete 2>/dev/null || true
+	find $(GENERATED_DIRS) \( -name '*.pb.go' -o -name '*.pb.gw.go' -o -name '*.connect.go' \) -delete 2>/dev/null || true
 	$(TOOL) buf generate
 
 ## check-generate: fail when regenerating changes a byte.

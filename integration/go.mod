@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/connectidempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/connecttest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/mysqltest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
@@ -19,6 +21,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.21.1 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
@@ -39,7 +42,9 @@ require (
 // tagged (docs/releasing.md).
 replace (
 	github.com/grpc-idempotency/idempotency => ..
+	github.com/grpc-idempotency/idempotency/connectidempotency => ../connectidempotency
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../examples/payments/gen
+	github.com/grpc-idempotency/idempotency/internal/connecttest => ../internal/connecttest
 	github.com/grpc-idempotency/idempotency/internal/mysqltest => ../internal/mysqltest
 	github.com/grpc-idempotency/idempotency/internal/pgtest => ../internal/pgtest
 	github.com/grpc-idempotency/idempotency/internal/redistest => ../internal/redistest

@@ -26,12 +26,13 @@ trap 'rm -f "$out"' EXIT
 # BenchmarkUnary and BenchmarkUnaryPostgres are in the integration module;
 # the client benchmarks, BenchmarkDo (Do and Once), BenchmarkStream and
 # BenchmarkClientStream in the root package, BenchmarkMiddleware and
-# BenchmarkTransport in httpidempotency; go test runs the benchmarks of several packages one
+# BenchmarkTransport in httpidempotency, BenchmarkConnect in
+# connectidempotency; go test runs the benchmarks of several packages one
 # after the other.
 # BenchmarkClaimCompleted (PostgreSQL replays) runs after the memory store's
 # rows and before BenchmarkPostgresScale, which fills its table before it
 # measures anything.
-cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor|BenchmarkDo|BenchmarkStream|BenchmarkClientStream|BenchmarkMiddleware|BenchmarkTransport)\$' -benchmem -benchtime=1s -count=$count . ./httpidempotency ./integration"
+cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkClientInterceptor|BenchmarkDo|BenchmarkStream|BenchmarkClientStream|BenchmarkMiddleware|BenchmarkTransport|BenchmarkConnect)\$' -benchmem -benchtime=1s -count=$count . ./httpidempotency ./connectidempotency ./integration"
 cmd1p="go test -run '^\$' -bench '^BenchmarkUnaryPostgres\$' -benchmem -benchtime=1s -count=$count ./integration"
 # BenchmarkUnaryMySQL in a process of its own too, for the same reason.
 cmd1m="go test -run '^\$' -bench '^BenchmarkUnaryMySQL\$' -benchmem -benchtime=1s -count=$count ./integration"

@@ -1,7 +1,9 @@
 // Package behaviourtest is the behaviour contract of docs/semantics.md as
 // one table, run against every entry point of the library: the unary
 // server interceptor (over bufconn), [idempotency.Do], [idempotency.Once]
-// and the net/http middleware (over httptest). Each situation (new key,
+// and the net/http middleware (over httptest), and those of modules of
+// their own, which pass their [EntryPoint]s with [WithEntryPoints] (the
+// connect-go interceptor, in internal/connecttest). Each situation (new key,
 // replay, in flight, reused key, errors, panic, caller leaving, lease
 // lost, store down or full, outcome too large) states what every entry
 // point answers, in the small common terms of [Result]; an entry point
@@ -29,7 +31,9 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// kind names an entry point.
+// kind names the answers of an entry point: those of a gRPC server
+// (unary, and every [EntryPoint] of another module), of [idempotency.Do],
+// of [idempotency.Once], or of the net/http middleware.
 type kind int
 
 const (
@@ -39,37 +43,46 @@ const (
 	httpMiddleware
 )
 
-func (k kind) String() string {
-	return [...]string{"Unary", "Do", "Once", "HTTP"}[k]
+// Caller makes one call through an entry point: with key, the request
+// variant req (0 or 1: two requests with different fingerprints, see
+// [Request]), and id, the call's id, which reaches the work the call runs
+// ([Env.Work]).
+type Caller interface {
+	Call(ctx context.Context, key string, req int, id string) Result
 }
 
-// entryPoint makes one call through an entry point: with key, the request
-// variant req (0 or 1: two requests with different fingerprints), and id,
-// the call's id, which reaches the work the call runs.
-type entryPoint interface {
-	call(ctx context.Context, key string, req int, id string) Result
-}
-
-// env is what an entry point is built over, for one situation.
-type env struct {
-	store *faultstore.Store
-	opts  []idempotency.ServerOption
-	work  *work
-	// left is called with a call's id when the entry point sees its
-	// caller's context end (the server's side of the call, for unary and
-	// HTTP).
-	left func(id string)
-}
-
-// entryPoints lists every entry point the suite runs.
-var entryPoints = []struct {
+// EntryPoint is an entry point the table runs against. Those of modules
+// of their own are passed with [WithEntryPoints]; they answer as a gRPC
+// server does (the status code, the ErrorInfo reason, RetryInfo with the
+// pushback trailer, the replay marker), so the table's gRPC answers are
+// theirs.
+type EntryPoint struct {
+	// Name names the entry point's subtests (Situation/Name).
+	Name string
+	// New builds the entry point over e, for one situation; it registers
+	// any cleanup with t.Cleanup.
+	New  func(t *testing.T, e *Env) Caller
 	kind kind
-	new  func(t *testing.T, e *env) entryPoint
-}{
-	{unary, newUnary},
-	{do, newDo},
-	{once, newOnce},
-	{httpMiddleware, newHTTP},
+}
+
+// Env is what an entry point is built over, for one situation.
+type Env struct {
+	// Store is the situation's store, with its faults.
+	Store *faultstore.Store
+	// Opts are the situation's server options.
+	Opts []idempotency.ServerOption
+	// Left is called with a call's id when the entry point sees its
+	// caller's context end (the server's side of the call).
+	Left func(id string)
+	work *work
+}
+
+// entryPoints lists the library's own entry points.
+var entryPoints = []EntryPoint{
+	{Name: "Unary", New: newUnary, kind: unary},
+	{Name: "Do", New: newDo, kind: do},
+	{Name: "Once", New: newOnce, kind: once},
+	{Name: "HTTP", New: newHTTP, kind: httpMiddleware},
 }
 
 // DefaultLease is the short lease of the situation where the store loses
@@ -79,7 +92,10 @@ const DefaultLease = 300 * time.Millisecond
 // Option configures [Run].
 type Option func(*config)
 
-type config struct{ lease time.Duration }
+type config struct {
+	lease       time.Duration
+	entryPoints []EntryPoint
+}
 
 // WithLease sets the short lease of [DefaultLease]; raise it for a store
 // whose round trips are slow. A value under 100 ms keeps the default.
@@ -87,6 +103,17 @@ func WithLease(d time.Duration) Option {
 	return func(c *config) {
 		if d >= 100*time.Millisecond {
 			c.lease = d
+		}
+	}
+}
+
+// WithEntryPoints runs the situations against eps, the entry points of a
+// module of its own, instead of the library's own.
+func WithEntryPoints(eps ...EntryPoint) Option {
+	return func(c *config) {
+		for _, ep := range eps {
+			ep.kind = unary // a gRPC server's answers
+			c.entryPoints = append(c.entryPoints, ep)
 		}
 	}
 }
@@ -101,22 +128,26 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store, opts ...Option) 
 	for _, o := range opts {
 		o(&cfg)
 	}
+	eps := cfg.entryPoints
+	if eps == nil {
+		eps = entryPoints
+	}
 	nonce := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for _, s := range situations(cfg) {
 		t.Run(s.name, func(t *testing.T) {
-			for _, ep := range entryPoints {
+			for _, ep := range eps {
 				if s.skip[ep.kind] != "" {
 					continue
 				}
-				t.Run(ep.kind.String(), func(t *testing.T) {
+				t.Run(ep.Name, func(t *testing.T) {
 					t.Parallel()
 					p := newPlayer(t, s, ep.kind, newStore(t))
-					p.ep = ep.new(t, p.env)
+					p.ep = ep.New(t, p.env)
 					// Cleanups run last first: the gate opens before the
 					// entry point's server stops, so nothing stays blocked
 					// when a step fails.
 					t.Cleanup(p.open)
-					p.key = s.name + "-" + ep.kind.String() + "-" + nonce
+					p.key = s.name + "-" + ep.Name + "-" + nonce
 					if s.key != "" {
 						p.key = s.key
 					}
@@ -132,8 +163,8 @@ type player struct {
 	t    *testing.T
 	s    situation
 	kind kind
-	ep   entryPoint
-	env  *env
+	ep   Caller
+	env  *Env
 	key  string
 
 	calls   []chan Result // of every call, by number - 1
@@ -152,7 +183,7 @@ func newPlayer(t *testing.T, s situation, k kind, st store.Store) *player {
 	fs.Full.Store(s.full)
 	fs.CorruptData.Store(s.corrupt)
 	p := &player{t: t, s: s, kind: k, gone: map[string]chan struct{}{}}
-	p.env = &env{store: fs, opts: s.opts, work: newWork(s.script), left: func(id string) { close(p.left(id)) }}
+	p.env = &Env{Store: fs, Opts: s.opts, work: newWork(s.script), Left: func(id string) { close(p.left(id)) }}
 	return p
 }
 
@@ -207,16 +238,16 @@ func (p *player) play() {
 				got = await(p, p.env.work.started, fmt.Sprintf("execution %d", st.n))
 			}
 		case opAwaitClaims:
-			wait.For(t, func() bool { return p.env.store.Count("claim") >= st.n })
+			wait.For(t, func() bool { return p.env.Store.Count("claim") >= st.n })
 		case opAwaitSettled:
-			wait.For(t, func() bool { return p.env.store.Count("complete")+p.env.store.Count("release") >= st.n })
+			wait.For(t, func() bool { return p.env.Store.Count("complete")+p.env.Store.Count("release") >= st.n })
 		case opOpen:
 			p.open()
 		case opLeave:
 			p.cancels[st.n-1]()
 			await(p, p.left("call-"+strconv.Itoa(st.n)), fmt.Sprintf("call %d leaving", st.n))
 		case opEvict:
-			if n, err := p.env.store.Evict(t.Context()); n != 1 || err != nil {
+			if n, err := p.env.Store.Evict(t.Context()); n != 1 || err != nil {
 				t.Fatalf("step %d: evicted %d claims (%v), want 1", i+1, n, err)
 			}
 		}
@@ -235,7 +266,7 @@ func (p *player) play() {
 
 // result makes one call and completes what only the harness knows.
 func (p *player) result(ctx context.Context, req int, id string) Result {
-	r := p.ep.call(ctx, p.key, req, id)
+	r := p.ep.Call(ctx, p.key, req, id)
 	ran := p.env.work.ran(id)
 	if r.ranKnown && r.Ran != ran {
 		p.t.Errorf("%s: the entry point reports ran=%v, the work ran=%v", id, r.Ran, ran)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -23,34 +22,26 @@ type callIDValue struct{}
 // fnEntry calls Do or Once.
 type fnEntry struct {
 	srv  *idempotency.Server
-	work *work
-	left func(id string)
+	env  *Env
 	once bool
 }
 
-func newDo(_ *testing.T, e *env) entryPoint {
-	return &fnEntry{srv: idempotency.NewServer(e.store, e.opts...), work: e.work, left: e.left}
+func newDo(_ *testing.T, e *Env) Caller {
+	return &fnEntry{srv: idempotency.NewServer(e.Store, e.Opts...), env: e}
 }
 
-func newOnce(_ *testing.T, e *env) entryPoint {
-	return &fnEntry{srv: idempotency.NewServer(e.store, e.opts...), work: e.work, left: e.left, once: true}
+func newOnce(_ *testing.T, e *Env) Caller {
+	return &fnEntry{srv: idempotency.NewServer(e.Store, e.Opts...), env: e, once: true}
 }
 
 // exec runs the work for the call on ctx and returns its answer as Do's
 // function does.
 func (f *fnEntry) exec(ctx context.Context) (*testingv1.DoResponse, error) {
-	n, a, text := f.work.exec(ctx, ctx.Value(callIDValue{}).(string))
-	switch a {
-	case refuse, bulkyRefuse:
-		return nil, status.Error(codes.PermissionDenied, text)
-	case flake:
-		return nil, status.Error(codes.Unavailable, text)
-	}
-	return &testingv1.DoResponse{Payload: text, Execution: int64(n)}, nil
+	return f.env.Work(ctx, ctx.Value(callIDValue{}).(string))
 }
 
-func (f *fnEntry) call(ctx context.Context, key string, req int, id string) (r Result) {
-	stop := context.AfterFunc(ctx, func() { f.left(id) })
+func (f *fnEntry) Call(ctx context.Context, key string, req int, id string) (r Result) {
+	stop := context.AfterFunc(ctx, func() { f.env.Left(id) })
 	defer stop()
 	ctx = context.WithValue(ctx, callIDValue{}, id)
 	defer func() {
@@ -62,7 +53,7 @@ func (f *fnEntry) call(ctx context.Context, key string, req int, id string) (r R
 	var err error
 	if f.once {
 		r.ranKnown = true
-		r.Ran, err = idempotency.Once(ctx, f.srv, operation, key, request(req), func(ctx context.Context) error {
+		r.Ran, err = idempotency.Once(ctx, f.srv, operation, key, Request(req), func(ctx context.Context) error {
 			_, err := f.exec(ctx)
 			return err
 		})
@@ -72,7 +63,7 @@ func (f *fnEntry) call(ctx context.Context, key string, req int, id string) (r R
 		_, isStatus := status.FromError(err)
 		r.Replayed = !r.Ran && (isStatus || errors.Is(err, idempotency.ErrResponseNotRetained))
 	} else {
-		resp, r.Replayed, err = idempotency.Do(ctx, f.srv, operation, key, request(req), f.exec)
+		resp, r.Replayed, err = idempotency.Do(ctx, f.srv, operation, key, Request(req), f.exec)
 	}
 	r.Reason = idempotency.Reason(err)
 	st, isStatus := status.FromError(err)

@@ -27,8 +27,8 @@ type httpEntry struct {
 	client *http.Client
 }
 
-func newHTTP(t *testing.T, e *env) entryPoint {
-	srv := idempotency.NewServer(e.store, e.opts...)
+func newHTTP(t *testing.T, e *Env) Caller {
+	srv := idempotency.NewServer(e.Store, e.Opts...)
 	work := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, a, text := e.work.exec(r.Context(), r.Header.Get(callIDHeader))
 		code := http.StatusOK
@@ -45,7 +45,7 @@ func newHTTP(t *testing.T, e *env) entryPoint {
 	inner := httpidempotency.Middleware(srv)(work)
 	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(callIDHeader)
-		stop := context.AfterFunc(r.Context(), func() { e.left(id) })
+		stop := context.AfterFunc(r.Context(), func() { e.Left(id) })
 		defer stop()
 		defer func() {
 			if p := recover(); p != nil {
@@ -59,7 +59,7 @@ func newHTTP(t *testing.T, e *env) entryPoint {
 	return &httpEntry{url: ts.URL + "/op", client: ts.Client()}
 }
 
-func (h *httpEntry) call(ctx context.Context, key string, req int, id string) Result {
+func (h *httpEntry) Call(ctx context.Context, key string, req int, id string) Result {
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, strings.NewReader("request "+strconv.Itoa(req)))
 	if err != nil {
 		panic(err)

@@ -5,7 +5,9 @@ import (
 	"strconv"
 )
 
-// Result is one call's answer, in the terms every entry point shares.
+// Result is one call's answer, in the terms every entry point shares. An
+// [EntryPoint] of another module fills it in as unary does, with its
+// answer in gRPC terms (Code a codes.Code's String).
 type Result struct {
 	// Ran reports whether the work ran for this call: the harness sees
 	// it, or the entry point says it ([idempotency.Once]'s ran), and the

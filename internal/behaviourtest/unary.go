@@ -24,21 +24,14 @@ const callIDKey = "behaviour-call"
 // the caller leave) and the idempotency interceptor.
 type unaryEntry struct{ client testingv1.TestServiceClient }
 
-func newUnary(t *testing.T, e *env) entryPoint {
-	srv := idempotency.NewServer(e.store, e.opts...)
+func newUnary(t *testing.T, e *Env) Caller {
+	srv := idempotency.NewServer(e.Store, e.Opts...)
 	handler := func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
-		n, a, text := e.work.exec(ctx, callID(ctx))
-		switch a {
-		case refuse, bulkyRefuse:
-			return nil, status.Error(codes.PermissionDenied, text)
-		case flake:
-			return nil, status.Error(codes.Unavailable, text)
-		}
-		return &testingv1.DoResponse{Payload: text, Execution: int64(n)}, nil
+		return e.Work(ctx, callID(ctx))
 	}
 	recovery := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 		id := callID(ctx)
-		stop := context.AfterFunc(ctx, func() { e.left(id) })
+		stop := context.AfterFunc(ctx, func() { e.Left(id) })
 		defer stop()
 		defer func() {
 			if r := recover(); r != nil {
@@ -60,10 +53,10 @@ func callID(ctx context.Context) string {
 	return ""
 }
 
-func (u *unaryEntry) call(ctx context.Context, key string, req int, id string) Result {
+func (u *unaryEntry) Call(ctx context.Context, key string, req int, id string) Result {
 	ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, key, callIDKey, id)
 	var header, trailer metadata.MD
-	resp, err := u.client.Do(ctx, request(req), grpc.Header(&header), grpc.Trailer(&trailer))
+	resp, err := u.client.Do(ctx, Request(req), grpc.Header(&header), grpc.Trailer(&trailer))
 	st := status.Convert(err)
 	_, ri := testkit.ErrorInfo(err)
 	r := Result{
@@ -80,7 +73,7 @@ func (u *unaryEntry) call(ctx context.Context, key string, req int, id string) R
 	return r
 }
 
-// request returns request variant n.
-func request(n int) *testingv1.DoRequest {
+// Request returns request variant n (0 or 1), the request of a call's req.
+func Request(n int) *testingv1.DoRequest {
 	return &testingv1.DoRequest{Payload: "request", Amount: int64(n)}
 }

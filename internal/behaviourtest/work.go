@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 )
 
 // act is what one execution of the work answers.
@@ -103,4 +108,20 @@ func (w *work) executions() (int, []error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.n, append([]error(nil), w.causes...)
+}
+
+// Work runs one execution of the situation's work for the call id, on
+// ctx, and returns its answer as a gRPC handler does: a response, or
+// PERMISSION_DENIED (a deterministic error) or UNAVAILABLE (a retryable
+// one) as the status error; a crash panics. An entry point's handler
+// calls it with the id its call carries.
+func (e *Env) Work(ctx context.Context, id string) (*testingv1.DoResponse, error) {
+	n, a, text := e.work.exec(ctx, id)
+	switch a {
+	case refuse, bulkyRefuse:
+		return nil, status.Error(codes.PermissionDenied, text)
+	case flake:
+		return nil, status.Error(codes.Unavailable, text)
+	}
+	return &testingv1.DoResponse{Payload: text, Execution: int64(n)}, nil
 }

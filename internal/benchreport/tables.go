@@ -63,6 +63,21 @@ func comparisons() []comparison {
 		bench: "BenchmarkClientStream",
 		rows:  variants("BenchmarkClientStream/", "", "bare", "executed", "replayed"),
 	}
+	connectUnary := comparison{
+		title: "`connectidempotency` against bare connect-go handlers: unary (`BenchmarkConnect`)",
+		about: "The TestService's `Do` over a real httptest server (loopback TCP, HTTP/1.1, the Connect protocol, binary Protobuf): connect-go's client and server, net/http and the network stack are in every row. Bare has no interceptor; the other rows run behind `connectidempotency.NewInterceptor` on a memory store, a new key per call (executed) or one stored key (replay). Each row compares with bare of its callers; an operation is one call.",
+		bench: "BenchmarkConnect",
+	}
+	for _, callers := range []string{"1", "64"} {
+		connectUnary.rows = append(connectUnary.rows, variants("BenchmarkConnect/unary/", "/callers="+callers, "bare", "executed", "replay")...)
+	}
+	connectStream := comparison{
+		title: "`connectidempotency` against a bare connect-go handler: server streams (`BenchmarkConnect`)",
+		about: "A server stream of 100 messages of 64 bytes over the same httptest server; bare has no interceptor, executed runs under a new key (each message recorded, the outcome stored in a memory store), replayed is sent from the store. An operation is one whole stream; msgs/s counts the messages received.",
+		rate:  "msgs/s",
+		bench: "BenchmarkConnect",
+		rows:  variants("BenchmarkConnect/stream/", "", "bare", "executed", "replayed"),
+	}
 	pg := comparison{
 		title: "PostgreSQL replays: a claim of a completed key against a SELECT (`BenchmarkClaimCompleted`)",
 		about: "One completed key claimed again and again (the store step of a replay); the bare row is a plain `SELECT` of the row, claim-old the claim statement before the replay became a read (decision 50 of `docs/semantics.md`), on a table of its own. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
@@ -105,7 +120,7 @@ func comparisons() []comparison {
 	for _, callers := range []string{"1", "64"} {
 		myUnary.rows = append(myUnary.rows, variants("BenchmarkUnaryMySQL/", "/callers="+callers, "bare", "mysql-executed", "mysql-replay", "mysql-tx-bare", "mysql-tx-executed")...)
 	}
-	return append([]comparison{do, mw, client, stream, clientStream, pg, my, myUnary, floor, instr}, consumers()...)
+	return append([]comparison{do, mw, client, stream, clientStream, connectUnary, connectStream, pg, my, myUnary, floor, instr}, consumers()...)
 }
 
 // consumers returns the tables of the message consumer packages against

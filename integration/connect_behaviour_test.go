@@ -1,0 +1,34 @@
+package idempotency_test
+
+import (
+	"testing"
+
+	"github.com/grpc-idempotency/idempotency/connectidempotency"
+	"github.com/grpc-idempotency/idempotency/internal/behaviourtest"
+	"github.com/grpc-idempotency/idempotency/internal/connecttest"
+	"github.com/grpc-idempotency/idempotency/internal/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+)
+
+// TestConnectBehaviour runs docs/semantics.md's table against the
+// connect-go handler interceptor (connectidempotency) over the Connect,
+// gRPC and gRPC-Web protocols, on Redis and on PostgreSQL, as
+// connectidempotency's TestBehaviour does on the memory store.
+func TestConnectBehaviour(t *testing.T) {
+	t.Parallel()
+	eps := behaviourtest.WithEntryPoints(connecttest.EntryPoints(connectidempotency.NewInterceptor)...)
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		s := redisstore.New(redistest.StartServer(t).Client())
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s }, eps)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		l := newPGLedger(t)
+		s := postgresstore.New(l.admin, postgresstore.WithTable(l.records()), postgresstore.WithSweepInterval(0))
+		t.Cleanup(func() { _ = s.Close() })
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s }, eps)
+	})
+}
