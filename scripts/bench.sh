@@ -50,6 +50,10 @@ cmd5="scripts/bench-instructions.sh"
 # BenchmarkWatermill (RabbitMQ, and watermill's in-process pub/sub), each a
 # fixed number of messages per row, published before the timer starts.
 cmd6="go test -run '^\$' -bench '^(BenchmarkJetStream|BenchmarkKafka|BenchmarkWatermill)\$' -benchmem -benchtime=5000x -count=$count ./jetstreamidempotency ./kafkaidempotency ./watermillidempotency"
+# Inspection (the admin service's and idempotencyctl's reads) on a store of
+# 1,000,000 entries: a List page of 100, a Lookup and Stats, with their p50
+# and p99 latency; each run fills its store first, so fewer runs.
+cmd7="go test -run '^\$' -bench '^(BenchmarkInspectMemory|BenchmarkInspectRedis|BenchmarkInspectPostgres)\$' -benchmem -count=3 ./store/memorystore ./store/redisstore ./store/postgresstore"
 export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1 IDEMPOTENCY_REQUIRE_MYSQL=1 IDEMPOTENCY_REQUIRE_RABBITMQ=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"
@@ -61,6 +65,7 @@ eval "$cmd3" | tee -a "$out"
 eval "$cmd4" | tee -a "$out"
 eval "$cmd5" | tee -a "$out"
 eval "$cmd6" | tee -a "$out"
+eval "$cmd7" | tee -a "$out"
 
 machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1), $(go run ./internal/cmd/backends | sed -n 's/^mysql: found \(.*\) at .*/\1/p')"
 go run ./internal/benchreport -cmd "$cmd1
@@ -72,5 +77,6 @@ $cmd2m
 $cmd3
 $cmd4
 $cmd5
-$cmd6" -machine "$machine" "$out" > BENCHMARKS.md
+$cmd6
+$cmd7" -machine "$machine" "$out" > BENCHMARKS.md
 echo "BENCHMARKS.md rewritten"
