@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -121,28 +122,12 @@ func (c *cli) list(cmd *cobra.Command, cn *conn, l listFlags, req *adminv1.ListK
 		}
 		kept := resp.GetEntries()
 		if fp != nil {
-			kept = nil
-			for _, e := range resp.GetEntries() {
-				if bytes.Equal(e.GetFingerprint(), fp) {
-					kept = append(kept, e)
-				}
-			}
+			kept = slices.DeleteFunc(kept, func(e *adminv1.Entry) bool { return !bytes.Equal(e.GetFingerprint(), fp) })
 		}
 		printed += len(kept)
 		next := resp.GetNextPageToken()
 		done := next == "" || (!l.all && printed >= l.limit)
-		now := time.Now()
-		for _, e := range kept {
-			if c.json {
-				if err := printJSON(c.stdout, e); err != nil {
-					return err
-				}
-				continue
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.GetStoreKey(), stateName(e.GetState()),
-				age(e.GetClaimTime(), now), left(e.GetExpireTime(), now), size(e.GetSizeBytes()), e.GetEtag())
-		}
-		if err := tw.Flush(); err != nil {
+		if err := c.printEntries(tw, kept); err != nil {
 			return err
 		}
 		if done {
@@ -156,4 +141,21 @@ func (c *cli) list(cmd *cobra.Command, cn *conn, l listFlags, req *adminv1.ListK
 		}
 		req.PageToken = next
 	}
+}
+
+// printEntries writes entries as rows of tw, or each as a line of
+// protojson.
+func (c *cli) printEntries(tw *tabwriter.Writer, entries []*adminv1.Entry) error {
+	now := time.Now()
+	for _, e := range entries {
+		if c.json {
+			if err := printJSON(c.stdout, e); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.GetStoreKey(), stateName(e.GetState()),
+			age(e.GetClaimTime(), now), left(e.GetExpireTime(), now), size(e.GetSizeBytes()), e.GetEtag())
+	}
+	return tw.Flush()
 }

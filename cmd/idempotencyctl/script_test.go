@@ -15,6 +15,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -38,6 +39,9 @@ type mode struct {
 	store  string // memory, redis or postgres
 	// topology is a Redis store's: "" (one node), cluster or sentinel.
 	topology string
+	// mtls serves the admin service over TLS, requiring a client
+	// certificate (--tls-ca, --tls-cert, --tls-key).
+	mtls bool
 }
 
 // modes are every way in, on every store it works with: the admin service
@@ -46,6 +50,7 @@ type mode struct {
 // Sentinel.
 var modes = []mode{
 	{name: "service-memory", store: "memory"},
+	{name: "service-mtls", store: "memory", mtls: true},
 	{name: "service-redis", store: "redis"},
 	{name: "service-postgres", store: "postgres"},
 	{name: "direct-redis", direct: true, store: "redis"},
@@ -54,10 +59,12 @@ var modes = []mode{
 	{name: "direct-postgres", direct: true, store: "postgres"},
 }
 
-// condition answers the scripts' conditions: [service] and [direct] (the
-// way in), [memory], [redis] and [postgres] (the store).
+// condition answers the scripts' conditions: [service], [mtls] and
+// [direct] (the way in), [memory], [redis] and [postgres] (the store).
 func (m mode) condition(cond string) (bool, error) {
 	switch cond {
+	case "mtls":
+		return m.mtls, nil
 	case "service":
 		return !m.direct, nil
 	case "direct":
@@ -152,15 +159,39 @@ func setup(env *testscript.Env, m mode, shared any) error {
 	if m.direct {
 		r.flags = direct
 	} else {
-		svc := admin.NewService(srv, authorize, admin.WithLogger(slog.New(slog.DiscardHandler)))
-		adm := testserver.StartLoopback(tb, func(s grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(s, svc) })
-		r.flags = []string{"--addr", adm.Addr(), "--insecure"}
+		r.flags, err = startAdmin(tb, env, m, srv)
+		if err != nil {
+			return err
+		}
 	}
 	env.Values[rigKey{}] = r
 	// Under -race, a process sleeps a second before it exits, so that
 	// racing goroutines get reported: idempotencyctl's have all ended.
 	env.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	return nil
+}
+
+// startAdmin starts the admin service of srv on a loopback port, over
+// mTLS in an mtls mode, and returns the flags that reach it; the scripts
+// find its address in $ADMIN_ADDR.
+func startAdmin(tb testing.TB, env *testscript.Env, m mode, srv *idempotency.Server) ([]string, error) {
+	svc := admin.NewService(srv, authorize, admin.WithLogger(slog.New(slog.DiscardHandler)))
+	register := func(s grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(s, svc) }
+	if !m.mtls {
+		adm := testserver.StartLoopback(tb, register)
+		env.Setenv("ADMIN_ADDR", adm.Addr())
+		return []string{"--addr", adm.Addr(), "--insecure"}, nil
+	}
+	tc, err := writeCerts(env.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	adm := testserver.StartLoopback(tb, register, grpc.Creds(credentials.NewTLS(tc)))
+	env.Setenv("ADMIN_ADDR", adm.Addr())
+	return []string{
+		"--addr", adm.Addr(), "--tls-server-name", adminServerName, "--tls-ca", filepath.Join(env.WorkDir, "ca.pem"),
+		"--tls-cert", filepath.Join(env.WorkDir, "client.pem"), "--tls-key", filepath.Join(env.WorkDir, "client-key.pem"),
+	}, nil
 }
 
 // openStore returns a fresh store of m's kind, closed when tb ends, and
