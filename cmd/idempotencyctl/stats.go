@@ -29,13 +29,13 @@ master's keys once it holds more than 1,000, and says so.`,
 				if c.json {
 					return printJSON(c.stdout, resp)
 				}
-				tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "STATE\tENTRIES\tSIZE\t")
+				tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "STATE\tENTRIES\tSIZE")
 				for _, row := range []struct {
 					name string
 					n    *adminv1.Count
 				}{{"in_flight", resp.GetInFlight()}, {"completed", resp.GetCompleted()}} {
-					fmt.Fprintf(tw, "%s\t%d\t%s\t\n", row.name, row.n.GetEntries(), size(row.n.GetSizeBytes()))
+					fmt.Fprintf(tw, "%s\t%d\t%s\n", row.name, row.n.GetEntries(), size(row.n.GetSizeBytes()))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
