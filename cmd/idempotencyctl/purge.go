@@ -72,7 +72,7 @@ func (c *cli) purge(ctx context.Context, cn *conn, ref keyRef, etag string, forc
 		if status.Code(err) == codes.FailedPrecondition && !force {
 			return c.inFlightRefusal(ctx, cn, ref, err)
 		}
-		return callError(cn, err)
+		return notFoundHint(cn, ref, callError(cn, err))
 	}
 	if c.json {
 		return printJSON(c.stdout, resp)
@@ -117,7 +117,7 @@ func (c *cli) lookup(ctx context.Context, cn *conn, ref keyRef) (*adminv1.Entry,
 	defer cancel()
 	resp, err := cn.GetKey(cctx, ref.getRequest())
 	if err != nil {
-		return nil, callError(cn, err)
+		return nil, notFoundHint(cn, ref, callError(cn, err))
 	}
 	if resp.GetEntry() == nil {
 		return nil, failure("%s answered no entry", cn.where)
