@@ -205,15 +205,17 @@ func create() {
 // code. It is meant for TestMain, directly or as goleak.Cleanup. A database
 // that cannot be dropped is reported on stderr.
 func Exit(code int) {
-	if err := drop(); err != nil {
+	if err := Drop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 	}
 	os.Exit(code)
 }
 
-// drop drops the package's database, if a test created one, closing any
-// connection still open to it. Exit calls it.
-func drop() error {
+// Drop drops the package's database, if a test created one, closing any
+// connection still open to it. Exit calls it; a TestMain that must return
+// its code rather than exit (testscript.Main, which removes its directory
+// once the tests return) calls it itself.
+func Drop() error {
 	if pkg.name == "" {
 		return nil
 	}

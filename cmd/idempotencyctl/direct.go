@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/admin"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore"
+)
+
+// openDirect opens the store the flags name and serves the admin service
+// over it in process: an idempotency.Server over the store, with the
+// descriptors of --descriptor-set, and admin.NewService over that server,
+// called without a network. Its log lines (every purge, a store's
+// failure) go to stderr.
+func (f *connFlags) openDirect(ctx context.Context, stderr io.Writer) (*conn, error) {
+	var opts []idempotency.ServerOption
+	if f.descriptorSet != "" {
+		files, err := loadDescriptorSet(f.descriptorSet)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, idempotency.WithDescriptors(files))
+	}
+	st, where, closeStore, err := f.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	srv := idempotency.NewServer(st, opts...)
+	principal := directPrincipal()
+	svc := admin.NewService(srv,
+		func(context.Context, string) (string, error) { return principal, nil },
+		admin.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	return &conn{backend: svc, where: where, direct: true, close: closeStore}, nil
+}
+
+// directPrincipal names the operator of a direct access in the purge log
+// lines: the store's credentials are the only authorization there is.
+func directPrincipal() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return "idempotencyctl direct (" + name + ")"
+}
+
+// openStore opens the store the flags name, and returns it, its name for
+// messages (never its URL, which may hold a password) and its closer.
+func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(), error) {
+	switch {
+	case f.redis != "":
+		o, err := redis.ParseURL(f.redis)
+		if err != nil {
+			return nil, "", nil, usageError("--redis: %v", err)
+		}
+		o.ContextTimeoutEnabled = true // --timeout bounds the network I/O
+		return f.redisStore(redis.NewClient(o), "the Redis store")
+	case f.redisCluster != "":
+		o, err := redis.ParseClusterURL(f.redisCluster)
+		if err != nil {
+			return nil, "", nil, usageError("--redis-cluster: %v", err)
+		}
+		o.ContextTimeoutEnabled = true
+		return f.redisStore(redis.NewClusterClient(o), "the Redis Cluster store")
+	case f.redisSentinel != "":
+		o, err := redis.ParseFailoverURL(f.redisSentinel)
+		if err != nil {
+			return nil, "", nil, usageError("--redis-sentinel: %v", err)
+		}
+		if o.MasterName == "" {
+			return nil, "", nil, usageError("--redis-sentinel: the URL needs master_name=NAME")
+		}
+		o.ContextTimeoutEnabled = true
+		return f.redisStore(redis.NewFailoverClient(o), "the Redis store of master "+o.MasterName)
+	}
+	cfg, err := pgxpool.ParseConfig(f.postgres)
+	if err != nil {
+		return nil, "", nil, usageError("--postgres: %v", err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg) // connects on first use
+	if err != nil {
+		return nil, "", nil, failure("--postgres: %v", err)
+	}
+	st, err := postgresStore(pool, f.table)
+	if err != nil {
+		pool.Close()
+		return nil, "", nil, err
+	}
+	return st, "the PostgreSQL store (table " + f.table + ")", func() { _ = st.Close(); pool.Close() }, nil
+}
+
+func (f *connFlags) redisStore(rdb redis.UniversalClient, where string) (store.Store, string, func(), error) {
+	return redisstore.New(rdb, redisstore.WithPrefix(f.redisPrefix)), where, func() { _ = rdb.Close() }, nil
+}
+
+// postgresStore returns the store on table, without its sweeper: a
+// command line deletes nothing it was not asked to. A table name that
+// postgresstore.WithTable refuses is a usage error, with its message.
+func postgresStore(pool *pgxpool.Pool, table string) (st *postgresstore.Store, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = usageError("--table: %v", r)
+		}
+	}()
+	return postgresstore.New(pool, postgresstore.WithTable(table), postgresstore.WithSweepInterval(0)), nil
+}

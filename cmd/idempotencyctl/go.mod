@@ -1,0 +1,47 @@
+module github.com/grpc-idempotency/idempotency/cmd/idempotencyctl
+
+go 1.26.0
+
+// Modules of this repository, built from its working tree until they are
+// tagged (docs/releasing.md).
+replace (
+	github.com/grpc-idempotency/idempotency => ../..
+	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
+	github.com/grpc-idempotency/idempotency/internal/pgtest => ../../internal/pgtest
+	github.com/grpc-idempotency/idempotency/internal/redistest => ../../internal/redistest
+	github.com/grpc-idempotency/idempotency/store/postgresstore => ../../store/postgresstore
+	github.com/grpc-idempotency/idempotency/store/redisstore => ../../store/redisstore
+)
+
+require (
+	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/pgtest v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rogpeppe/go-internal v1.16.0
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
+	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/tools v0.49.0 // indirect
+)
