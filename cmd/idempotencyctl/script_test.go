@@ -151,6 +151,9 @@ func setup(env *testscript.Env, m mode, shared any) error {
 		opts = append(opts, idempotency.WithReplayCache(1000, 1<<20, time.Hour))
 	}
 	srv := idempotency.NewServer(st, opts...)
+	// Registered before the shop server's stop, so it runs after it: the
+	// replay cache's subscription to the store's purges ends with srv.
+	tb.Cleanup(func() { _ = srv.Close() })
 	shop := testserver.Start(tb, func(s grpc.ServiceRegistrar) { r.ledger.register(s, sd) },
 		grpc.ChainUnaryInterceptor(srv.UnaryServerInterceptor()))
 	r.shop = shop.Dial(tb, grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor()))
