@@ -5,7 +5,8 @@ TOOL := GOWORK=off go tool -modfile=tools.mod
 # `go test ./...` at the root covers the root module only, even in workspace
 # mode; the go commands below name each module's ./... instead.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-GENERATED_DIRS := gen internal/gen examples internal/gatewaytest/gen internal/connecttest/gen
+GENERATED_DIRS := gen internal/gen examples internal/gatewaytest/gen internal/connecttest/gen watermillidempotency/internal/gen
+PROTO_DIRS := proto internal/proto watermillidempotency/internal/proto
 
 .PHONY: all generate check-generate check-docs check-core-deps lint test bench
 
@@ -18,7 +19,7 @@ generate:
 
 ## check-generate: fail when regenerating changes a byte.
 check-generate: generate
-	@test -z "$$(git status --porcelain -- $(GENERATED_DIRS) proto internal/proto)" || \
+	@test -z "$$(git status --porcelain -- $(GENERATED_DIRS) $(PROTO_DIRS))" || \
 		{ git status --porcelain -- $(GENERATED_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
 ## lint: buf lint, gofmt, no merge conflict markers, then go vet and staticcheck in every module, each

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-idempotency/idempotency"
-	watermillv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/watermill/v1"
+	watermillv1 "github.com/grpc-idempotency/idempotency/watermillidempotency/internal/gen/idempotency/watermill/v1"
 )
 
 // Action is what the middleware told the router about a delivery.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	watermillv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/watermill/v1"
+	watermillv1 "github.com/grpc-idempotency/idempotency/watermillidempotency/internal/gen/idempotency/watermill/v1"
 )
 
 // encode returns the stored outcome of the handler's messages: each one's

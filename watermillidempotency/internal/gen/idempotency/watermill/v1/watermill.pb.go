@@ -203,7 +203,7 @@ const file_idempotency_watermill_v1_watermill_proto_rawDesc = "" +
 	"\apayload\x18\x03 \x01(\fR\apayload\"2\n" +
 	"\bMetadata\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05valueB[ZYgithub.com/grpc-idempotency/idempotency/internal/gen/idempotency/watermill/v1;watermillv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\fR\x05valueBpZngithub.com/grpc-idempotency/idempotency/watermillidempotency/internal/gen/idempotency/watermill/v1;watermillv1b\x06proto3"
 
 var (
 	file_idempotency_watermill_v1_watermill_proto_rawDescOnce sync.Once
