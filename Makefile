@@ -22,12 +22,14 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- $(GENERATED_DIRS) $(PROTO_DIRS))" || \
 		{ git status --porcelain -- $(GENERATED_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
-## lint: buf lint, gofmt, no merge conflict markers, then go vet and staticcheck in every module, each
-## built on its own (GOWORK=off: its go.mod and replace directives alone).
+## lint: buf lint, gofmt, no merge conflict markers, no module but the core importing the
+## core's internal packages outside its tests, then go vet and staticcheck in every module,
+## each built on its own (GOWORK=off: its go.mod and replace directives alone).
 lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	@! git grep -nE '^(<<<<<<<|>>>>>>>)( |$$)' -- . || { echo "merge conflict markers left in the files above"; exit 1; }
+	./scripts/check-internal-imports.sh
 	@for m in $(MODULES); do \
 		echo "go vet, staticcheck: .$${m#$(CURDIR)}"; \
 		(cd $$m && GOWORK=off go vet ./... && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod staticcheck ./...) || exit 1; \
