@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +30,7 @@ type engine struct {
 	flights flights
 	cache   *replayCache // nil without WithReplayCache
 	purges  *purgeFeed   // nil without a cache, or over a store that cannot tell purges
+	seal    *sealer      // nil without WithSealing
 }
 
 func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
@@ -45,6 +45,9 @@ func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
 		return nil, err
 	}
 	e := &engine{store: s, cfg: cfg, cache: newReplayCache(cfg.cache)}
+	if cfg.sealing != nil {
+		e.seal = newSealer(*cfg.sealing)
+	}
 	e.ops, e.otherOp = cfg.operations()
 	return e, nil
 }
@@ -60,6 +63,15 @@ type call struct {
 	fingerprint []byte
 	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	isReplay    bool                  // the answer is a stored outcome
+	// With sealing ([WithSealing]): the scope and its keyring, the
+	// unkeyed fingerprint and the one the primary key keys, which the
+	// call claims with ([engine.sameRequest] may take another).
+	scope      string
+	keyring    *Keyring
+	rawFP      []byte
+	keyedFP    []byte
+	rawArray   [fingerprintSize]byte
+	keyedArray [maxKeyedFingerprint]byte
 	// ownRequest: the request is the call's own ([Do]), not the outer
 	// call's again (an interceptor nested in another): nested in a claim,
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
@@ -112,6 +124,16 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	}
 	c.e, c.cfg, c.fingerprint = e, m, fp
 	c.subject = subject{method: name, op: id, key: storeKey(kind, id, scope, key), clientKey: key}
+	if e.seal != nil {
+		kr, err := e.seal.keyring(ctx, scope)
+		if err != nil {
+			return &hookFailure{scope: true, keys: true, err: err}
+		}
+		c.scope, c.keyring = scope, kr
+		c.rawFP = append(c.rawArray[:0], fp...)
+		c.keyedFP = e.seal.keyFingerprint(c.keyedArray[:0], kr, kr.primary, scope, c.rawFP)
+		c.fingerprint = c.keyedFP
+	}
 	return nil
 }
 
@@ -136,6 +158,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 	}
 	var until time.Time
 	for attempt := 0; ; attempt++ {
+		if c.keyring != nil {
+			c.fingerprint = c.keyedFP // a claim is made with the primary key's
+		}
 		if e.cache != nil {
 			fp, data, gen, ok := e.cache.get(c.key)
 			if ok {
@@ -160,8 +185,8 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			}
 			return e.execute(ctx, c)
 		}
-		if !bytes.Equal(cl.Existing.Fingerprint, c.fingerprint) {
-			return nil, ErrKeyReused
+		if err := e.sameRequest(c, cl.Existing.Fingerprint); err != nil {
+			return nil, err
 		}
 		if cl.Existing.State == store.StateCompleted {
 			rec, resp, err := e.replay(ctx, c, cl.Existing.Data)

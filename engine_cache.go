@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"errors"
@@ -149,8 +148,8 @@ func (rc *replayCache) remove(el *list.Element) {
 // fingerprint fp, as [engine.run] answers from a completed store entry,
 // without a store call.
 func (e *engine) replayCached(ctx context.Context, c *call, fp, data []byte) (any, error) {
-	if !bytes.Equal(fp, c.fingerprint) {
-		return nil, ErrKeyReused
+	if err := e.sameRequest(c, fp); err != nil {
+		return nil, err
 	}
 	_, resp, err := e.replay(ctx, c, data)
 	if !errors.Is(err, ErrRecordCorrupt) {

@@ -46,6 +46,12 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 		*data, _ = record.AppendEncode((*data)[:0], rec)
 		e.observe(ctx, &c.subject, DecisionNotRetained, 0, err)
 	}
+	if c.keyring != nil {
+		sealed := getBuffer()
+		*sealed = e.seal.seal((*sealed)[:0], c.keyring, c.scope, c.key, *data)
+		putBuffer(data)
+		data = sealed
+	}
 	return data
 }
 

@@ -12,6 +12,18 @@ import (
 // transport replays what the record holds ([transport.replay]). It returns
 // the record too, nil when data does not decode.
 func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
+	switch {
+	case c.keyring != nil:
+		buf := getBuffer()
+		defer putBuffer(buf)
+		plain, _, err := e.seal.open((*buf)[:0], c.keyring, c.scope, c.key, data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+		}
+		*buf, data = plain, plain
+	case isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
+	}
 	rec := &c.record // the call's, with its timestamps: a replay runs no work
 	if err := record.DecodeInto(rec, &c.createdAt, &c.completed, data, c.fingerprint); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)

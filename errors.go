@@ -222,10 +222,14 @@ func Reason(err error) string {
 // cause is (or wraps) as the function returned it.
 type hookError struct {
 	scope bool // the scope function failed; else the fingerprint function
+	keys  bool // with scope: Sealing.TenantKeys failed
 	err   error
 }
 
 func (e *hookError) Error() string {
+	if e.keys {
+		return "idempotency: resolving the scope's sealing keys: " + e.err.Error()
+	}
 	if e.scope {
 		return "idempotency: resolving the caller's scope: " + e.err.Error()
 	}
@@ -258,6 +262,9 @@ func (e *hookFailure) status() error {
 	if e.scope {
 		if st, ok := status.FromError(e.err); ok {
 			return st.Err()
+		}
+		if e.keys {
+			return status.Error(codes.Internal, "idempotency: resolving the scope's sealing keys failed")
 		}
 		return status.Error(codes.Internal, "idempotency: resolving the caller's scope failed")
 	}

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -118,4 +119,34 @@ func (s *Server) Purge(ctx context.Context, storeKey string, opts store.PurgeOpt
 	}
 	s.e.cfg.observer.Observe(ctx, Event{Decision: DecisionPurged, StoreKey: storeKey, StoreTime: took})
 	return info, nil
+}
+
+// OpenRecord returns the encoded record that data, the stored outcome of
+// the entry under storeKey, holds for scope (the value of the scope
+// function of the callers that made it, [WithScope]), opened with s's
+// sealing keys ([WithSealing]), and the ID of the key that sealed it: ""
+// for a record written without sealing, which it returns as it is. It is
+// for inspection (package admin): a record that does not open (edited,
+// moved, another scope's, sealed by a key s's keyring no longer holds,
+// or sealed while s has no sealing keys) is an error wrapping
+// [ErrRecordCorrupt], which says why, with the key's ID when the record
+// names one.
+func (s *Server) OpenRecord(ctx context.Context, storeKey, scope string, data []byte) ([]byte, string, error) {
+	e := s.e
+	if e.seal == nil {
+		if isSealed(data) {
+			id, _ := SealedBy(data)
+			return nil, id, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
+		}
+		return data, "", nil
+	}
+	kr, err := e.seal.keyring(ctx, scope)
+	if err != nil {
+		return nil, "", fmt.Errorf("idempotency: resolving the scope's sealing keys: %w", err)
+	}
+	plain, id, err := e.seal.open(nil, kr, scope, storeKey, data)
+	if err != nil {
+		return nil, id, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+	}
+	return plain, id, nil
 }

@@ -71,6 +71,7 @@ type config struct {
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
 	cache            *replayCacheConfig // nil: no replay cache
+	sealing          *Sealing           // nil: records are stored as they are
 }
 
 func newConfig(opts []ServerOption) *config {
@@ -425,5 +426,26 @@ func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
 			c.ops = make(map[string]MethodPolicy)
 		}
 		c.ops[op] = p
+	})
+}
+
+// WithSealing seals every outcome the server stores with AES-256-GCM,
+// under a key derived per scope from s's keyring and bound to the record's
+// store key, and keys every request fingerprint with HMAC-SHA256: whoever
+// reads the store reads no answer and can test no guess of a request, and
+// a record edited, moved to another key or to another scope is refused as
+// corrupt (INTERNAL, [ErrRecordCorrupt]), never replayed. Records written
+// without sealing still replay unless [Sealing.RequireSealed]; keys rotate
+// through the [Keyring]. What it guards and what it does not is in
+// [the security model]. Without it, records are stored as they are. It
+// panics when s has neither Keys nor TenantKeys.
+//
+// [the security model]: https://github.com/grpc-idempotency/idempotency/blob/main/SECURITY.md#sealed-records
+func WithSealing(s Sealing) ServerOption {
+	return serverOptionFunc(func(c *config) {
+		if s.Keys == nil && s.TenantKeys == nil {
+			c.invalid("WithSealing", "Sealing.Keys or Sealing.TenantKeys is required")
+		}
+		c.sealing = &s
 	})
 }

@@ -1,0 +1,260 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"sync"
+	"sync/atomic"
+)
+
+// A sealed record ([WithSealing]) is
+//
+//	0x00 'S' 0x01 | len(id) | id | nonce (12 bytes) | AES-256-GCM ciphertext and tag
+//
+// whose plaintext is the record's encoding and whose associated data is
+// everything before the nonce followed by the store key. A record's
+// encoding never starts with 0x00 (no protobuf field has number 0), so the
+// first byte tells a sealed record from one written without sealing. The
+// AEAD key is derived from the key named by id and the call's scope
+// ([sealer.derive]): a record edited, cut, moved to another store key or
+// opened for another scope fails authentication.
+const (
+	sealMagic   = 0x00
+	sealFormat  = 'S'
+	sealVersion = 1
+	sealHeader  = 4 // magic, format, version, id length
+	sealNonce   = 12
+	sealTag     = 16
+)
+
+// keyedFingerprintVersion is the first byte of a fingerprint keyed by a
+// sealing key: 0x02 | len(id) | id | HMAC-SHA256 of the unkeyed
+// fingerprint, under the key named by id, derived for the call's scope.
+const keyedFingerprintVersion = 2
+
+// maxKeyedFingerprint is the length of the longest keyed fingerprint.
+const maxKeyedFingerprint = 2 + maxSealingKeyID + sha256.Size
+
+// maxDerived bounds the cache of derived keys; past it the cache starts
+// again (a derivation is an HKDF, microseconds).
+const maxDerived = 4096
+
+// Why a record does not open. Each is wrapped in [ErrRecordCorrupt].
+var (
+	errUnsealed   = errors.New("the record is not sealed, and unsealed records are refused (Sealing.RequireSealed)")
+	errSealingOff = errors.New("the record is sealed, and the server has no sealing keys (WithSealing)")
+	errSealFormat = errors.New("the sealed record is cut short or of an unknown format")
+	errSealOpen   = errors.New("the sealed record does not open under its key for this store key and scope: edited, moved, or another scope's")
+)
+
+// sealer seals and opens the records of a server built [WithSealing], and
+// keys its fingerprints.
+type sealer struct {
+	keys          *Keyring
+	tenant        func(context.Context, string) (*Keyring, error)
+	requireSealed bool
+
+	derived sync.Map // derivedID → *derivedKey
+	n       atomic.Int64
+}
+
+type derivedID struct {
+	kr        *Keyring
+	id, scope string
+}
+
+// derivedKey is a sealing key's key for one scope: an AEAD that seals the
+// scope's records and a MAC key that keys its fingerprints.
+type derivedKey struct {
+	aead cipher.AEAD
+	macs sync.Pool // of hash.Hash, HMAC-SHA256 under the MAC key
+}
+
+func newSealer(s Sealing) *sealer {
+	return &sealer{keys: s.Keys, tenant: s.TenantKeys, requireSealed: s.RequireSealed}
+}
+
+// keyring returns the keyring of scope.
+func (s *sealer) keyring(ctx context.Context, scope string) (*Keyring, error) {
+	if s.tenant == nil {
+		return s.keys, nil
+	}
+	kr, err := s.tenant(ctx, scope)
+	if err == nil && kr == nil {
+		err = fmt.Errorf("Sealing.TenantKeys returned no keyring for scope %q", scope)
+	}
+	return kr, err
+}
+
+// derive returns k's key for scope: 64 bytes of HKDF-SHA256 of k's secret,
+// with the scope in its info, split into an AES-256-GCM key and a MAC key.
+func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
+	id := derivedID{kr: kr, id: k.ID, scope: scope}
+	if d, ok := s.derived.Load(id); ok {
+		return d.(*derivedKey)
+	}
+	okm, err := hkdf.Key(sha256.New, k.Secret, nil, "idempotency sealed record v1\x00"+scope, 64)
+	if err != nil {
+		panic(err) // 64 bytes of SHA-256 is far below HKDF's bound
+	}
+	block, err := aes.NewCipher(okm[:32])
+	if err != nil {
+		panic(err) // a 32-byte key is always valid
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	macKey := okm[32:]
+	d := &derivedKey{aead: aead}
+	d.macs.New = func() any { return hmac.New(sha256.New, macKey) }
+	if s.n.Add(1) > maxDerived {
+		s.derived.Clear()
+		s.n.Store(1)
+	}
+	actual, _ := s.derived.LoadOrStore(id, d)
+	return actual.(*derivedKey)
+}
+
+// keyFingerprint appends to dst the fingerprint fp keyed for scope by k
+// ([keyedFingerprintVersion]).
+func (s *sealer) keyFingerprint(dst []byte, kr *Keyring, k SealingKey, scope string, fp []byte) []byte {
+	d := s.derive(kr, k, scope)
+	h := d.macs.Get().(hash.Hash)
+	h.Reset()
+	h.Write(fp)
+	dst = append(dst, keyedFingerprintVersion, byte(len(k.ID)))
+	dst = h.Sum(append(dst, k.ID...))
+	d.macs.Put(h)
+	return dst
+}
+
+// fingerprintKey returns the ID of the key that keyed fp, and false when
+// fp is not a keyed fingerprint.
+func fingerprintKey(fp []byte) ([]byte, bool) {
+	if len(fp) < 2 || fp[0] != keyedFingerprintVersion || len(fp) != 2+int(fp[1])+sha256.Size || fp[1] == 0 {
+		return nil, false
+	}
+	return fp[2 : 2+int(fp[1])], true
+}
+
+// seal appends to dst the sealed form of rec, the encoded record of the
+// call under storeKey in scope, under kr's primary key.
+func (s *sealer) seal(dst []byte, kr *Keyring, scope, storeKey string, rec []byte) []byte {
+	k := kr.primary
+	d := s.derive(kr, k, scope)
+	start := len(dst)
+	dst = append(dst, sealMagic, sealFormat, sealVersion, byte(len(k.ID)))
+	dst = append(dst, k.ID...)
+	headerEnd := len(dst)
+	dst = append(dst, make([]byte, sealNonce)...)
+	nonce := dst[headerEnd:]
+	rand.Read(nonce) // never fails
+	var aadBuf [sealHeader + maxSealingKeyID + 64]byte
+	aad := append(append(aadBuf[:0], dst[start:headerEnd]...), storeKey...)
+	return d.aead.Seal(dst, nonce, rec, aad)
+}
+
+// open returns the encoded record that data, a stored record of the call
+// under storeKey in scope, seals, appended to dst, and the ID of the key
+// that sealed it. A record written without sealing is returned as it is
+// (ID ""), unless the server requires sealed records. Its errors say why
+// the record does not open; the caller wraps them in [ErrRecordCorrupt].
+func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte) ([]byte, string, error) {
+	if !isSealed(data) {
+		if s.requireSealed {
+			return nil, "", errUnsealed
+		}
+		return append(dst, data...), "", nil
+	}
+	id, nonce, ct, ok := parseSealed(data)
+	if !ok {
+		return nil, "", errSealFormat
+	}
+	k, ok := kr.keys[string(id)]
+	if !ok {
+		return nil, string(id), fmt.Errorf("the record is sealed by key %q, which the keyring does not hold", id)
+	}
+	var aadBuf [sealHeader + maxSealingKeyID + 64]byte
+	aad := append(append(aadBuf[:0], data[:sealHeader+len(id)]...), storeKey...)
+	plain, err := s.derive(kr, k, scope).aead.Open(dst, nonce, ct, aad)
+	if err != nil {
+		return nil, k.ID, errSealOpen
+	}
+	return plain, k.ID, nil
+}
+
+// isSealed reports whether data starts as a sealed record does.
+func isSealed(data []byte) bool {
+	return len(data) > 0 && data[0] == sealMagic
+}
+
+// parseSealed splits a sealed record into its key ID, nonce and
+// ciphertext; ok is false when data is too short or not of a known format.
+func parseSealed(data []byte) (id, nonce, ct []byte, ok bool) {
+	if len(data) < sealHeader || data[0] != sealMagic || data[1] != sealFormat || data[2] != sealVersion {
+		return nil, nil, nil, false
+	}
+	n := int(data[3])
+	if n == 0 || len(data) < sealHeader+n+sealNonce+sealTag {
+		return nil, nil, nil, false
+	}
+	id = data[sealHeader : sealHeader+n]
+	nonce = data[sealHeader+n : sealHeader+n+sealNonce]
+	return id, nonce, data[sealHeader+n+sealNonce:], true
+}
+
+// SealedBy returns the ID of the key that sealed data, a stored record
+// ([WithSealing]), without opening it; ok is false when data is not a
+// sealed record. It reads untrusted bytes and never panics.
+func SealedBy(data []byte) (keyID string, ok bool) {
+	id, _, _, ok := parseSealed(data)
+	return string(id), ok
+}
+
+// sameRequest returns nil when fp, the fingerprint of a stored entry of
+// c's key, is that of c's request: c's own, or, with sealing, the one an
+// older key of c's keyring keyed, or the unkeyed one of an entry written
+// before sealing was turned on (unless [Sealing.RequireSealed]); c then
+// takes fp as its fingerprint, which the entry's record holds. Otherwise
+// it returns [ErrKeyReused], or [ErrRecordCorrupt] when fp is keyed by a
+// key c's keyring no longer holds: whether it is c's request cannot be
+// told, and its record could not be opened.
+func (e *engine) sameRequest(c *call, fp []byte) error {
+	if bytes.Equal(fp, c.fingerprint) {
+		return nil
+	}
+	if c.keyring == nil {
+		if _, keyed := fingerprintKey(fp); keyed && e.seal == nil {
+			return fmt.Errorf("%w: the entry's fingerprint is keyed by a sealing key, and the server has no sealing keys (WithSealing)", ErrRecordCorrupt)
+		}
+		return ErrKeyReused
+	}
+	if !e.seal.requireSealed && bytes.Equal(fp, c.rawFP) {
+		c.fingerprint = c.rawFP
+		return nil
+	}
+	id, ok := fingerprintKey(fp)
+	if !ok {
+		return ErrKeyReused
+	}
+	k, ok := c.keyring.keys[string(id)]
+	if !ok {
+		return fmt.Errorf("%w: the entry's fingerprint is keyed by key %q, which the keyring does not hold", ErrRecordCorrupt, id)
+	}
+	var buf [maxKeyedFingerprint]byte
+	if !bytes.Equal(fp, e.seal.keyFingerprint(buf[:0], c.keyring, k, c.scope, c.rawFP)) {
+		return ErrKeyReused
+	}
+	c.fingerprint = append([]byte(nil), fp...)
+	return nil
+}

@@ -1,0 +1,490 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-idempotency/idempotency"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+)
+
+// sealOp is the operation the sealing tests run under Do.
+const sealOp = "payments.charge"
+
+// secretPayload is what a charge answers: no store dump may hold it.
+const secretPayload = "card-4242-4242-4242-4242 Jane Doe"
+
+func sealingKey(id string, b byte) idempotency.SealingKey {
+	return idempotency.SealingKey{ID: id, Secret: bytes.Repeat([]byte{b}, idempotency.SealingKeySize)}
+}
+
+type sealTenantKey struct{}
+
+// sealTenantScope is a scope function: the tenant the context carries.
+func sealTenantScope(ctx context.Context) (string, error) {
+	s, _ := ctx.Value(sealTenantKey{}).(string)
+	return s, nil
+}
+
+func asTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, sealTenantKey{}, tenant)
+}
+
+// sealedServer is a Server over st sealing with kr, whose scope is the
+// context's tenant.
+func sealedServer(st store.Store, kr *idempotency.Keyring, opts ...idempotency.ServerOption) *idempotency.Server {
+	return idempotency.NewServer(st, append([]idempotency.ServerOption{
+		idempotency.WithScope(sealTenantScope), idempotency.WithSealing(idempotency.Sealing{Keys: kr}),
+	}, opts...)...)
+}
+
+// charger runs charges under Do and counts the function's runs.
+type charger struct{ runs atomic.Int64 }
+
+func (ch *charger) charge(ctx context.Context, srv *idempotency.Server, key string, req *testingv1.DoRequest) (*testingv1.DoResponse, bool, error) {
+	return idempotency.Do(ctx, srv, sealOp, key, req, func(context.Context) (*testingv1.DoResponse, error) {
+		return &testingv1.DoResponse{Payload: secretPayload, Amount: req.GetAmount(), Execution: ch.runs.Add(1)}, nil
+	})
+}
+
+// entry looks up the completed entry of key for tenant.
+func entry(t *testing.T, srv *idempotency.Server, st *memorystore.Store, tenant, key string) store.Info {
+	t.Helper()
+	sk, err := srv.StoreKey(sealOp, tenant, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Lookup(t.Context(), sk)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", key, err)
+	}
+	return info
+}
+
+// rewrite replaces the entry under storeKey with a completed one holding
+// fingerprint and data, as whoever can write to the store could.
+func rewrite(t *testing.T, st *memorystore.Store, storeKey string, fingerprint, data []byte) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := st.Purge(ctx, storeKey, store.PurgeOptions{}); err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	cl, err := st.Claim(ctx, storeKey, fingerprint, time.Minute)
+	if err != nil || !cl.Won() {
+		t.Fatalf("claim %s: %v (won %v)", storeKey, err, cl.Won())
+	}
+	if err := st.Complete(ctx, storeKey, cl.Token, data, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With sealing, the store holds neither the answer nor a fingerprint
+// anyone without the key can compute, and a retry still gets the answer
+// byte for byte.
+func TestSealedStoreHoldsNoAnswer(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	srv := sealedServer(st, idempotency.NewKeyring(sealingKey("k1", 1)))
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 4200}
+	first, _, err := ch.charge(ctx, srv, "order-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := entry(t, srv, st, "acme", "order-1")
+	for _, secret := range []string{secretPayload, "card-4242", "Jane Doe", "DoResponse"} {
+		if bytes.Contains(info.Data, []byte(secret)) {
+			t.Errorf("the stored record holds %q", secret)
+		}
+	}
+	if id, ok := idempotency.SealedBy(info.Data); !ok || id != "k1" {
+		t.Errorf("SealedBy = %q, %v; want k1, true", id, ok)
+	}
+	unkeyed, err := idempotency.Fingerprint(sealOp, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(info.Fingerprint, unkeyed[1:]) {
+		t.Errorf("the stored fingerprint holds the unkeyed one: %x", info.Fingerprint)
+	}
+	again, replayed, err := ch.charge(ctx, srv, "order-1", req)
+	if err != nil || !replayed {
+		t.Fatalf("retry: replayed %v, err %v", replayed, err)
+	}
+	if !proto.Equal(first, again) || ch.runs.Load() != 1 {
+		t.Errorf("retry got %v after %d runs, want %v after 1", again, ch.runs.Load(), first)
+	}
+}
+
+// A sealed record with any byte flipped, or cut short, is refused as
+// corrupt, never replayed and never run again.
+func TestSealedRecordTampered(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	srv := sealedServer(st, idempotency.NewKeyring(sealingKey("k1", 1)))
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	if _, _, err := ch.charge(ctx, srv, "order-1", req); err != nil {
+		t.Fatal(err)
+	}
+	good := entry(t, srv, st, "acme", "order-1")
+	var bad [][]byte
+	for i := range good.Data {
+		for _, bit := range []byte{0x01, 0x80} {
+			b := bytes.Clone(good.Data)
+			b[i] ^= bit
+			bad = append(bad, b)
+		}
+	}
+	for _, n := range []int{0, 1, 4, 10, len(good.Data) / 2, len(good.Data) - 1} {
+		bad = append(bad, bytes.Clone(good.Data[:n]))
+	}
+	bad = append(bad, append(bytes.Clone(good.Data), 0))
+	for i, data := range bad {
+		rewrite(t, st, good.Key, good.Fingerprint, data)
+		resp, _, err := ch.charge(ctx, srv, "order-1", req)
+		if !errors.Is(err, idempotency.ErrRecordCorrupt) {
+			t.Fatalf("tampered record %d (%x): got %v, %v; want ErrRecordCorrupt", i, data, resp, err)
+		}
+	}
+	if n := ch.runs.Load(); n != 1 {
+		t.Errorf("the function ran %d times, want 1", n)
+	}
+	rewrite(t, st, good.Key, good.Fingerprint, good.Data)
+	if _, replayed, err := ch.charge(ctx, srv, "order-1", req); err != nil || !replayed {
+		t.Errorf("the record put back: replayed %v, err %v", replayed, err)
+	}
+}
+
+// A record moved to another key of the same tenant and request fails
+// authentication: its associated data is its own store key.
+func TestSealedRecordMoved(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	srv := sealedServer(st, idempotency.NewKeyring(sealingKey("k1", 1)))
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	for _, key := range []string{"order-a", "order-b"} {
+		if _, _, err := ch.charge(ctx, srv, key, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := entry(t, srv, st, "acme", "order-a"), entry(t, srv, st, "acme", "order-b")
+	if !bytes.Equal(a.Fingerprint, b.Fingerprint) {
+		t.Fatal("one tenant's one request has two fingerprints")
+	}
+	rewrite(t, st, b.Key, a.Fingerprint, a.Data)
+	if _, _, err := ch.charge(ctx, srv, "order-b", req); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Fatalf("moved record: got %v, want ErrRecordCorrupt", err)
+	}
+	if n := ch.runs.Load(); n != 2 {
+		t.Errorf("the function ran %d times, want 2", n)
+	}
+}
+
+// One tenant's record under another tenant's key is refused: with its
+// fingerprint, which is keyed per tenant, as another request's; in the
+// other tenant's own entry, as corrupt.
+func TestSealedRecordOtherTenant(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	srv := sealedServer(st, idempotency.NewKeyring(sealingKey("k1", 1)))
+	var ch charger
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	for _, tenant := range []string{"acme", "globex"} {
+		if _, _, err := ch.charge(asTenant(t.Context(), tenant), srv, "order-1", req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acme, globex := entry(t, srv, st, "acme", "order-1"), entry(t, srv, st, "globex", "order-1")
+	if bytes.Equal(acme.Fingerprint, globex.Fingerprint) {
+		t.Fatal("two tenants' fingerprints of one request are equal: not keyed per tenant")
+	}
+	ctx := asTenant(t.Context(), "globex")
+	rewrite(t, st, globex.Key, acme.Fingerprint, acme.Data)
+	if _, _, err := ch.charge(ctx, srv, "order-1", req); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Errorf("acme's entry under globex's key: got %v, want ErrKeyReused", err)
+	}
+	rewrite(t, st, globex.Key, globex.Fingerprint, acme.Data)
+	if _, _, err := ch.charge(ctx, srv, "order-1", req); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Errorf("acme's record in globex's entry: got %v, want ErrRecordCorrupt", err)
+	}
+	if n := ch.runs.Load(); n != 2 {
+		t.Errorf("the function ran %d times, want 2", n)
+	}
+}
+
+// Keys rotate mid-traffic without losing an outcome: once every server
+// holds the new key, servers sealing with the old key and servers sealing
+// with the new one share a store, and every key runs once. Once the old key is dropped, its
+// records are refused as corrupt and never run again; the new key's still
+// replay.
+func TestSealingKeyRotation(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	k1, k2, k3 := sealingKey("k1", 1), sealingKey("k2", 2), sealingKey("k3", 3)
+	wait := idempotency.WithWaitForInFlight(time.Minute)
+	servers := []*idempotency.Server{
+		sealedServer(st, idempotency.NewKeyring(k1, k2), wait),
+		sealedServer(st, idempotency.NewKeyring(k2, k1), wait),
+	}
+	const keys, callers = 16, 8
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	first := make([]*testingv1.DoResponse, keys)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				req := &testingv1.DoRequest{Payload: "charge", Amount: int64(k)}
+				resp, _, err := ch.charge(ctx, servers[(c+k)%2], fmt.Sprint("order-", k), req)
+				if err != nil {
+					t.Errorf("caller %d, key %d: %v", c, k, err)
+					return
+				}
+				mu.Lock()
+				if first[k] == nil {
+					first[k] = resp
+				} else if !proto.Equal(first[k], resp) {
+					t.Errorf("key %d: %v, then %v", k, first[k], resp)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := ch.runs.Load(); n != keys {
+		t.Fatalf("the function ran %d times for %d keys", n, keys)
+	}
+	sealedBy := map[string]int{}
+	for k := range keys {
+		id, _ := idempotency.SealedBy(entry(t, servers[0], st, "acme", fmt.Sprint("order-", k)).Data)
+		sealedBy[id]++
+	}
+	if sealedBy["k1"] == 0 || sealedBy["k2"] == 0 || sealedBy["k1"]+sealedBy["k2"] != keys {
+		t.Fatalf("records sealed by %v, want some by k1 and some by k2", sealedBy)
+	}
+	dropped := sealedServer(st, idempotency.NewKeyring(k3, k2))
+	for k := range keys {
+		key := fmt.Sprint("order-", k)
+		id, _ := idempotency.SealedBy(entry(t, dropped, st, "acme", key).Data)
+		resp, replayed, err := ch.charge(ctx, dropped, key, &testingv1.DoRequest{Payload: "charge", Amount: int64(k)})
+		switch id {
+		case "k1":
+			if !errors.Is(err, idempotency.ErrRecordCorrupt) {
+				t.Errorf("%s, sealed by the dropped key: got %v, %v; want ErrRecordCorrupt", key, resp, err)
+			}
+		case "k2":
+			if err != nil || !replayed || !proto.Equal(resp, first[k]) {
+				t.Errorf("%s, sealed by a held key: got %v, replayed %v, %v", key, resp, replayed, err)
+			}
+		}
+	}
+	if n := ch.runs.Load(); n != keys {
+		t.Errorf("the function ran %d times after the rotation, want %d", n, keys)
+	}
+}
+
+// Turning sealing on keeps the records written before it replaying, until
+// RequireSealed refuses them; turning it off refuses sealed records.
+func TestSealingUpgrade(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	kr := idempotency.NewKeyring(sealingKey("k1", 1))
+	plain := idempotency.NewServer(st, idempotency.WithScope(sealTenantScope))
+	sealed := sealedServer(st, kr)
+	strict := idempotency.NewServer(st, idempotency.WithScope(sealTenantScope),
+		idempotency.WithSealing(idempotency.Sealing{Keys: kr, RequireSealed: true}))
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	before, _, err := ch.charge(ctx, plain, "before", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, sealedData := idempotency.SealedBy(entry(t, plain, st, "acme", "before").Data); sealedData {
+		t.Fatal("a server without sealing sealed its record")
+	}
+	got, replayed, err := ch.charge(ctx, sealed, "before", req)
+	if err != nil || !replayed || !proto.Equal(got, before) {
+		t.Errorf("an earlier record through a sealing server: %v, replayed %v, %v", got, replayed, err)
+	}
+	if _, _, err := ch.charge(ctx, strict, "before", req); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Errorf("an earlier record with RequireSealed: got %v, want ErrKeyReused", err)
+	}
+	if _, _, err := ch.charge(ctx, sealed, "after", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, replayed, err := ch.charge(ctx, strict, "after", req); err != nil || !replayed {
+		t.Errorf("a sealed record with RequireSealed: replayed %v, %v", replayed, err)
+	}
+	if _, _, err := ch.charge(ctx, plain, "after", req); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Errorf("a sealed record through a server without sealing: got %v, want ErrRecordCorrupt", err)
+	}
+	// An unsealed record in a sealed entry's place is refused by a strict
+	// server as corrupt.
+	after := entry(t, sealed, st, "acme", "after")
+	rewrite(t, st, after.Key, after.Fingerprint, entry(t, plain, st, "acme", "before").Data)
+	if _, _, err := ch.charge(ctx, strict, "after", req); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Errorf("an unsealed record with RequireSealed: got %v, want ErrRecordCorrupt", err)
+	}
+	if n := ch.runs.Load(); n != 2 {
+		t.Errorf("the function ran %d times, want 2", n)
+	}
+}
+
+// Per-tenant keyrings: forgetting a tenant's keys makes its records
+// unreadable (refused as corrupt, never run again) and leaves the others';
+// an error of TenantKeys fails the call before anything runs, its gRPC
+// status as it is.
+func TestSealingTenantKeys(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	var mu sync.Mutex
+	keyrings := map[string]*idempotency.Keyring{
+		"acme":   idempotency.NewKeyring(sealingKey("acme-1", 1)),
+		"globex": idempotency.NewKeyring(sealingKey("globex-1", 2)),
+	}
+	srv := idempotency.NewServer(st, idempotency.WithScope(sealTenantScope), idempotency.WithSealing(idempotency.Sealing{
+		TenantKeys: func(_ context.Context, scope string) (*idempotency.Keyring, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if kr, ok := keyrings[scope]; ok {
+				return kr, nil
+			}
+			return nil, status.Error(codes.Unavailable, "key service down")
+		},
+	}))
+	var ch charger
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	for _, tenant := range []string{"acme", "globex"} {
+		if _, _, err := ch.charge(asTenant(t.Context(), tenant), srv, "order-1", req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, _ := idempotency.SealedBy(entry(t, srv, st, "globex", "order-1").Data); id != "globex-1" {
+		t.Errorf("globex's record sealed by %q", id)
+	}
+	mu.Lock()
+	keyrings["acme"] = idempotency.NewKeyring(sealingKey("acme-2", 3)) // acme's keys forgotten
+	mu.Unlock()
+	if _, _, err := ch.charge(asTenant(t.Context(), "acme"), srv, "order-1", req); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Errorf("a shredded tenant's record: got %v, want ErrRecordCorrupt", err)
+	}
+	if _, replayed, err := ch.charge(asTenant(t.Context(), "globex"), srv, "order-1", req); err != nil || !replayed {
+		t.Errorf("another tenant's record: replayed %v, %v", replayed, err)
+	}
+	_, _, err := ch.charge(asTenant(t.Context(), "initech"), srv, "order-1", req)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "sealing keys") {
+		t.Errorf("TenantKeys failing: got %v, want its UNAVAILABLE, naming the sealing keys", err)
+	}
+	if n := ch.runs.Load(); n != 2 {
+		t.Errorf("the function ran %d times, want 2", n)
+	}
+}
+
+// OpenRecord gives an operator the record a sealed entry holds and the
+// key that sealed it, and refuses it for another scope.
+func TestOpenRecord(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	srv := sealedServer(st, idempotency.NewKeyring(sealingKey("k2", 2), sealingKey("k1", 1)))
+	var ch charger
+	if _, _, err := ch.charge(asTenant(t.Context(), "acme"), srv, "order-1", &testingv1.DoRequest{Amount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	info := entry(t, srv, st, "acme", "order-1")
+	rec, id, err := srv.OpenRecord(t.Context(), info.Key, "acme", info.Data)
+	if err != nil || id != "k2" || !bytes.Contains(rec, []byte(secretPayload)) {
+		t.Errorf("OpenRecord = %d bytes, %q, %v; want the record, k2", len(rec), id, err)
+	}
+	if _, id, err := srv.OpenRecord(t.Context(), info.Key, "globex", info.Data); !errors.Is(err, idempotency.ErrRecordCorrupt) || id != "k2" {
+		t.Errorf("OpenRecord for another scope = %q, %v; want k2, ErrRecordCorrupt", id, err)
+	}
+	plain := idempotency.NewServer(st)
+	if _, id, err := plain.OpenRecord(t.Context(), info.Key, "acme", info.Data); !errors.Is(err, idempotency.ErrRecordCorrupt) || id != "k2" {
+		t.Errorf("OpenRecord without sealing keys = %q, %v; want k2, ErrRecordCorrupt", id, err)
+	}
+}
+
+// A configuration error of sealing panics at construction, naming the
+// option or the constructor.
+func TestSealingConfigurationErrors(t *testing.T) {
+	t.Parallel()
+	k := sealingKey("k1", 1)
+	for name, tc := range map[string]struct {
+		build func()
+		want  string
+	}{
+		"no keys":      {func() { idempotency.NewServer(memStore(t), idempotency.WithSealing(idempotency.Sealing{})) }, "WithSealing"},
+		"empty ID":     {func() { idempotency.NewKeyring(idempotency.SealingKey{Secret: k.Secret}) }, "NewKeyring"},
+		"long ID":      {func() { idempotency.NewKeyring(idempotency.SealingKey{ID: strings.Repeat("x", 65), Secret: k.Secret}) }, "NewKeyring"},
+		"short secret": {func() { idempotency.NewKeyring(idempotency.SealingKey{ID: "k", Secret: k.Secret[:16]}) }, "NewKeyring"},
+		"duplicate ID": {func() { idempotency.NewKeyring(k, sealingKey("k1", 2)) }, "NewKeyring"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				v := recover()
+				if v == nil || !strings.Contains(fmt.Sprint(v), tc.want) {
+					t.Errorf("panic %v, want one naming %s", v, tc.want)
+				}
+			}()
+			tc.build()
+		})
+	}
+}
+
+// Whatever bytes a store holds under a sealed entry, OpenRecord and
+// SealedBy never panic, and nothing but the record the server sealed
+// opens: a forgery, however close, is refused.
+func FuzzSealedRecord(f *testing.F) {
+	st := memorystore.New()
+	f.Cleanup(func() { _ = st.Close() })
+	srv := sealedServer(st, idempotency.NewKeyring(sealingKey("k2", 2), sealingKey("k1", 1)))
+	ctx := asTenant(context.Background(), "acme")
+	var ch charger
+	if _, _, err := ch.charge(ctx, srv, "order-1", &testingv1.DoRequest{Amount: 1}); err != nil {
+		f.Fatal(err)
+	}
+	sk, _ := srv.StoreKey(sealOp, "acme", "order-1")
+	info, err := st.Lookup(ctx, sk)
+	if err != nil {
+		f.Fatal(err)
+	}
+	good := info.Data
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte{0, 'S', 1, 2, 'k', '1'})
+	f.Add([]byte{0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		idempotency.SealedBy(data)
+		// A record that opens is one a server sealed for this key: the
+		// seed, or under -fuzz the coordinator's seed, sealed by another
+		// process with the same keys (TestSealedRecordTampered flips every
+		// bit of one).
+		rec, id, err := srv.OpenRecord(ctx, sk, "acme", data)
+		if err == nil && id != "" && (len(data) != len(good) || !bytes.Contains(rec, []byte(secretPayload))) {
+			t.Fatalf("a forged sealed record opened under key %q: %x", id, rec)
+		}
+	})
+}
