@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"os"
 	"os/user"
+	"strings"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/admin"
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
@@ -82,6 +86,14 @@ func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(),
 		o.ContextTimeoutEnabled = true
 		return f.redisStore(redis.NewFailoverClient(o), "the Redis store of master "+o.MasterName)
 	}
+	if f.mysql != "" {
+		return f.mysqlStore()
+	}
+	return f.postgresStore(ctx)
+}
+
+// postgresStore opens the PostgreSQL store of --postgres and --table.
+func (f *connFlags) postgresStore(ctx context.Context) (store.Store, string, func(), error) {
 	cfg, err := pgxpool.ParseConfig(f.postgres)
 	if err != nil {
 		return nil, "", nil, usageError("--postgres: %v", err)
@@ -91,7 +103,9 @@ func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(),
 	if err != nil {
 		return nil, "", nil, failure("--postgres: %v", err)
 	}
-	st, err := postgresStore(pool, f.table)
+	st, err := newStore(func() *postgresstore.Store {
+		return postgresstore.New(pool, postgresstore.WithTable(f.table), postgresstore.WithSweepInterval(0))
+	})
 	if err != nil {
 		pool.Close()
 		return nil, "", nil, err
@@ -99,18 +113,49 @@ func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(),
 	return st, "the PostgreSQL store (table " + f.table + ")", func() { _ = st.Close(); pool.Close() }, nil
 }
 
+// mysqlStore opens the MySQL or MariaDB store of --mysql and --table. The
+// DSN must name a database, unless --table does (database.name).
+func (f *connFlags) mysqlStore() (store.Store, string, func(), error) {
+	cfg, err := mysql.ParseDSN(f.mysql)
+	if err != nil {
+		return nil, "", nil, usageError("--mysql: %v", err)
+	}
+	if cfg.DBName == "" && !strings.Contains(f.table, ".") {
+		return nil, "", nil, usageError("--mysql: the DSN names no database: end it with /DATABASE, or give --table DATABASE.%s", f.table)
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, "", nil, usageError("--mysql: %v", err)
+	}
+	db := sql.OpenDB(connector) // connects on first use
+	db.SetMaxOpenConns(2)
+	st, err := newStore(func() *mysqlstore.Store {
+		return mysqlstore.New(db, mysqlstore.WithTable(f.table), mysqlstore.WithSweepInterval(0))
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, "", nil, err
+	}
+	where := "the MySQL store (table " + f.table
+	if cfg.DBName != "" && !strings.Contains(f.table, ".") {
+		where += " in database " + cfg.DBName
+	}
+	return st, where + ")", func() { _ = st.Close(); _ = db.Close() }, nil
+}
+
 func (f *connFlags) redisStore(rdb redis.UniversalClient, where string) (store.Store, string, func(), error) {
 	return redisstore.New(rdb, redisstore.WithPrefix(f.redisPrefix)), where, func() { _ = rdb.Close() }, nil
 }
 
-// postgresStore returns the store on table, without its sweeper: a
-// command line deletes nothing it was not asked to. A table name that
-// postgresstore.WithTable refuses is a usage error, with its message.
-func postgresStore(pool *pgxpool.Pool, table string) (st *postgresstore.Store, err error) {
+// newStore returns the store open builds, without its sweeper (a command
+// line deletes nothing it was not asked to). A table name that the
+// store's WithTable refuses, by a panic of its New, is a usage error, with
+// its message.
+func newStore[S any](open func() S) (st S, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = usageError("--table: %v", r)
 		}
 	}()
-	return postgresstore.New(pool, postgresstore.WithTable(table), postgresstore.WithSweepInterval(0)), nil
+	return open(), nil
 }

@@ -7,16 +7,21 @@ go 1.26.0
 replace (
 	github.com/grpc-idempotency/idempotency => ../..
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
+	github.com/grpc-idempotency/idempotency/internal/mysqltest => ../../internal/mysqltest
 	github.com/grpc-idempotency/idempotency/internal/pgtest => ../../internal/pgtest
 	github.com/grpc-idempotency/idempotency/internal/redistest => ../../internal/redistest
+	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../../store/redisstore
 )
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/mysqltest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
@@ -31,6 +36,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect

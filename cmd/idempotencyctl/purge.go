@@ -31,7 +31,12 @@ An entry in flight is refused (exit 4): its handler may be running, and a
 retry would run it again beside it. Force it only once its handler is known
 to be gone (its server stopped holding a long lease): --force needs the
 --etag of the entry you looked at, and purges that in-flight claim only.
-Without it, purge looks the key up and prints the command to run.`,
+Without it, purge looks the key up and prints the command to run.
+
+Servers' replay caches (idempotency.WithReplayCache) drop the key when the
+store tells them of the purge (the admin service's own server, at once). A
+MySQL store tells no one: there the other servers' caches go on replaying
+the key until their entries' ttl ends.`,
 		Example: `  idempotencyctl --addr admin:9090 -H x-operator-token=$TOKEN purge 8yqvEk4bIGFmOXkJ_9d-Le-0ESHOl43QGummi2l7sS0 --etag 3q2-7w…
   idempotencyctl --redis redis://localhost:6379 purge --method /shop.v1.Payments/Charge --scope acme --key order-7 --force --etag 3q2-7w…`,
 		Args: maxArgs(1),

@@ -14,9 +14,9 @@ func (c *cli) statsCommand() *cobra.Command {
 		Use:   "stats",
 		Short: "Count the store's live entries and their bytes, by state",
 		Long: `stats counts the store's live entries and their bytes, in flight and
-completed. The memory and PostgreSQL stores count them exactly (PostgreSQL
-with a scan of the table); Redis estimates them from a sample of each
-master's keys once it holds more than 1,000, and says so.`,
+completed. The memory, PostgreSQL and MySQL stores count them exactly
+(PostgreSQL and MySQL with a scan of the table); Redis estimates them from a
+sample of each master's keys once it holds more than 1,000, and says so.`,
 		Args: maxArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return c.with(cmd.Context(), func(cn *conn) error {
