@@ -8,13 +8,14 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"go.uber.org/goleak"
 
+	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 )
 
 // TestMain makes the test binary idempotencyctl when the scripts run it
 // (testscript.Main puts it on their PATH under that name), and otherwise
 // runs the tests, checks for leaked goroutines and drops the PostgreSQL
-// test database, if a test made one.
+// and MySQL test databases, if a test made them.
 func TestMain(m *testing.M) {
 	testscript.Main(checked{m}, map[string]func(){"idempotencyctl": main})
 }
@@ -32,6 +33,10 @@ func (c checked) Run() int {
 	}
 	if err := pgtest.Drop(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		code = 1
+	}
+	if err := mysqltest.Drop(); err != nil {
+		fmt.Fprintf(os.Stderr, "mysqltest: %v\n", err)
 		code = 1
 	}
 	return code

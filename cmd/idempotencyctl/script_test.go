@@ -23,11 +23,13 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/admin"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
+	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 	"github.com/grpc-idempotency/idempotency/internal/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
@@ -37,7 +39,7 @@ import (
 type mode struct {
 	name   string
 	direct bool   // the store itself, not the admin service
-	store  string // memory, redis or postgres
+	store  string // memory, redis, postgres or mysql
 	// topology is a Redis store's: "" (one node), cluster or sentinel.
 	topology string
 	// mtls serves the admin service over TLS, requiring a client
@@ -54,14 +56,17 @@ var modes = []mode{
 	{name: "service-mtls", store: "memory", mtls: true},
 	{name: "service-redis", store: "redis"},
 	{name: "service-postgres", store: "postgres"},
+	{name: "service-mysql", store: "mysql"},
 	{name: "direct-redis", direct: true, store: "redis"},
 	{name: "direct-redis-cluster", direct: true, store: "redis", topology: "cluster"},
 	{name: "direct-redis-sentinel", direct: true, store: "redis", topology: "sentinel"},
 	{name: "direct-postgres", direct: true, store: "postgres"},
+	{name: "direct-mysql", direct: true, store: "mysql"},
 }
 
 // condition answers the scripts' conditions: [service], [mtls] and
-// [direct] (the way in), [memory], [redis] and [postgres] (the store).
+// [direct] (the way in), [memory], [redis], [postgres] and [mysql] (the
+// store).
 func (m mode) condition(cond string) (bool, error) {
 	switch cond {
 	case "mtls":
@@ -70,7 +75,7 @@ func (m mode) condition(cond string) (bool, error) {
 		return !m.direct, nil
 	case "direct":
 		return m.direct, nil
-	case "memory", "redis", "postgres":
+	case "memory", "redis", "postgres", "mysql":
 		return m.store == cond, nil
 	}
 	return false, errors.New("unknown condition " + cond)
@@ -237,6 +242,14 @@ func openStore(tb testing.TB, m mode, shared any) (store.Store, []string) {
 			tb.Fatal(err)
 		}
 		return st, []string{"--postgres", pgtest.URL(tb), "--table", table}
+	case m.store == "mysql":
+		table := "ctl_" + strings.ToLower(rand.Text()[:10])
+		st := mysqlstore.New(mysqltest.DB(tb, 4), mysqlstore.WithTable(table))
+		tb.Cleanup(func() { _ = st.Close() })
+		if err := st.Migrate(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		return st, []string{"--mysql", mysqltest.DSN(tb), "--table", table}
 	}
 	return testkit.NewMemoryStore(tb), nil
 }
