@@ -118,7 +118,7 @@ func TestCompleteTxThroughPgBouncer(t *testing.T) {
 	if n := f.ledgerRows(t, "bounced"); n != 1 {
 		t.Fatalf("%d ledger rows, want 1", n)
 	}
-	if n := f.events.count(idempotency.DecisionReplayed); n != 2 {
+	if n := f.events.Count(idempotency.DecisionReplayed); n != 2 {
 		t.Fatalf("%d replays, want 2", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
@@ -34,7 +35,7 @@ type txFixture struct {
 	calls  *faultstore.Store
 	srv    *testserver.Server
 	client testingv1.TestServiceClient
-	events *events
+	events *testkit.Events
 }
 
 type txHandler func(ctx context.Context, f *txFixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error)
@@ -52,7 +53,7 @@ func newTxFixtureOn(t *testing.T, s *postgresstore.Store, pool *pgxpool.Pool, h 
 	if _, err := pool.Exec(t.Context(), "CREATE TABLE "+ledger+" (payload text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	f := &txFixture{store: s, pool: pool, ledger: ledger, calls: faultstore.New(s), events: &events{}}
+	f := &txFixture{store: s, pool: pool, ledger: ledger, calls: faultstore.New(s), events: &testkit.Events{}}
 	opts = append([]idempotency.ServerOption{idempotency.WithObserver(f.events)}, opts...)
 	f.srv = testserver.New(t, &testserver.Service{Handler: func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		return h(ctx, f, req)
@@ -124,7 +125,7 @@ func TestCompleteTx(t *testing.T) {
 	if c, r := f.calls.Count("complete"), f.calls.Count("release"); c != 0 || r != 0 {
 		t.Fatalf("the interceptor made %d Complete and %d Release calls, want none", c, r)
 	}
-	if n := f.events.count(idempotency.DecisionExecuted); n != 1 {
+	if n := f.events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d executed events, want 1", n)
 	}
 }
@@ -312,33 +313,9 @@ func TestRenewalBlockedByTheTransaction(t *testing.T) {
 			if len(extends) != 1 || !errors.Is(extends[0].Err, tc.extendErr) || (tc.extendErr == nil && extends[0].Err != nil) {
 				t.Fatalf("extends: %+v, want one that returned %v", extends, tc.extendErr)
 			}
-			if n := f.events.count(idempotency.DecisionLeaseLost); n != 0 {
+			if n := f.events.Count(idempotency.DecisionLeaseLost); n != 0 {
 				t.Fatalf("%d lease-lost events, want 0", n)
 			}
 		})
 	}
-}
-
-// events records observer events.
-type events struct {
-	mu sync.Mutex
-	ev []idempotency.Event
-}
-
-func (e *events) Observe(_ context.Context, ev idempotency.Event) {
-	e.mu.Lock()
-	e.ev = append(e.ev, ev)
-	e.mu.Unlock()
-}
-
-func (e *events) count(o idempotency.Decision) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.ev {
-		if ev.Decision == o {
-			n++
-		}
-	}
-	return n
 }
