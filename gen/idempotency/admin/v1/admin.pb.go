@@ -286,7 +286,10 @@ type isGetKeyRequest_Key interface {
 }
 
 type GetKeyRequest_StoreKey struct {
-	// store_key is the key in the store, as ListKeys returns it.
+	// store_key is the key in the store, as ListKeys returns it. A sealed
+	// record is opened for the empty scope (a server without a scope
+	// function): name a key of a scope by its client_key to read its
+	// outcome.
 	StoreKey string `protobuf:"bytes,1,opt,name=store_key,json=storeKey,proto3,oneof"`
 }
 
@@ -824,9 +827,17 @@ type Entry struct {
 	// PurgeKey; unset in ListKeys, and when it cannot be read.
 	Outcome *Outcome `protobuf:"bytes,9,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// outcome_error says why a completed entry of GetKey or PurgeKey has no
-	// outcome: its record cannot be read (the server answers its calls
-	// INTERNAL / IDEMPOTENCY_RECORD_CORRUPT).
-	OutcomeError  string `protobuf:"bytes,10,opt,name=outcome_error,json=outcomeError,proto3" json:"outcome_error,omitempty"`
+	// outcome: its record cannot be read, or it is sealed and does not open
+	// with the server's keys for the request's scope (the client_key's scope;
+	// none for a store_key): sealed for another scope, by a key the server's
+	// keyring no longer holds, or edited. Unless it is another scope's, the
+	// server answers the key's calls INTERNAL / IDEMPOTENCY_RECORD_CORRUPT.
+	OutcomeError string `protobuf:"bytes,10,opt,name=outcome_error,json=outcomeError,proto3" json:"outcome_error,omitempty"`
+	// sealed_by is the ID of the sealing key that sealed the record of a
+	// completed entry of GetKey or PurgeKey, read from the record whether or
+	// not it opens; empty for a record stored without sealing, and in
+	// ListKeys.
+	SealedBy      string `protobuf:"bytes,11,opt,name=sealed_by,json=sealedBy,proto3" json:"sealed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,6 +938,13 @@ func (x *Entry) GetOutcome() *Outcome {
 func (x *Entry) GetOutcomeError() string {
 	if x != nil {
 		return x.OutcomeError
+	}
+	return ""
+}
+
+func (x *Entry) GetSealedBy() string {
+	if x != nil {
+		return x.SealedBy
 	}
 	return ""
 }
@@ -1466,7 +1484,7 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\x05Count\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xc3\x03\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xe0\x03\n" +
 	"\x05Entry\x12\x1b\n" +
 	"\tstore_key\x18\x01 \x01(\tR\bstoreKey\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.idempotency.admin.v1.StateR\x05state\x12\x12\n" +
@@ -1481,7 +1499,8 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"expireTime\x127\n" +
 	"\aoutcome\x18\t \x01(\v2\x1d.idempotency.admin.v1.OutcomeR\aoutcome\x12#\n" +
 	"\routcome_error\x18\n" +
-	" \x01(\tR\foutcomeError\"\xd9\x04\n" +
+	" \x01(\tR\foutcomeError\x12\x1b\n" +
+	"\tsealed_by\x18\v \x01(\tR\bsealedBy\"\xd9\x04\n" +
 	"\aOutcome\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.idempotency.admin.v1.KindR\x04kind\x12#\n" +
 	"\rresponse_type\x18\x02 \x01(\tR\fresponseType\x129\n" +
