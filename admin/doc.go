@@ -14,6 +14,14 @@
 //	adminServer := grpc.NewServer(grpc.Creds(operatorTLS))
 //	adminv1.RegisterAdminServiceServer(adminServer, svc)
 //
+// A server built with [idempotency.WithSealing] stores its outcomes sealed.
+// The service opens each with the server's keys, for the scope of the
+// client key a request names (none for a store key), and says which key
+// sealed it (the entry's sealed_by), even when it does not open: for
+// another scope, or once the keyring no longer holds the key, the entry's
+// outcome_error says why. [Explain] has no keys, and reads only records
+// stored without sealing.
+//
 // The idempotency interceptors leave the service's methods alone, as they
 // leave gRPC's own services. The guide is
 // [Inspecting and repairing keys].

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/grpc-idempotency/idempotency"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
 	httpv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/http/v1"
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
@@ -41,9 +42,15 @@ import (
 // It reads any record the server reads, checked as the server checks it
 // except for its fingerprint, which belongs to the store's entry, and
 // returns an error wrapping [store.ErrCorrupt] for bytes that are not one.
-// It treats data as untrusted: it never panics, and an Outcome it returns
-// always encodes, as proto and as protojson.
+// It has no sealing keys: a record sealed by a server built with
+// [idempotency.WithSealing] is such an error, which names the key that
+// sealed it; the admin service ([NewService]) of a server that holds the
+// key opens and reads it. It treats data as untrusted: it never panics,
+// and an Outcome it returns always encodes, as proto and as protojson.
 func Explain(data []byte, files *protoregistry.Files) (*adminv1.Outcome, error) {
+	if id, ok := idempotency.SealedBy(data); ok {
+		return nil, fmt.Errorf("%w: the record is sealed by key %q (WithSealing), and Explain has no keys: read it with the admin service of a server that holds the key", store.ErrCorrupt, id)
+	}
 	var probe recordv1.Record
 	if err := proto.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %v", store.ErrCorrupt, err)

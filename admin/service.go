@@ -82,7 +82,7 @@ func (svc *Service) GetKey(ctx context.Context, req *adminv1.GetKeyRequest) (*ad
 	if err != nil {
 		return nil, svc.storeError(ctx, "lookup", err)
 	}
-	return &adminv1.GetKeyResponse{Entry: svc.entry(info, true)}, nil
+	return &adminv1.GetKeyResponse{Entry: svc.entry(ctx, info, req.GetClientKey().GetScope(), true)}, nil
 }
 
 // ListKeys implements adminv1.AdminServiceServer.
@@ -104,7 +104,7 @@ func (svc *Service) ListKeys(ctx context.Context, req *adminv1.ListKeysRequest) 
 	}
 	resp := &adminv1.ListKeysResponse{Entries: make([]*adminv1.Entry, len(page.Entries)), NextPageToken: page.Next}
 	for i, info := range page.Entries {
-		resp.Entries[i] = svc.entry(info, false)
+		resp.Entries[i] = svc.entry(ctx, info, "", false)
 	}
 	return resp, nil
 }
@@ -173,7 +173,7 @@ func (svc *Service) PurgeKey(ctx context.Context, req *adminv1.PurgeKeyRequest) 
 		return nil, svc.refused(ctx, p, stateName(info.State), svc.storeError(ctx, "purge", err))
 	}
 	svc.logger().LogAttrs(ctx, slog.LevelInfo, "idempotency admin: key purged", p.attrs(stateName(info.State))...)
-	return &adminv1.PurgeKeyResponse{Entry: svc.entry(info, true)}, nil
+	return &adminv1.PurgeKeyResponse{Entry: svc.entry(ctx, info, req.GetClientKey().GetScope(), true)}, nil
 }
 
 // purge is one PurgeKey call, as its log line tells it.
@@ -310,8 +310,9 @@ func (svc *Service) logger() *slog.Logger {
 }
 
 // entry returns info as an Entry; withOutcome adds the outcome of a
-// completed entry, read as the server reads it.
-func (svc *Service) entry(info store.Info, withOutcome bool) *adminv1.Entry {
+// completed entry, read as the server reads it for scope, the scope of the
+// request's client key ("" for a store key).
+func (svc *Service) entry(ctx context.Context, info store.Info, scope string, withOutcome bool) *adminv1.Entry {
 	e := &adminv1.Entry{
 		StoreKey:     info.Key,
 		State:        stateOf(info.State),
@@ -323,14 +324,55 @@ func (svc *Service) entry(info store.Info, withOutcome bool) *adminv1.Entry {
 		ExpireTime:   timestamp(info.Expires),
 	}
 	if withOutcome && info.State == store.StateCompleted {
-		r, err := record.Decode(info.Data, info.Fingerprint)
-		if err != nil {
-			e.OutcomeError = text([]byte(err.Error()))
-		} else {
-			e.Outcome = explain(r, newResolver(svc.files))
-		}
+		e.Outcome, e.SealedBy, e.OutcomeError = svc.outcome(ctx, info, scope)
 	}
 	return e
+}
+
+// outcome reads the record of info, a completed entry, as the server reads
+// it for scope: opened with the server's sealing keys
+// ([idempotency.Server.OpenRecord]), then decoded and checked against the
+// entry's fingerprint. It returns the outcome, the ID of the key that
+// sealed the record ("" when it is not sealed), and, in place of the
+// outcome, why it cannot be read.
+func (svc *Service) outcome(ctx context.Context, info store.Info, scope string) (_ *adminv1.Outcome, sealedBy, why string) {
+	data, sealedBy, err := svc.s.OpenRecord(ctx, info.Key, scope, info.Data)
+	if sealedBy == "" {
+		sealedBy, _ = idempotency.SealedBy(info.Data)
+	}
+	sealedBy = text([]byte(sealedBy))
+	if err != nil {
+		return nil, sealedBy, svc.openError(ctx, info.Key, err)
+	}
+	r, err := record.Decode(data, info.Fingerprint)
+	if err != nil {
+		return nil, sealedBy, text([]byte(err.Error()))
+	}
+	return explain(r, newResolver(svc.files)), sealedBy, ""
+}
+
+// openError says why the record under key does not open: the reason
+// [idempotency.Server.OpenRecord] gives for a record that does not open
+// with the scope's keys, and for a failure to find those keys
+// ([idempotency.Sealing.TenantKeys]) the code and message of a gRPC
+// status, or else no more than that they were not found, the error being
+// logged rather than sent, as a store's is.
+func (svc *Service) openError(ctx context.Context, key string, err error) string {
+	if errors.Is(err, idempotency.ErrRecordCorrupt) {
+		return text([]byte(err.Error()))
+	}
+	var se interface{ GRPCStatus() *status.Status }
+	switch {
+	case errors.As(err, &se):
+		st := se.GRPCStatus()
+		return text([]byte("the scope's sealing keys could not be found: " + st.Code().String() + ": " + st.Message()))
+	case errors.Is(err, context.Canceled):
+		return "the scope's sealing keys could not be found: " + context.Canceled.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the scope's sealing keys could not be found: " + context.DeadlineExceeded.Error()
+	}
+	svc.logger().LogAttrs(ctx, slog.LevelWarn, "idempotency admin: the scope's sealing keys could not be found", slog.String("store_key", key), slog.Any("error", err))
+	return "the scope's sealing keys could not be found (Sealing.TenantKeys failed; its error is logged)"
 }
 
 // etagOf derives an entry's etag from its claim's owner token: 128 bits of

@@ -35,6 +35,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"GetStream", getStream},
 		{"GetHTTP", getHTTP},
 		{"GetCorrupt", getCorrupt},
+		{"GetSealed", getSealed},
+		{"GetSealedScope", getSealedScope},
 		{"List", list},
 		{"PurgeCompleted", purgeCompleted},
 		{"PurgeInFlight", purgeInFlight},
@@ -78,26 +80,33 @@ func wantOutcome(t *testing.T, got, want *adminv1.Outcome) {
 	}
 }
 
+// echoed is the outcome of the rig's first Do call with payload and
+// amount 7 (see [rig.do]), times aside.
+func echoed(t *testing.T, payload string) *adminv1.Outcome {
+	return &adminv1.Outcome{
+		Kind:          adminv1.Kind_KIND_RESPONSE,
+		ResponseType:  "idempotency.testing.v1.DoResponse",
+		Response:      &adminv1.Message{Type: "idempotency.testing.v1.DoResponse", Content: jsonOf(t, map[string]any{"payload": payload, "amount": "7", "execution": "1"})},
+		Header:        []*adminv1.Metadata{{Key: "x-order", Values: []string{"o-" + payload}}},
+		Trailer:       []*adminv1.Metadata{{Key: "x-trace-bin", Values: []string{"/wAB"}}},
+		RecordVersion: 2,
+	}
+}
+
 // A completed response reads as a person reads it: the response as JSON
 // through the descriptors, the header and the binary trailer (base64),
-// with the entry's state, etag, fingerprint, size and times. A lookup by
+// with the entry's state, etag, fingerprint, size and times, and no
+// sealing key (the server has none). A lookup by
 // the store key finds the same entry as one by the client's key.
 func getResponse(t *testing.T, st store.Store) {
 	r := newRig(t, st)
 	r.call(t, "k-response", "p")
 	e := r.get(t, "k-response")
-	wantOutcome(t, e.GetOutcome(), &adminv1.Outcome{
-		Kind:          adminv1.Kind_KIND_RESPONSE,
-		ResponseType:  "idempotency.testing.v1.DoResponse",
-		Response:      &adminv1.Message{Type: "idempotency.testing.v1.DoResponse", Content: jsonOf(t, map[string]any{"payload": "p", "amount": "7", "execution": "1"})},
-		Header:        []*adminv1.Metadata{{Key: "x-order", Values: []string{"o-p"}}},
-		Trailer:       []*adminv1.Metadata{{Key: "x-trace-bin", Values: []string{"/wAB"}}},
-		RecordVersion: 2,
-	})
+	wantOutcome(t, e.GetOutcome(), echoed(t, "p"))
 	switch {
 	case e.GetStoreKey() != r.storeKey(t, "k-response"), e.GetState() != adminv1.State_STATE_COMPLETED:
 		t.Fatalf("entry %v, want the completed entry of %s", e, r.storeKey(t, "k-response"))
-	case e.GetEtag() == "", len(e.GetFingerprint()) == 0, e.GetSizeBytes() <= 0, e.GetOutcomeError() != "":
+	case e.GetEtag() == "", len(e.GetFingerprint()) == 0, e.GetSizeBytes() <= 0, e.GetOutcomeError() != "", e.GetSealedBy() != "":
 		t.Fatalf("entry %v lacks its etag, fingerprint or size", e)
 	case e.GetClaimTime() == nil || since(e.GetClaimTime()) > time.Minute || !e.GetExpireTime().AsTime().After(time.Now()):
 		t.Fatalf("entry claimed %v, expires %v; want claimed now, expiring later", e.GetClaimTime(), e.GetExpireTime())
