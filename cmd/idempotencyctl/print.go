@@ -125,8 +125,16 @@ func printEntry(w io.Writer, e *adminv1.Entry, now time.Time) {
 	}
 	f.line("completed", when(firstSet(e.GetCompleteTime(), o.GetCompleteTime()), now))
 	f.line("expires", when(e.GetExpireTime(), now))
+	if e.GetSealedBy() != "" {
+		f.line("sealed by", e.GetSealedBy())
+	}
 	if e.GetOutcomeError() != "" {
 		f.line("outcome", "unreadable: "+e.GetOutcomeError())
+		if e.GetSealedBy() != "" {
+			f.block("A sealed record opens only with its key, for the scope of its calls: name it with --scope and --key.")
+			f.block("If the server cannot open it for its own scope, it answers this key INTERNAL / IDEMPOTENCY_RECORD_CORRUPT; purging it lets the next call run again.")
+			return
+		}
 		f.block("The server answers this key INTERNAL / IDEMPOTENCY_RECORD_CORRUPT; purging it lets the next call run again.")
 		return
 	}

@@ -14,7 +14,8 @@ import (
 
 // TestPrintEntry checks how get shows each kind of outcome, for those the
 // scripts do not store: a stream, an outcome not retained, an HTTP answer,
-// a record that cannot be read, and a message that is not decoded.
+// a record that cannot be read, a message that is not decoded, and the key
+// that sealed a record, whether it opened or not.
 func TestPrintEntry(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
@@ -82,6 +83,22 @@ func TestPrintEntry(t *testing.T) {
 		name:  "unreadable",
 		entry: completed(nil, "record: version 9 is not known"),
 		want:  []string{`^outcome +unreadable: record: version 9 is not known$`, `IDEMPOTENCY_RECORD_CORRUPT`},
+	}, {
+		name: "sealed",
+		entry: func() *adminv1.Entry {
+			e := completed(&adminv1.Outcome{Kind: adminv1.Kind_KIND_RESPONSE, ResponseType: "google.protobuf.StringValue", Response: str("ok"), RecordVersion: 2}, "")
+			e.SealedBy = "k-2025"
+			return e
+		}(),
+		want: []string{`^expires +.*\n^sealed by +k-2025\n^outcome +response$`, `^response +google.protobuf.StringValue$`, `^  "ok"$`},
+	}, {
+		name: "sealed by a key no longer held",
+		entry: func() *adminv1.Entry {
+			e := completed(nil, `stored idempotency record is unreadable: the record is sealed by key "k-2024", which the keyring does not hold`)
+			e.SealedBy = "k-2024"
+			return e
+		}(),
+		want: []string{`^sealed by +k-2024$`, `^outcome +unreadable: .*sealed by key "k-2024", which the keyring does not hold$`, `^  A sealed record opens only with its key, for the scope of its calls: name it with --scope and --key\.$`, `IDEMPOTENCY_RECORD_CORRUPT`},
 	}, {
 		name: "claim time unknown",
 		entry: &adminv1.Entry{StoreKey: "k", State: adminv1.State_STATE_IN_FLIGHT,
