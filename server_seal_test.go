@@ -488,3 +488,50 @@ func FuzzSealedRecord(f *testing.F) {
 		}
 	})
 }
+
+// The replay cache holds the sealed bytes and opens them for each replay:
+// a cached replay answers as the store's would, and a tenant whose keys
+// are forgotten is refused from the cache too.
+func TestSealedReplayCache(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	kr := idempotency.NewKeyring(sealingKey("acme-1", 1))
+	ev := &events{}
+	srv := idempotency.NewServer(memStore(t), idempotency.WithScope(sealTenantScope), idempotency.WithObserver(ev),
+		idempotency.WithReplayCache(100, 1<<20, time.Hour),
+		idempotency.WithSealing(idempotency.Sealing{TenantKeys: func(context.Context, string) (*idempotency.Keyring, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return kr, nil
+		}}))
+	t.Cleanup(func() { _ = srv.Close() })
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	first, _, err := ch.charge(ctx, srv, "order-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, replayed, err := ch.charge(ctx, srv, "order-1", req)
+	if err != nil || !replayed || !proto.Equal(first, again) {
+		t.Fatalf("cached replay: %v, replayed %v, %v", again, replayed, err)
+	}
+	cached := 0
+	for _, e := range ev.All() {
+		if e.Decision == idempotency.DecisionReplayed && e.Cached {
+			cached++
+		}
+	}
+	if cached != 1 {
+		t.Fatalf("%d cached replays, want 1: %v", cached, ev)
+	}
+	mu.Lock()
+	kr = idempotency.NewKeyring(sealingKey("acme-2", 2)) // acme's keys forgotten
+	mu.Unlock()
+	if _, _, err := ch.charge(ctx, srv, "order-1", req); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Errorf("a cached record of a shredded tenant: got %v, want ErrRecordCorrupt", err)
+	}
+	if n := ch.runs.Load(); n != 1 {
+		t.Errorf("the function ran %d times, want 1", n)
+	}
+}
