@@ -27,7 +27,9 @@ import (
 // (a new key every call) and the replay path (one stored key), at 1 and 64
 // concurrent callers. Every row sends the same request and key metadata, so
 // the interceptor is the only difference: compare each row with "bare" of
-// the same run. Redis rows report the round trips on the wire per call
+// the same run. The memory-sealed rows are the memory rows with sealed
+// records (WithSealing, one key): compare them with the memory rows of the
+// same run. Redis rows report the round trips on the wire per call
 // (roundtrips/op, connection handshakes excluded: under 2 and 1 when
 // concurrent calls share round trips, while each call still waits for one
 // round trip per step) and the commands Redis executed per call, those the
@@ -51,6 +53,10 @@ func BenchmarkUnary(b *testing.B) {
 		b.Run("memory-"+path, func(b *testing.B) {
 			s := testkit.NewMemoryStore(b)
 			client := serve(b, s)
+			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
+		})
+		b.Run("memory-sealed-"+path, func(b *testing.B) {
+			client := serve(b, testkit.NewMemoryStore(b), idempotency.WithSealing(benchSealing()))
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
 		if replay {
@@ -104,6 +110,16 @@ func serve(b *testing.B, s store.Store, opts ...idempotency.ServerOption) testin
 	srv := idempotency.NewServer(s, opts...)
 	b.Cleanup(func() { _ = srv.Close() })
 	return testserver.New(b, &testserver.Service{}, grpc.ChainUnaryInterceptor(srv.UnaryServerInterceptor())).Client(b)
+}
+
+// benchSealing returns the sealing of the memory-sealed rows: one key,
+// fixed, so that every run seals alike.
+func benchSealing() idempotency.Sealing {
+	secret := make([]byte, idempotency.SealingKeySize)
+	for i := range secret {
+		secret[i] = byte(i)
+	}
+	return idempotency.Sealing{Keys: idempotency.NewKeyring(idempotency.SealingKey{ID: "k1", Secret: secret})}
 }
 
 // benchCachedReplays runs the replay rows of BenchmarkUnary with the

@@ -16,8 +16,8 @@
 # the scheduler), cache misses, and instruction costs (valgrind does not
 # offer the CPU's SHA extensions, so crypto/sha256 runs its AVX2 code and
 # counts more instructions than it runs natively). Use it for the rows
-# whose work is all in the process: bare, floor, memory, and the replay
-# cache's hits.
+# whose work is all in the process: bare, floor, memory (sealed and not),
+# and the replay cache's hits.
 set -euo pipefail
 [[ -z ${BIN:-} ]] || BIN=$(realpath "$BIN")
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ command -v valgrind >/dev/null || {
 }
 LOW=${LOW:-3000}
 HIGH=${HIGH:-9000}
-rows=${ROWS:-bare floor-executed memory-executed floor-replay memory-replay redis-replay-cached postgres-replay-cached mysql-replay-cached}
+rows=${ROWS:-bare floor-executed memory-executed memory-sealed-executed floor-replay memory-replay memory-sealed-replay redis-replay-cached postgres-replay-cached mysql-replay-cached}
 # BIN, when set, is a test binary of the integration module to count
 # instead of one built from this tree (to compare an older commit's).
 dir=$(mktemp -d)

@@ -97,10 +97,11 @@ func (t target) throughput(got, base float64) float64 {
 	return base / got
 }
 
-// unaryTargets returns the memory and replay cache targets of the rows of
-// bench (BenchmarkUnary in ns/op, BenchmarkUnaryInstructions in instr/op),
-// each what followed by suffix. The memory rows against bare have the floor
-// row of the same path and callers beside them.
+// unaryTargets returns the memory, sealing and replay cache targets of the
+// rows of bench (BenchmarkUnary in ns/op, BenchmarkUnaryInstructions in
+// instr/op), each what followed by suffix. The memory rows against bare
+// have the floor row of the same path and callers beside them; the sealed
+// memory rows are held against the unsealed ones of the same run.
 func unaryTargets(bench, unit, suffix string) []target {
 	var t []target
 	for _, c := range []string{"1", "64"} {
@@ -109,6 +110,8 @@ func unaryTargets(bench, unit, suffix string) []target {
 		t = append(t,
 			target{what: "memory executed vs bare, callers=" + c + suffix, got: row("memory-executed"), base: row("bare"), unit: unit, atMost: 1.10, floor: row("floor-executed")},
 			target{what: "memory replay vs bare, callers=" + c + suffix, got: row("memory-replay"), base: row("bare"), unit: unit, atMost: 1.02, floor: row("floor-replay")},
+			target{what: "sealed vs unsealed memory executed, callers=" + c + suffix, got: row("memory-sealed-executed"), base: row("memory-executed"), unit: unit, atMost: 1.05},
+			target{what: "sealed vs unsealed memory replay, callers=" + c + suffix, got: row("memory-sealed-replay"), base: row("memory-replay"), unit: unit, atMost: 1.05},
 			target{what: "redis replay from the replay cache vs memory replay, callers=" + c + suffix, got: row("redis-replay-cached"), base: row("memory-replay"), unit: unit, atMost: 1.10},
 			target{what: "postgres replay from the replay cache vs memory replay, callers=" + c + suffix, got: row("postgres-replay-cached"), base: row("memory-replay"), unit: unit, atMost: 1.10},
 			target{what: "mysql replay from the replay cache vs memory replay, callers=" + c + suffix, got: row("mysql-replay-cached"), base: row("memory-replay"), unit: unit, atMost: 1.10},

@@ -53,6 +53,12 @@ func TestTargetsNameMeasuredBenchmarks(t *testing.T) {
 		if strings.HasPrefix(tg.what, "memory ") && strings.Contains(tg.what, " vs bare") && tg.floor == "" {
 			t.Errorf("target %q against bare has no floor row", tg.what)
 		}
+		// A sealed row is held against its unsealed twin: same benchmark,
+		// path and callers.
+		if strings.Contains(tg.got, "/memory-sealed-") != strings.HasPrefix(tg.what, "sealed vs unsealed ") ||
+			strings.Contains(tg.got, "/memory-sealed-") && (tg.base != strings.Replace(tg.got, "/memory-sealed-", "/memory-", 1) || tg.atMost != 1.05) {
+			t.Errorf("target %q compares %q with %q, at most %vx", tg.what, tg.got, tg.base, tg.atMost)
+		}
 		limits := 0
 		for _, l := range []float64{tg.atMost, tg.atLeastThr} {
 			if l > 0 {
@@ -96,11 +102,15 @@ BenchmarkUnary/bare/callers=1-2 	 100	 1000 ns/op
 BenchmarkUnary/floor-replay/callers=1-2 	 100	 1010 ns/op
 BenchmarkUnary/memory-replay/callers=1-2 	 100	 1024 ns/op
 BenchmarkUnary/memory-executed/callers=1-2 	 100	 1050 ns/op
+BenchmarkUnary/memory-sealed-executed/callers=1-2 	 100	 1100 ns/op
+BenchmarkUnary/memory-sealed-replay/callers=1-2 	 100	 1080 ns/op
+BenchmarkUnary/memory-sealed-replay/callers=64-2 	 100	 9000 ns/op
 BenchmarkUnary/bare/callers=64-2 	 100	 10000 ns/op
 BenchmarkUnary/redis-replay/callers=64-2 	 100	 17000 ns/op
 BenchmarkUnaryInstructions/bare/callers=1	1	200000 instr/op
 BenchmarkUnaryInstructions/floor-replay/callers=1	1	210000 instr/op
 BenchmarkUnaryInstructions/memory-replay/callers=1	1	204000 instr/op
+BenchmarkUnaryInstructions/memory-sealed-replay/callers=1	1	210000 instr/op
 BenchmarkClaimCompleted/goroutines=1/paired-2 	 100	 5000 ns/op	 1.25 claim/select
 BenchmarkClaimCompleted/goroutines=16/claim-2 	 100	 5000 ns/op	 80000 ops/s
 BenchmarkClaimCompleted/goroutines=16/claim-old-2 	 100	 5000 ns/op	 10003 ops/s
@@ -121,6 +131,12 @@ BenchmarkUnaryPostgres/tx-executed/callers=64-2 	 100	 90000 ns/op	 1 after-hand
 		"| memory replay vs bare, callers=64 | not measured | | | not measured |\n",
 		"| memory replay vs bare, callers=1, instructions | 1.02x | <= 1.02x | yes | 1.05x |\n",
 		"| redis replay from the replay cache vs memory replay, callers=1 | not measured | | | |\n", // no floor cell
+		"| sealed vs unsealed memory executed, callers=1 | 1.048x | <= 1.05x | yes | |\n",           // 1100/1050, not 1.05x
+		"| sealed vs unsealed memory replay, callers=1 | 1.055x | <= 1.05x | **no** (see [the notes](docs/development.md)) | |\n",
+		"| sealed vs unsealed memory replay, callers=64 | not measured | | | |\n", // no unsealed row in the run
+		"| sealed vs unsealed memory executed, callers=64 | not measured | | | |\n",
+		"| sealed vs unsealed memory replay, callers=1, instructions | 1.03x | <= 1.05x | yes | |\n",
+		"| sealed vs unsealed memory executed, callers=1, instructions | not measured | | | |\n",
 		"| postgres claim of a completed key vs a SELECT, 1 goroutine (paired) | 1.25x | <= 1.30x | yes | |\n",
 		"| postgres claim of a completed key, throughput vs the old claim, 16 goroutines | 799.8% | >= 800% | **no** (see [the notes](docs/development.md)) | |\n",
 		"| postgres replay vs executed through gRPC, callers=64 | 0.30x | <= 0.25x | **no** (see [the notes](docs/development.md)) | |\n",

@@ -8,14 +8,16 @@ import (
 
 // comparison is one table of BENCHMARKS.md: the rows of one benchmark, each
 // with its cost per operation (time, unless unit says otherwise) as a ratio
-// to a bare row of the same run.
+// to a bare row of the same run (or, where against says so, to another
+// baseline row of the table).
 type comparison struct {
-	title string // the heading, naming the benchmark
-	about string // what the bare row is and what an operation is
-	unit  string // the cost per operation compared; "" for ns/op, which has B/op and allocs/op beside it
-	rate  string // a rate metric the rows report ("msgs/s"), shown in a column of its own; "" for none
-	bench string // the benchmark's name, which the rows' names start with
-	rows  []row
+	title   string // the heading, naming the benchmark
+	about   string // what the bare row is and what an operation is
+	unit    string // the cost per operation compared; "" for ns/op, which has B/op and allocs/op beside it
+	rate    string // a rate metric the rows report ("msgs/s"), shown in a column of its own; "" for none
+	bench   string // the benchmark's name, which the rows' names start with
+	against string // what the base rows are, for the ratio column's heading; "" for "bare"
+	rows    []row
 }
 
 // row is one line of a comparison: a benchmark, and the bare row its cost
@@ -120,7 +122,35 @@ func comparisons() []comparison {
 	for _, callers := range []string{"1", "64"} {
 		myUnary.rows = append(myUnary.rows, variants("BenchmarkUnaryMySQL/", "/callers="+callers, "bare", "mysql-executed", "mysql-replay", "mysql-tx-bare", "mysql-tx-executed")...)
 	}
-	return append([]comparison{do, mw, client, stream, clientStream, connectUnary, connectStream, pg, my, myUnary, floor, instr}, consumers()...)
+	all := []comparison{do, mw, client, stream, clientStream, connectUnary, connectStream, pg, my, myUnary, floor, instr}
+	all = append(all, sealing()...)
+	return append(all, consumers()...)
+}
+
+// sealing returns the tables of the sealed memory rows of BenchmarkUnary
+// against the unsealed ones, in time and in instructions per call.
+func sealing() []comparison {
+	about := "The memory rows of `BenchmarkUnary` (a new key per call, executed, or one stored key, replay) with every record sealed: `WithSealing` with one key, so every call keys its request's fingerprint (HMAC-SHA256), an executed call seals its outcome (AES-256-GCM) and a replay opens it. Each sealed row is divided by the unsealed row of its path and callers, measured in the same run; the unsealed rows are those of the tables above."
+	tm := comparison{
+		title:   "Sealed records against unsealed (`BenchmarkUnary`)",
+		about:   about,
+		bench:   "BenchmarkUnary",
+		against: "unsealed",
+	}
+	instr := comparison{
+		title:   "Sealed records against unsealed in instructions per call (`BenchmarkUnaryInstructions`)",
+		about:   about + " Counted by `scripts/bench-instructions.sh`, as the floor in instructions per call above.",
+		unit:    "instr/op",
+		bench:   "BenchmarkUnaryInstructions",
+		against: "unsealed",
+	}
+	for _, callers := range []string{"1", "64"} {
+		for _, path := range []string{"executed", "replay"} {
+			tm.rows = append(tm.rows, variants("BenchmarkUnary/", "/callers="+callers, "memory-"+path, "memory-sealed-"+path)...)
+			instr.rows = append(instr.rows, variants("BenchmarkUnaryInstructions/", "/callers="+callers, "memory-"+path, "memory-sealed-"+path)...)
+		}
+	}
+	return []comparison{tm, instr}
 }
 
 // consumers returns the tables of the message consumer packages against
@@ -167,12 +197,16 @@ func variants(prefix, suffix string, vs ...string) []row {
 // writeComparisons writes every table of comparisons with the medians of res.
 func writeComparisons(w io.Writer, res results) {
 	fmt.Fprintf(w, "\n## Entry points against their bare baselines\n\n")
-	fmt.Fprintf(w, "Each row's time per operation (instructions per call where the table says so) is divided by its bare row's, measured in the same run: 1.50x takes half as long again.\n")
+	fmt.Fprintf(w, "Each row's time per operation (instructions per call where the table says so) is divided by its bare row's (the unsealed row's in the sealing tables), measured in the same run: 1.50x takes half as long again.\n")
 	for _, c := range comparisons() {
 		fmt.Fprintf(w, "\n### %s\n\n%s\n\n", c.title, c.about)
-		unit, vs := c.unit, c.unit+" vs bare"
+		against := c.against
+		if against == "" {
+			against = "bare"
+		}
+		unit, vs := c.unit, c.unit+" vs "+against
 		if unit == "" {
-			unit, vs = "ns/op", "time vs bare"
+			unit, vs = "ns/op", "time vs "+against
 		}
 		head := []string{"row", unit}
 		if c.rate != "" {

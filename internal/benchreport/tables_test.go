@@ -36,7 +36,11 @@ BenchmarkDo/bare/callers=1-2 	 100	 70 ns/op	 96 B/op	 1 allocs/op
 BenchmarkDo/do-replay/callers=1-2 	 100	 3500 ns/op	 1648 B/op	 17 allocs/op
 BenchmarkUnary/bare/callers=64-2 	 100	 10000 ns/op	 5000 B/op	 90 allocs/op
 BenchmarkUnary/floor-replay/callers=64-2 	 100	 10500 ns/op	 5600 B/op	 99 allocs/op
+BenchmarkUnary/memory-executed/callers=64-2 	 100	 12000 ns/op	 11000 B/op	 160 allocs/op
+BenchmarkUnary/memory-sealed-executed/callers=64-2 	 100	 12600 ns/op	 11500 B/op	 163 allocs/op
 BenchmarkUnaryInstructions/bare/callers=64	1	200000 instr/op
+BenchmarkUnaryInstructions/memory-replay/callers=1	1	220000 instr/op
+BenchmarkUnaryInstructions/memory-sealed-replay/callers=1	1	231000 instr/op
 BenchmarkUnaryInstructions/floor-replay/callers=64	1	215000 instr/op
 BenchmarkUnaryInstructions/redis-replay-cached/callers=64	1	260000 instr/op
 `))
@@ -56,6 +60,14 @@ BenchmarkUnaryInstructions/redis-replay-cached/callers=64	1	260000 instr/op
 		"| `floor-replay/callers=64` | 215000 | 1.07x |\n",
 		"| `redis-replay-cached/callers=64` | 260000 | 1.30x |\n",
 		"| `memory-replay/callers=64` | – | not measured |\n",
+		"| `memory-executed/callers=64` | 12000 | 11000 | 160 | 1.20x |\n", // the floor table, against bare
+		"| row | ns/op | B/op | allocs/op | time vs unsealed |\n",          // the sealing tables
+		"| `memory-executed/callers=64` | 12000 | 11000 | 160 | 1.00x |\n", // against itself
+		"| `memory-sealed-executed/callers=64` | 12600 | 11500 | 163 | 1.05x |\n",
+		"| `memory-sealed-replay/callers=64` | – | – | – | not measured |\n",
+		"| row | instr/op | instr/op vs unsealed |\n|---|---|---|\n",
+		"| `memory-sealed-replay/callers=1` | 231000 | 1.05x |\n",
+		"| `memory-sealed-executed/callers=1` | – | not measured |\n",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("tables lack %q:\n%s", want, out.String())
