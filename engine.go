@@ -72,6 +72,8 @@ type call struct {
 	keyedFP    []byte
 	rawArray   [fingerprintSize]byte
 	keyedArray [maxKeyedFingerprint]byte
+	sealKey    *derivedKey   // the primary key's, for scope
+	aadArray   [aadSize]byte // the associated data of a sealed record
 	// ownRequest: the request is the call's own ([Do]), not the outer
 	// call's again (an interceptor nested in another): nested in a claim,
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
@@ -131,7 +133,8 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 		}
 		c.scope, c.keyring = scope, kr
 		c.rawFP = append(c.rawArray[:0], fp...)
-		c.keyedFP = e.seal.keyFingerprint(c.keyedArray[:0], kr, kr.primary, scope, c.rawFP)
+		c.sealKey = e.seal.derive(kr, kr.primary, scope)
+		c.keyedFP = c.sealKey.keyFingerprint(c.keyedArray[:0], kr.primary.ID, c.rawFP)
 		c.fingerprint = c.keyedFP
 	}
 	return nil

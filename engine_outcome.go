@@ -48,7 +48,7 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	}
 	if c.keyring != nil {
 		sealed := getBuffer()
-		*sealed = e.seal.seal((*sealed)[:0], c.keyring, c.scope, c.key, *data)
+		*sealed = seal((*sealed)[:0], c.sealKey, c.keyring.primary.ID, c.key, *data, c.aadArray[:0])
 		putBuffer(data)
 		data = sealed
 	}

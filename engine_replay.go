@@ -16,7 +16,7 @@ func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Re
 	case c.keyring != nil:
 		buf := getBuffer()
 		defer putBuffer(buf)
-		plain, _, err := e.seal.open((*buf)[:0], c.keyring, c.scope, c.key, data)
+		plain, _, err := e.seal.open((*buf)[:0], c.keyring, c.scope, c.key, data, c.sealKey, c.aadArray[:0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 		}

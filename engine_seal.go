@@ -128,15 +128,24 @@ func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
 // keyFingerprint appends to dst the fingerprint fp keyed for scope by k
 // ([keyedFingerprintVersion]).
 func (s *sealer) keyFingerprint(dst []byte, kr *Keyring, k SealingKey, scope string, fp []byte) []byte {
-	d := s.derive(kr, k, scope)
+	return s.derive(kr, k, scope).keyFingerprint(dst, k.ID, fp)
+}
+
+// keyFingerprint appends to dst the fingerprint fp keyed by d, the
+// derived key of the key named id.
+func (d *derivedKey) keyFingerprint(dst []byte, id string, fp []byte) []byte {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
 	h.Write(fp)
-	dst = append(dst, keyedFingerprintVersion, byte(len(k.ID)))
-	dst = h.Sum(append(dst, k.ID...))
+	dst = append(dst, keyedFingerprintVersion, byte(len(id)))
+	dst = h.Sum(append(dst, id...))
 	d.macs.Put(h)
 	return dst
 }
+
+// aadSize is the size of a scratch array that holds the associated data
+// of a sealed record (its header and a store key of this library).
+const aadSize = sealHeader + maxSealingKeyID + 64
 
 // fingerprintKey returns the ID of the key that keyed fp, and false when
 // fp is not a keyed fingerprint.
@@ -148,19 +157,17 @@ func fingerprintKey(fp []byte) ([]byte, bool) {
 }
 
 // seal appends to dst the sealed form of rec, the encoded record of the
-// call under storeKey in scope, under kr's primary key.
-func (s *sealer) seal(dst []byte, kr *Keyring, scope, storeKey string, rec []byte) []byte {
-	k := kr.primary
-	d := s.derive(kr, k, scope)
+// call under storeKey, under d, the derived key of the key named id for
+// the call's scope. aad is scratch space for the associated data.
+func seal(dst []byte, d *derivedKey, id, storeKey string, rec, aad []byte) []byte {
 	start := len(dst)
-	dst = append(dst, sealMagic, sealFormat, sealVersion, byte(len(k.ID)))
-	dst = append(dst, k.ID...)
+	dst = append(dst, sealMagic, sealFormat, sealVersion, byte(len(id)))
+	dst = append(dst, id...)
 	headerEnd := len(dst)
 	dst = append(dst, make([]byte, sealNonce)...)
 	nonce := dst[headerEnd:]
 	rand.Read(nonce) // never fails
-	var aadBuf [sealHeader + maxSealingKeyID + 64]byte
-	aad := append(append(aadBuf[:0], dst[start:headerEnd]...), storeKey...)
+	aad = append(append(aad[:0], dst[start:headerEnd]...), storeKey...)
 	return d.aead.Seal(dst, nonce, rec, aad)
 }
 
@@ -169,7 +176,9 @@ func (s *sealer) seal(dst []byte, kr *Keyring, scope, storeKey string, rec []byt
 // that sealed it. A record written without sealing is returned as it is
 // (ID ""), unless the server requires sealed records. Its errors say why
 // the record does not open; the caller wraps them in [ErrRecordCorrupt].
-func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte) ([]byte, string, error) {
+// primary, when not nil, is the derived key of kr's primary for scope;
+// aad is scratch space for the associated data.
+func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte, primary *derivedKey, aad []byte) ([]byte, string, error) {
 	if !isSealed(data) {
 		if s.requireSealed {
 			return nil, "", errUnsealed
@@ -184,9 +193,12 @@ func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []by
 	if !ok {
 		return nil, string(id), fmt.Errorf("the record is sealed by key %q, which the keyring does not hold", id)
 	}
-	var aadBuf [sealHeader + maxSealingKeyID + 64]byte
-	aad := append(append(aadBuf[:0], data[:sealHeader+len(id)]...), storeKey...)
-	plain, err := s.derive(kr, k, scope).aead.Open(dst, nonce, ct, aad)
+	d := primary
+	if d == nil || k.ID != kr.primary.ID {
+		d = s.derive(kr, k, scope)
+	}
+	aad = append(append(aad[:0], data[:sealHeader+len(id)]...), storeKey...)
+	plain, err := d.aead.Open(dst, nonce, ct, aad)
 	if err != nil {
 		return nil, k.ID, errSealOpen
 	}
