@@ -16,11 +16,12 @@
 //
 // A server built with [idempotency.WithSealing] stores its outcomes sealed.
 // The service opens each with the server's keys, for the scope of the
-// client key a request names (none for a store key), and says which key
-// sealed it (the entry's sealed_by), even when it does not open: for
-// another scope, or once the keyring no longer holds the key, the entry's
-// outcome_error says why. [Explain] has no keys, and reads only records
-// stored without sealing.
+// client key a request names, or, for a store key (as ListKeys returns
+// it), for the request's scope field (none when it is empty), and says
+// which key sealed it (the entry's sealed_by), even when it does not open:
+// for another scope, or once the keyring no longer holds the key, the
+// entry's outcome_error says why. [Explain] has no keys, and reads only
+// records stored without sealing.
 //
 // The idempotency interceptors leave the service's methods alone, as they
 // leave gRPC's own services. The guide is

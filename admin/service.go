@@ -82,7 +82,7 @@ func (svc *Service) GetKey(ctx context.Context, req *adminv1.GetKeyRequest) (*ad
 	if err != nil {
 		return nil, svc.storeError(ctx, "lookup", err)
 	}
-	return &adminv1.GetKeyResponse{Entry: svc.entry(ctx, info, req.GetClientKey().GetScope(), true)}, nil
+	return &adminv1.GetKeyResponse{Entry: svc.entry(ctx, info, scopeOf(req.GetClientKey(), req.GetScope()), true)}, nil
 }
 
 // ListKeys implements adminv1.AdminServiceServer.
@@ -173,7 +173,17 @@ func (svc *Service) PurgeKey(ctx context.Context, req *adminv1.PurgeKeyRequest) 
 		return nil, svc.refused(ctx, p, stateName(info.State), svc.storeError(ctx, "purge", err))
 	}
 	svc.logger().LogAttrs(ctx, slog.LevelInfo, "idempotency admin: key purged", p.attrs(stateName(info.State))...)
-	return &adminv1.PurgeKeyResponse{Entry: svc.entry(ctx, info, req.GetClientKey().GetScope(), true)}, nil
+	return &adminv1.PurgeKeyResponse{Entry: svc.entry(ctx, info, scopeOf(req.GetClientKey(), req.GetScope()), true)}, nil
+}
+
+// scopeOf returns the scope a request's sealed record is opened for: the
+// client key's own when the request names one (its scope field ignored),
+// and otherwise the request's scope field, which goes with its store key.
+func scopeOf(ck *adminv1.ClientKey, scope string) string {
+	if ck != nil {
+		return ck.GetScope()
+	}
+	return scope
 }
 
 // purge is one PurgeKey call, as its log line tells it.
@@ -310,8 +320,7 @@ func (svc *Service) logger() *slog.Logger {
 }
 
 // entry returns info as an Entry; withOutcome adds the outcome of a
-// completed entry, read as the server reads it for scope, the scope of the
-// request's client key ("" for a store key).
+// completed entry, read as the server reads it for scope (see [scopeOf]).
 func (svc *Service) entry(ctx context.Context, info store.Info, scope string, withOutcome bool) *adminv1.Entry {
 	e := &adminv1.Entry{
 		StoreKey:     info.Key,

@@ -109,10 +109,12 @@ func getSealed(t *testing.T, st store.Store) {
 const tenantHeader = "x-tenant"
 
 // A record sealed for a tenant (the scope) opens when GetKey and PurgeKey
-// name the tenant's client key, and not when they name its store key,
-// which says no scope: the entry then says why, with the key that sealed
-// it. When the tenant's keys cannot be found (Sealing.TenantKeys fails),
-// the entry says so with the key service's status, and still names the key.
+// name the tenant's client key, or its store key with the tenant as the
+// request's scope; the request's scope is ignored beside a client key. It
+// does not open by its store key with no scope, or another tenant's: the
+// entry then says why, with the key that sealed it. When the tenant's keys
+// cannot be found (Sealing.TenantKeys fails), the entry says so with the
+// key service's status, and still names the key.
 func getSealedScope(t *testing.T, st store.Store) {
 	tenantKey := sealingKey("acme-1", 3)
 	keys := idempotency.NewKeyring(tenantKey) // each scope's key derived from it
@@ -142,8 +144,21 @@ func getSealedScope(t *testing.T, st store.Store) {
 	}
 	wantOutcome(t, e.GetOutcome(), echoed(t, "p"))
 
+	ignored := getWith(t, r.admin, &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_ClientKey{ClientKey: ck}, Scope: "globex"})
+	if ignored.GetSealedBy() != tenantKey.ID || ignored.GetOutcomeError() != "" {
+		t.Fatalf("entry by client key with scope globex %v; want the client key's scope used, the outcome opened", ignored)
+	}
+
+	withScope := getWith(t, r.admin, &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_StoreKey{StoreKey: e.GetStoreKey()}, Scope: "acme"})
+	if withScope.GetSealedBy() != tenantKey.ID || withScope.GetOutcomeError() != "" {
+		t.Fatalf("entry by store key with scope acme %v; want it sealed by %s, with its outcome", withScope, tenantKey.ID)
+	}
+	wantOutcome(t, withScope.GetOutcome(), echoed(t, "p"))
+
 	byStoreKey := &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_StoreKey{StoreKey: e.GetStoreKey()}}
 	wantUnopened(t, getWith(t, r.admin, byStoreKey), tenantKey.ID, "another scope's")
+	otherScope := &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_StoreKey{StoreKey: e.GetStoreKey()}, Scope: "globex"}
+	wantUnopened(t, getWith(t, r.admin, otherScope), tenantKey.ID, "another scope's")
 
 	keysDown.Store(true)
 	wantUnopened(t, getWith(t, r.admin, byStoreKey), tenantKey.ID, "sealing keys could not be found: Unavailable: key service down")
@@ -157,4 +172,20 @@ func getSealedScope(t *testing.T, st store.Store) {
 		t.Fatalf("PurgeKey answered %v; want it sealed by %s", purged.GetEntry(), tenantKey.ID)
 	}
 	wantOutcome(t, purged.GetEntry().GetOutcome(), echoed(t, "p"))
+
+	// The key's next call runs the handler again (execution 2), and its
+	// entry is purged by its store key with the tenant's scope.
+	if _, err := r.client.Do(ctx, &testingv1.DoRequest{Payload: "p", Amount: 7}); err != nil {
+		t.Fatal(err)
+	}
+	again := echoed(t, "p")
+	again.Response.Content = jsonOf(t, map[string]any{"payload": "p", "amount": "7", "execution": "2"})
+	purged, err = r.admin.PurgeKey(as(t.Context(), Alice), &adminv1.PurgeKeyRequest{Key: &adminv1.PurgeKeyRequest_StoreKey{StoreKey: e.GetStoreKey()}, Scope: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if purged.GetEntry().GetSealedBy() != tenantKey.ID || purged.GetEntry().GetOutcomeError() != "" {
+		t.Fatalf("PurgeKey by store key with scope acme answered %v; want it sealed by %s, with its outcome", purged.GetEntry(), tenantKey.ID)
+	}
+	wantOutcome(t, purged.GetEntry().GetOutcome(), again)
 }

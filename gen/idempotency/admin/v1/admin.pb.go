@@ -221,7 +221,11 @@ type GetKeyRequest struct {
 	//
 	//	*GetKeyRequest_StoreKey
 	//	*GetKeyRequest_ClientKey
-	Key           isGetKeyRequest_Key `protobuf_oneof:"key"`
+	Key isGetKeyRequest_Key `protobuf_oneof:"key"`
+	// scope, with store_key: the scope the entry's calls had, used only to
+	// open a sealed record (the store key already names its entry); ignored
+	// with client_key (whose own scope is used).
+	Scope         string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,15 +285,21 @@ func (x *GetKeyRequest) GetClientKey() *ClientKey {
 	return nil
 }
 
+func (x *GetKeyRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
 type isGetKeyRequest_Key interface {
 	isGetKeyRequest_Key()
 }
 
 type GetKeyRequest_StoreKey struct {
 	// store_key is the key in the store, as ListKeys returns it. A sealed
-	// record is opened for the empty scope (a server without a scope
-	// function): name a key of a scope by its client_key to read its
-	// outcome.
+	// record is opened for the scope field below (empty for a server
+	// without a scope function).
 	StoreKey string `protobuf:"bytes,1,opt,name=store_key,json=storeKey,proto3,oneof"`
 }
 
@@ -502,7 +512,11 @@ type PurgeKeyRequest struct {
 	// handler again, so force a key only when its handler is known to be
 	// gone. An entry that completed since it was looked at is not purged
 	// (ABORTED): deleting its outcome would let a retry run the handler again.
-	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// scope, with store_key: the scope the entry's calls had, used only to
+	// open a sealed record (the store key already names its entry); ignored
+	// with client_key (whose own scope is used).
+	Scope         string `protobuf:"bytes,5,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,12 +590,20 @@ func (x *PurgeKeyRequest) GetForce() bool {
 	return false
 }
 
+func (x *PurgeKeyRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
 type isPurgeKeyRequest_Key interface {
 	isPurgeKeyRequest_Key()
 }
 
 type PurgeKeyRequest_StoreKey struct {
-	// store_key is the key in the store.
+	// store_key is the key in the store. A sealed record is opened for the
+	// scope field below.
 	StoreKey string `protobuf:"bytes,1,opt,name=store_key,json=storeKey,proto3,oneof"`
 }
 
@@ -829,9 +851,10 @@ type Entry struct {
 	// outcome_error says why a completed entry of GetKey or PurgeKey has no
 	// outcome: its record cannot be read, or it is sealed and does not open
 	// with the server's keys for the request's scope (the client_key's scope;
-	// none for a store_key): sealed for another scope, by a key the server's
-	// keyring no longer holds, or edited. Unless it is another scope's, the
-	// server answers the key's calls INTERNAL / IDEMPOTENCY_RECORD_CORRUPT.
+	// the request's scope field with a store_key): sealed for another scope,
+	// by a key the server's keyring no longer holds, or edited. Unless it is
+	// another scope's, the server answers the key's calls INTERNAL /
+	// IDEMPOTENCY_RECORD_CORRUPT.
 	OutcomeError string `protobuf:"bytes,10,opt,name=outcome_error,json=outcomeError,proto3" json:"outcome_error,omitempty"`
 	// sealed_by is the ID of the sealing key that sealed the record of a
 	// completed entry of GetKey or PurgeKey, read from the record whether or
@@ -1450,11 +1473,12 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\tClientKey\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"w\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\x8d\x01\n" +
 	"\rGetKeyRequest\x12\x1d\n" +
 	"\tstore_key\x18\x01 \x01(\tH\x00R\bstoreKey\x12@\n" +
 	"\n" +
-	"client_key\x18\x02 \x01(\v2\x1f.idempotency.admin.v1.ClientKeyH\x00R\tclientKeyB\x05\n" +
+	"client_key\x18\x02 \x01(\v2\x1f.idempotency.admin.v1.ClientKeyH\x00R\tclientKey\x12\x14\n" +
+	"\x05scope\x18\x03 \x01(\tR\x05scopeB\x05\n" +
 	"\x03key\"C\n" +
 	"\x0eGetKeyResponse\x121\n" +
 	"\x05entry\x18\x01 \x01(\v2\x1b.idempotency.admin.v1.EntryR\x05entry\"\xb4\x01\n" +
@@ -1466,13 +1490,14 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"q\n" +
 	"\x10ListKeysResponse\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.idempotency.admin.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa3\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb9\x01\n" +
 	"\x0fPurgeKeyRequest\x12\x1d\n" +
 	"\tstore_key\x18\x01 \x01(\tH\x00R\bstoreKey\x12@\n" +
 	"\n" +
 	"client_key\x18\x02 \x01(\v2\x1f.idempotency.admin.v1.ClientKeyH\x00R\tclientKey\x12\x12\n" +
 	"\x04etag\x18\x03 \x01(\tR\x04etag\x12\x14\n" +
-	"\x05force\x18\x04 \x01(\bR\x05forceB\x05\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x14\n" +
+	"\x05scope\x18\x05 \x01(\tR\x05scopeB\x05\n" +
 	"\x03key\"E\n" +
 	"\x10PurgeKeyResponse\x121\n" +
 	"\x05entry\x18\x01 \x01(\v2\x1b.idempotency.admin.v1.EntryR\x05entry\"\x11\n" +
