@@ -20,10 +20,15 @@ outcome as a person reads it (status, details, metadata, the response as
 JSON). Name the key by its store key (as list prints it), or as the client
 sent it: --method (or --operation, or --namespace), --scope and --key.
 
+A record sealed for a scope (idempotency.WithSealing) opens only for that
+scope: with a store key, give the scope its calls had with --scope, used
+only to open the record (the store key already names the entry).
+
 It exits 3 when the key holds no live entry: never claimed, released,
 purged, or expired.`,
 		Example: `  idempotencyctl --addr admin:9090 -H x-operator-token=$TOKEN get --method /shop.v1.Payments/Charge --scope acme --key order-1042
-  idempotencyctl --redis redis://localhost:6379 --descriptor-set shop.binpb get 8yqvEk4bIGFmOXkJ_9d-Le-0ESHOl43QGummi2l7sS0`,
+  idempotencyctl --redis redis://localhost:6379 --descriptor-set shop.binpb get 8yqvEk4bIGFmOXkJ_9d-Le-0ESHOl43QGummi2l7sS0
+  idempotencyctl --addr admin:9090 -H x-operator-token=$TOKEN get 8yqvEk4bIGFmOXkJ_9d-Le-0ESHOl43QGummi2l7sS0 --scope acme`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref, err := k.ref(args)

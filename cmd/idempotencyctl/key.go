@@ -8,8 +8,9 @@ import (
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
 )
 
-// keyFlags name one key: its store key as the argument, or the client's
-// key with the method or operation it was sent to and its scope.
+// keyFlags name one key: its store key as the argument (with the scope
+// its calls had, to open a sealed record), or the client's key with the
+// method or operation it was sent to and its scope.
 type keyFlags struct {
 	method    string
 	operation string
@@ -22,13 +23,15 @@ func (k *keyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.method, "method", "", "the full method the client called, /package.Service/Method")
 	fs.StringVar(&k.operation, "operation", "", "the operation of Do or Once the key was run under")
 	fs.StringVar(&k.namespace, "namespace", "", "the namespace of the method's policy (MethodPolicy.Namespace or the proto option's), instead of --method")
-	fs.StringVar(&k.scope, "scope", "", "the scope the server's WithScope function gives the client (a tenant); empty without one")
+	fs.StringVar(&k.scope, "scope", "", "the scope the server's WithScope function gives the client (a tenant); empty without one. With a STORE_KEY, used only to open a sealed record")
 	fs.StringVar(&k.key, "key", "", "the client's idempotency key, with --method, --operation or --namespace")
 }
 
-// keyRef is the key a command line names.
+// keyRef is the key a command line names: a store key with the scope its
+// sealed record is opened for, or a client's key.
 type keyRef struct {
 	storeKey string
+	scope    string // with storeKey
 	client   *adminv1.ClientKey
 }
 
@@ -41,13 +44,13 @@ func (k *keyFlags) ref(args []string) (keyRef, error) {
 		}
 	}
 	switch {
-	case len(args) == 1 && (len(names) > 0 || k.key != "" || k.scope != ""):
+	case len(args) == 1 && (len(names) > 0 || k.key != ""):
 		return keyRef{}, usageError("name the key by its store key or by %s and --key, not both", orList(names))
 	case len(args) == 1:
 		if !isStoreKey(args[0]) {
 			return keyRef{}, usageError("%q is not a store key (43 characters of base64url, as list prints them): name a client's key with --method, --operation or --namespace, and --key", args[0])
 		}
-		return keyRef{storeKey: args[0]}, nil
+		return keyRef{storeKey: args[0], scope: k.scope}, nil
 	case len(names) > 1:
 		return keyRef{}, usageError("%s: name one of them", strings.Join(names, " and "))
 	case len(names) == 0:
@@ -106,7 +109,7 @@ func (r keyRef) getRequest() *adminv1.GetKeyRequest {
 	if r.client != nil {
 		return &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_ClientKey{ClientKey: r.client}}
 	}
-	return &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_StoreKey{StoreKey: r.storeKey}}
+	return &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_StoreKey{StoreKey: r.storeKey}, Scope: r.scope}
 }
 
 func (r keyRef) purgeRequest(etag string, force bool) *adminv1.PurgeKeyRequest {
@@ -115,6 +118,33 @@ func (r keyRef) purgeRequest(etag string, force bool) *adminv1.PurgeKeyRequest {
 		req.Key = &adminv1.PurgeKeyRequest_ClientKey{ClientKey: r.client}
 	} else {
 		req.Key = &adminv1.PurgeKeyRequest_StoreKey{StoreKey: r.storeKey}
+		req.Scope = r.scope
 	}
 	return req
+}
+
+// scopeArg is the --scope argument that names r's scope beside its store
+// key in a command printed to run, "" when the scope is empty.
+func (r keyRef) scopeArg() string {
+	scope := r.scope
+	if r.client != nil {
+		scope = r.client.GetScope()
+	}
+	if scope == "" {
+		return ""
+	}
+	return " --scope " + shellQuote(scope)
+}
+
+// shellQuote returns s as one word of a POSIX shell: as is when it holds
+// only characters no shell reads, and otherwise single-quoted.
+func shellQuote(s string) string {
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', strings.IndexByte("-_.,:/@+=%", c) >= 0:
+		default:
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

@@ -25,7 +25,8 @@ func (c *cli) purgeCommand() *cobra.Command {
 		Long: `purge deletes a completed entry: the next call with its key runs the
 handler again, on every server. Give the --etag that get or list printed,
 so that an entry purged and claimed again since you looked at it is left
-alone (exit 4).
+alone (exit 4). With a STORE_KEY, --scope names the scope its calls had,
+so that a sealed record it prints opens (idempotency.WithSealing).
 
 An entry in flight is refused (exit 4): its handler may be running, and a
 retry would run it again beside it. Force it only once its handler is known
@@ -66,9 +67,9 @@ func (c *cli) purge(ctx context.Context, cn *conn, ref keyRef, etag string, forc
 		}
 		printEntry(c.stderr, e, time.Now())
 		if e.GetState() != adminv1.State_STATE_IN_FLIGHT {
-			return told("--force purges an entry in flight, and this one is %s: purge it without --force, with the same connection flags:\n  idempotencyctl … purge %s --etag %s", stateName(e.GetState()), e.GetStoreKey(), e.GetEtag())
+			return told("--force purges an entry in flight, and this one is %s: purge it without --force, with the same connection flags:\n  idempotencyctl … purge %s --etag %s%s", stateName(e.GetState()), e.GetStoreKey(), e.GetEtag(), ref.scopeArg())
 		}
-		return told("--force needs the --etag of the entry you looked at (above). Once its handler is known to be gone, run, with the same connection flags:\n  idempotencyctl … purge %s --force --etag %s", e.GetStoreKey(), e.GetEtag())
+		return told("--force needs the --etag of the entry you looked at (above). Once its handler is known to be gone, run, with the same connection flags:\n  idempotencyctl … purge %s --force --etag %s%s", e.GetStoreKey(), e.GetEtag(), ref.scopeArg())
 	}
 	cctx, cancel := c.call(ctx)
 	resp, err := cn.PurgeKey(cctx, ref.purgeRequest(etag, force))
@@ -97,18 +98,19 @@ func (c *cli) inFlightRefusal(ctx context.Context, cn *conn, ref keyRef, refusal
 		return err // gone or changed since: the refusal says enough
 	}
 	printEntry(c.stderr, e, time.Now())
-	printForceHint(c.stderr, e)
+	printForceHint(c.stderr, e, ref)
 	return err
 }
 
-func printForceHint(w io.Writer, e *adminv1.Entry) {
+// printForceHint says how to force e, the entry of ref, a key in flight.
+func printForceHint(w io.Writer, e *adminv1.Entry, ref keyRef) {
 	fmt.Fprintf(w, `
 The key is in flight: its handler may be running, and purging it would let a
 retry run the handler again beside it. If its server died, its lease ends by
 itself (above) and the next retry runs the handler. Force it only once its
 handler is known to be gone, with the same connection flags:
-  idempotencyctl … purge %s --force --etag %s
-`, e.GetStoreKey(), e.GetEtag())
+  idempotencyctl … purge %s --force --etag %s%s
+`, e.GetStoreKey(), e.GetEtag(), ref.scopeArg())
 }
 
 // told is a usage error that says what to run.
