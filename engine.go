@@ -72,6 +72,7 @@ type call struct {
 	keyedFP    []byte
 	rawArray   [fingerprintSize]byte
 	keyedArray [maxKeyedFingerprint]byte
+	legacyFP   bool          // fingerprint is the unkeyed one of an entry written before sealing
 	sealKey    *derivedKey   // the primary key's, for scope
 	aadArray   [aadSize]byte // the associated data of a sealed record
 	// ownRequest: the request is the call's own ([Do]), not the outer
@@ -162,7 +163,8 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 	var until time.Time
 	for attempt := 0; ; attempt++ {
 		if c.keyring != nil {
-			c.fingerprint = c.keyedFP // a claim is made with the primary key's
+			// A claim is made with the primary key's fingerprint.
+			c.fingerprint, c.legacyFP = c.keyedFP, false
 		}
 		if e.cache != nil {
 			fp, data, gen, ok := e.cache.get(c.key)
@@ -188,7 +190,7 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			}
 			return e.execute(ctx, c)
 		}
-		if err := e.sameRequest(c, cl.Existing.Fingerprint); err != nil {
+		if err := e.sameRequest(c, cl.Existing.Fingerprint, cl.Existing.Data); err != nil {
 			return nil, err
 		}
 		if cl.Existing.State == store.StateCompleted {

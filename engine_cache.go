@@ -148,7 +148,7 @@ func (rc *replayCache) remove(el *list.Element) {
 // fingerprint fp, as [engine.run] answers from a completed store entry,
 // without a store call.
 func (e *engine) replayCached(ctx context.Context, c *call, fp, data []byte) (any, error) {
-	if err := e.sameRequest(c, fp); err != nil {
+	if err := e.sameRequest(c, fp, data); err != nil {
 		return nil, err
 	}
 	_, resp, err := e.replay(ctx, c, data)

@@ -77,7 +77,7 @@ func (e *engine) claimedOutside(ctx context.Context, c *call) (*call, error) {
 	if !ok || outer.key != c.key || !sameStore(outer.e.store, e.store) {
 		return nil, nil
 	}
-	if c.ownRequest && !bytes.Equal(outer.fingerprint, c.fingerprint) {
+	if c.ownRequest && !bytes.Equal(outer.requestFingerprint(), c.requestFingerprint()) {
 		if outer.nesting.working() {
 			return outer, ErrKeyReused
 		}

@@ -13,6 +13,12 @@ import (
 // the record too, nil when data does not decode.
 func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
 	switch {
+	case c.legacyFP && isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealedOld)
+	case c.legacyFP:
+		// A record written before sealing, under its unkeyed fingerprint.
+	case c.keyring != nil && !isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errNotSealed)
 	case c.keyring != nil:
 		buf := getBuffer()
 		defer putBuffer(buf)

@@ -54,6 +54,8 @@ var (
 	errSealingOff = errors.New("the record is sealed, and the server has no sealing keys (WithSealing)")
 	errSealFormat = errors.New("the sealed record is cut short or of an unknown format")
 	errSealOpen   = errors.New("the sealed record does not open under its key for this store key and scope: edited, moved, or another scope's")
+	errNotSealed  = errors.New("the record is not sealed, and its entry's fingerprint is keyed: only a sealing server writes such an entry")
+	errSealedOld  = errors.New("the record is sealed, and its entry's fingerprint is not keyed: only a server without sealing writes such an entry")
 )
 
 // sealer seals and opens the records of a server built [WithSealing], and
@@ -89,8 +91,12 @@ func (s *sealer) keyring(ctx context.Context, scope string) (*Keyring, error) {
 		return s.keys, nil
 	}
 	kr, err := s.tenant(ctx, scope)
-	if err == nil && kr == nil {
+	switch {
+	case err != nil:
+	case kr == nil:
 		err = fmt.Errorf("Sealing.TenantKeys returned no keyring for scope %q", scope)
+	case kr.primary.ID == "":
+		err = fmt.Errorf("Sealing.TenantKeys returned a Keyring not made by NewKeyring for scope %q", scope)
 	}
 	return kr, err
 }
@@ -234,39 +240,62 @@ func SealedBy(data []byte) (keyID string, ok bool) {
 }
 
 // sameRequest returns nil when fp, the fingerprint of a stored entry of
-// c's key, is that of c's request: c's own, or, with sealing, the one an
-// older key of c's keyring keyed, or the unkeyed one of an entry written
-// before sealing was turned on (unless [Sealing.RequireSealed]); c then
-// takes fp as its fingerprint, which the entry's record holds. Otherwise
-// it returns [ErrKeyReused], or [ErrRecordCorrupt] when fp is keyed by a
-// key c's keyring no longer holds: whether it is c's request cannot be
-// told, and its record could not be opened.
-func (e *engine) sameRequest(c *call, fp []byte) error {
-	if bytes.Equal(fp, c.fingerprint) {
-		return nil
-	}
+// c's key whose record is data (nil while in flight), is that of c's
+// request: c's own, or, with sealing, the one an older key of c's
+// keyring keyed, or the unkeyed one of an entry written before sealing
+// was turned on (unless [Sealing.RequireSealed]); c then takes fp as its
+// fingerprint, which the entry's record holds, and notes which kind it
+// matched: an entry of a keyed fingerprint must hold a sealed record, one
+// of an unkeyed fingerprint an unsealed one ([engine.replay]). A keyed
+// fingerprint is only ever compared keyed, so no request's unkeyed
+// fingerprint (a custom [FingerprintFunc]'s, which a caller may shape)
+// matches another's keyed one. Otherwise it returns [ErrKeyReused], or
+// [ErrRecordCorrupt] when fp is keyed by a key c's keyring no longer
+// holds (whether it is c's request cannot be told, and its record could
+// not be opened), or when a server without sealing meets a sealed record.
+func (e *engine) sameRequest(c *call, fp, data []byte) error {
 	if c.keyring == nil {
-		if _, keyed := fingerprintKey(fp); keyed && e.seal == nil {
-			return fmt.Errorf("%w: the entry's fingerprint is keyed by a sealing key, and the server has no sealing keys (WithSealing)", ErrRecordCorrupt)
+		if bytes.Equal(fp, c.fingerprint) {
+			return nil
+		}
+		if _, keyed := fingerprintKey(fp); keyed && isSealed(data) {
+			return fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
 		}
 		return ErrKeyReused
 	}
-	if !e.seal.requireSealed && bytes.Equal(fp, c.rawFP) {
-		c.fingerprint = c.rawFP
-		return nil
-	}
-	id, ok := fingerprintKey(fp)
-	if !ok {
-		return ErrKeyReused
-	}
-	k, ok := c.keyring.keys[string(id)]
-	if !ok {
+	if id, keyed := fingerprintKey(fp); keyed {
+		if k, held := c.keyring.keys[string(id)]; held {
+			if k.ID != c.keyring.primary.ID {
+				var buf [maxKeyedFingerprint]byte
+				if !hmac.Equal(fp, e.seal.keyFingerprint(buf[:0], c.keyring, k, c.scope, c.rawFP)) {
+					return ErrKeyReused
+				}
+				c.fingerprint = append([]byte(nil), fp...)
+			} else if !hmac.Equal(fp, c.keyedFP) {
+				return ErrKeyReused
+			}
+			return nil
+		}
+		if bytes.Equal(fp, c.rawFP) && !e.seal.requireSealed {
+			// A custom fingerprint of the keyed shape, of a key no keyring
+			// has: an entry written before sealing.
+			c.fingerprint, c.legacyFP = c.rawFP, true
+			return nil
+		}
 		return fmt.Errorf("%w: the entry's fingerprint is keyed by key %q, which the keyring does not hold", ErrRecordCorrupt, id)
 	}
-	var buf [maxKeyedFingerprint]byte
-	if !bytes.Equal(fp, e.seal.keyFingerprint(buf[:0], c.keyring, k, c.scope, c.rawFP)) {
-		return ErrKeyReused
+	if !e.seal.requireSealed && bytes.Equal(fp, c.rawFP) {
+		c.fingerprint, c.legacyFP = c.rawFP, true
+		return nil
 	}
-	c.fingerprint = append([]byte(nil), fp...)
-	return nil
+	return ErrKeyReused
+}
+
+// requestFingerprint is the fingerprint of c's request that does not
+// depend on a key: the unkeyed one, with sealing as without.
+func (c *call) requestFingerprint() []byte {
+	if c.keyring != nil {
+		return c.rawFP
+	}
+	return c.fingerprint
 }

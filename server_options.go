@@ -443,8 +443,11 @@ func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
 // [the security model]: https://github.com/grpc-idempotency/idempotency/blob/main/SECURITY.md#sealed-records
 func WithSealing(s Sealing) ServerOption {
 	return serverOptionFunc(func(c *config) {
-		if s.Keys == nil && s.TenantKeys == nil {
+		switch {
+		case s.Keys == nil && s.TenantKeys == nil:
 			c.invalid("WithSealing", "Sealing.Keys or Sealing.TenantKeys is required")
+		case s.Keys != nil && s.Keys.primary.ID == "":
+			c.invalid("WithSealing", "Sealing.Keys is a Keyring not made by NewKeyring")
 		}
 		c.sealing = &s
 	})
