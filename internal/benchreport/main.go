@@ -256,6 +256,10 @@ func (t target) measure(res results) []string {
 			return []string{apart(100*r, 100*t.atLeastThr, 0) + "%", fmt.Sprintf(">= %.0f%%", 100*t.atLeastThr), yes(r >= t.atLeastThr)}
 		}
 	}
+	if t.base == "" && strings.HasSuffix(t.unit, "-ns") {
+		// An absolute time, not a ratio: in milliseconds.
+		return []string{apart(r/1e6, t.atMost/1e6, 2) + " ms", fmt.Sprintf("<= %.0f ms", t.atMost/1e6), yes(r <= t.atMost)}
+	}
 	return []string{apart(r, t.atMost, 2) + "x", fmt.Sprintf("<= %.2fx", t.atMost), yes(r <= t.atMost)}
 }
 
