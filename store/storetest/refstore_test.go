@@ -52,8 +52,9 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 	s.mu.Lock()
 	e := s.live(key)
 	if e != nil {
-		s.mu.Unlock()
+		// Read under the lock: a Complete may write the entry right after.
 		x := store.Entry{State: e.state, Fingerprint: e.fp, Data: e.data}
+		s.mu.Unlock()
 		switch s.bug {
 		case "echo-fingerprint":
 			x.Fingerprint = fp
