@@ -63,22 +63,12 @@ type call struct {
 	fingerprint []byte
 	fpArray     [fingerprintSize]byte // holds fingerprint when the default computes it
 	isReplay    bool                  // the answer is a stored outcome
-	// With sealing ([WithSealing]): the scope and its keyring, the
-	// unkeyed fingerprint and the one the primary key keys, which the
-	// call claims with ([engine.sameRequest] may take another).
-	scope      string
-	keyring    *Keyring
-	rawFP      []byte
-	keyedFP    []byte
-	rawArray   [fingerprintSize]byte
-	keyedArray [maxKeyedFingerprint]byte
-	legacyFP   bool          // fingerprint is the unkeyed one of an entry written before sealing
-	sealKey    *derivedKey   // the primary key's, for scope
-	aadArray   [aadSize]byte // the associated data of a sealed record
 	// ownRequest: the request is the call's own ([Do]), not the outer
 	// call's again (an interceptor nested in another): nested in a claim,
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
+	// (Beside isReplay and fpArray, so that the three share one word.)
 	ownRequest bool
+	sealed     *callSeal // nil without sealing ([WithSealing])
 	storeTime  time.Duration
 	cacheGen   uint64 // the replay cache's generation when this call missed it ([replayCache.get])
 
@@ -132,11 +122,8 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 		if err != nil {
 			return &hookFailure{scope: true, keys: true, err: err}
 		}
-		c.scope, c.keyring = scope, kr
-		c.rawFP = append(c.rawArray[:0], fp...)
-		c.sealKey = e.seal.derive(kr, kr.primary, scope)
-		c.keyedFP = c.sealKey.keyFingerprint(c.keyedArray[:0], kr.primary.ID, c.rawFP)
-		c.fingerprint = c.keyedFP
+		c.sealed = e.seal.prepare(c.sealed, kr, scope, fp)
+		c.fingerprint = c.sealed.keyedFP
 	}
 	return nil
 }
@@ -162,9 +149,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 	}
 	var until time.Time
 	for attempt := 0; ; attempt++ {
-		if c.keyring != nil {
+		if s := c.sealed; s != nil {
 			// A claim is made with the primary key's fingerprint.
-			c.fingerprint, c.legacyFP = c.keyedFP, false
+			c.fingerprint, s.legacyFP = s.keyedFP, false
 		}
 		if e.cache != nil {
 			fp, data, gen, ok := e.cache.get(c.key)

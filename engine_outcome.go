@@ -46,9 +46,9 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 		*data, _ = record.AppendEncode((*data)[:0], rec)
 		e.observe(ctx, &c.subject, DecisionNotRetained, 0, err)
 	}
-	if c.keyring != nil {
+	if s := c.sealed; s != nil {
 		sealed := getBuffer()
-		*sealed = seal((*sealed)[:0], c.sealKey, c.keyring.primary.ID, c.key, *data, c.aadArray[:0])
+		*sealed = seal((*sealed)[:0], s.key, s.keyring.primary.ID, c.key, *data, s.aad[:0])
 		putBuffer(data)
 		data = sealed
 	}

@@ -12,23 +12,24 @@ import (
 // transport replays what the record holds ([transport.replay]). It returns
 // the record too, nil when data does not decode.
 func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
-	switch {
-	case c.legacyFP && isSealed(data):
+	switch s := c.sealed; {
+	case s == nil && isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
+	case s == nil:
+	case s.legacyFP && isSealed(data):
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealedOld)
-	case c.legacyFP:
+	case s.legacyFP:
 		// A record written before sealing, under its unkeyed fingerprint.
-	case c.keyring != nil && !isSealed(data):
+	case !isSealed(data):
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errNotSealed)
-	case c.keyring != nil:
+	default:
 		buf := getBuffer()
 		defer putBuffer(buf)
-		plain, _, err := e.seal.open((*buf)[:0], c.keyring, c.scope, c.key, data, c.sealKey, c.aadArray[:0])
+		plain, _, err := e.seal.open((*buf)[:0], s.keyring, s.scope, c.key, data, s.key, s.aad[:0])
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 		}
 		*buf, data = plain, plain
-	case isSealed(data):
-		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
 	}
 	rec := &c.record // the call's, with its timestamps: a replay runs no work
 	if err := record.DecodeInto(rec, &c.createdAt, &c.completed, data, c.fingerprint); err != nil {

@@ -74,6 +74,33 @@ type derivedID struct {
 	id, scope string
 }
 
+// callSeal is a sealed call's own state, allocated only when the server
+// seals, so that calls of other servers carry none of it.
+type callSeal struct {
+	scope    string
+	keyring  *Keyring
+	key      *derivedKey // the keyring's primary key's, for scope
+	rawFP    []byte      // the request's unkeyed fingerprint
+	keyedFP  []byte      // rawFP keyed by the primary key, which the call claims with
+	legacyFP bool        // the call took the unkeyed fingerprint of an entry written before sealing
+	rawArray [fingerprintSize]byte
+	keyArray [maxKeyedFingerprint]byte
+	aad      [aadSize]byte // the associated data of a sealed record
+}
+
+// prepare fills in cs (a new one when nil) for a call in scope, whose
+// keyring is kr and whose unkeyed fingerprint is fp, and returns it.
+func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp []byte) *callSeal {
+	if cs == nil {
+		cs = new(callSeal)
+	}
+	cs.scope, cs.keyring, cs.legacyFP = scope, kr, false
+	cs.rawFP = append(cs.rawArray[:0], fp...)
+	cs.key = s.derive(kr, kr.primary, scope)
+	cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, cs.rawFP)
+	return cs
+}
+
 // derivedKey is a sealing key's key for one scope: an AEAD that seals the
 // scope's records and a MAC key that keys its fingerprints.
 type derivedKey struct {
@@ -254,7 +281,8 @@ func SealedBy(data []byte) (keyID string, ok bool) {
 // holds (whether it is c's request cannot be told, and its record could
 // not be opened), or when a server without sealing meets a sealed record.
 func (e *engine) sameRequest(c *call, fp, data []byte) error {
-	if c.keyring == nil {
+	cs := c.sealed
+	if cs == nil {
 		if bytes.Equal(fp, c.fingerprint) {
 			return nil
 		}
@@ -264,28 +292,28 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 		return ErrKeyReused
 	}
 	if id, keyed := fingerprintKey(fp); keyed {
-		if k, held := c.keyring.keys[string(id)]; held {
-			if k.ID != c.keyring.primary.ID {
+		if k, held := cs.keyring.keys[string(id)]; held {
+			if k.ID != cs.keyring.primary.ID {
 				var buf [maxKeyedFingerprint]byte
-				if !hmac.Equal(fp, e.seal.keyFingerprint(buf[:0], c.keyring, k, c.scope, c.rawFP)) {
+				if !hmac.Equal(fp, e.seal.keyFingerprint(buf[:0], cs.keyring, k, cs.scope, cs.rawFP)) {
 					return ErrKeyReused
 				}
 				c.fingerprint = append([]byte(nil), fp...)
-			} else if !hmac.Equal(fp, c.keyedFP) {
+			} else if !hmac.Equal(fp, cs.keyedFP) {
 				return ErrKeyReused
 			}
 			return nil
 		}
-		if bytes.Equal(fp, c.rawFP) && !e.seal.requireSealed {
+		if bytes.Equal(fp, cs.rawFP) && !e.seal.requireSealed {
 			// A custom fingerprint of the keyed shape, of a key no keyring
 			// has: an entry written before sealing.
-			c.fingerprint, c.legacyFP = c.rawFP, true
+			c.fingerprint, cs.legacyFP = cs.rawFP, true
 			return nil
 		}
 		return fmt.Errorf("%w: the entry's fingerprint is keyed by key %q, which the keyring does not hold", ErrRecordCorrupt, id)
 	}
-	if !e.seal.requireSealed && bytes.Equal(fp, c.rawFP) {
-		c.fingerprint, c.legacyFP = c.rawFP, true
+	if !e.seal.requireSealed && bytes.Equal(fp, cs.rawFP) {
+		c.fingerprint, cs.legacyFP = cs.rawFP, true
 		return nil
 	}
 	return ErrKeyReused
@@ -294,8 +322,8 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 // requestFingerprint is the fingerprint of c's request that does not
 // depend on a key: the unkeyed one, with sealing as without.
 func (c *call) requestFingerprint() []byte {
-	if c.keyring != nil {
-		return c.rawFP
+	if c.sealed != nil {
+		return c.sealed.rawFP
 	}
 	return c.fingerprint
 }
