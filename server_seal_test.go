@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
@@ -497,7 +498,9 @@ func TestSealedReplayCache(t *testing.T) {
 	var mu sync.Mutex
 	kr := idempotency.NewKeyring(sealingKey("acme-1", 1))
 	ev := &events{}
-	srv := idempotency.NewServer(memStore(t), idempotency.WithScope(sealTenantScope), idempotency.WithObserver(ev),
+	mem := memStore(t)
+	watch := testkit.NewPurgeWatch(mem, mem)
+	srv := idempotency.NewServer(watch, idempotency.WithScope(sealTenantScope), idempotency.WithObserver(ev),
 		idempotency.WithReplayCache(100, 1<<20, time.Hour),
 		idempotency.WithSealing(idempotency.Sealing{TenantKeys: func(context.Context, string) (*idempotency.Keyring, error) {
 			mu.Lock()
@@ -505,6 +508,9 @@ func TestSealedReplayCache(t *testing.T) {
 			return kr, nil
 		}}))
 	t.Cleanup(func() { _ = srv.Close() })
+	// The cache's subscription to the store's purges empties it once made:
+	// fill it after.
+	watch.WaitSubscribed(t, 1)
 	var ch charger
 	ctx := asTenant(t.Context(), "acme")
 	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
