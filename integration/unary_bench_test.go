@@ -230,12 +230,11 @@ func commandsExecuted(b *testing.B, rdb *redis.Client) int64 {
 // start, when not nil, runs just before the timer starts.
 func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, replay bool, start func()) {
 	req := &testingv1.DoRequest{Payload: "benchmark", Amount: 4200}
-	prefix := b.Name() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	// Keys of one length on every row, so that no row sends more bytes
+	// of key than another.
+	key := benchtest.Keys(replay)
 	ctxFor := func(i int64) context.Context {
-		if replay {
-			i = 0
-		}
-		return metadata.AppendToOutgoingContext(context.Background(), idempotency.MetadataKey, prefix+strconv.FormatInt(i, 10))
+		return metadata.AppendToOutgoingContext(context.Background(), idempotency.MetadataKey, key(i))
 	}
 	if replay {
 		if _, err := client.Do(ctxFor(0), req); err != nil {
@@ -260,10 +259,10 @@ func benchCalls(b *testing.B, client testingv1.TestServiceClient, callers int, r
 func benchStore(b *testing.B, s store.Store, callers int, replay bool, start func()) {
 	ctx := context.Background()
 	fp, data := make([]byte, 33), make([]byte, 120)
-	prefix := b.Name() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	keyOf := benchtest.Keys(replay)
 	if replay {
-		c, err := s.Claim(ctx, prefix+"0", fp, time.Minute)
-		if err != nil || s.Complete(ctx, prefix+"0", c.Token, data, time.Hour) != nil {
+		c, err := s.Claim(ctx, keyOf(0), fp, time.Minute)
+		if err != nil || s.Complete(ctx, keyOf(0), c.Token, data, time.Hour) != nil {
 			b.Fatal(err)
 		}
 	}
@@ -273,10 +272,7 @@ func benchStore(b *testing.B, s store.Store, callers int, replay bool, start fun
 	runtime.GC()
 	b.ResetTimer()
 	benchtest.Parallel(b, callers, func(i int64) {
-		key := prefix + "0"
-		if !replay {
-			key = prefix + strconv.FormatInt(i, 10)
-		}
+		key := keyOf(i)
 		c, err := s.Claim(ctx, key, fp, time.Minute)
 		if err != nil {
 			b.Error(err)
