@@ -20,14 +20,10 @@ import (
 // Sealed records (WithSealing) against a hostile store writer, a caller
 // who shapes its fingerprint, and keys that change mid-call.
 
-// A store writer who holds no key replaces a sealed record by an UNSEALED
-// one carrying the entry's (keyed) fingerprint, which the writer reads
-// from the store. The entry's fingerprint is keyed, so it was written by
-// a sealing server and its record must be sealed: the unsealed record is
-// an edit and must be refused as corrupt. Without RequireSealed (the
-// default, and the whole upgrade window), it replays the forged answer.
-// SECURITY.md only concedes unsealed entries with an UNKEYED fingerprint,
-// forged by a writer who knows the request; this one needs nothing.
+// A store writer who holds no key replaces a sealed record by an unsealed
+// one under the entry's keyed fingerprint, read from the store: an entry
+// of a keyed fingerprint holds a sealed record, so the unsealed one is
+// refused as corrupt, without RequireSealed too (decision 234).
 func TestHostileSealedUnsealedRecordUnderKeyedFingerprint(t *testing.T) {
 	t.Parallel()
 	st := memStore(t)
@@ -72,14 +68,11 @@ func TestHostileSealedUnsealedRecordUnderKeyedFingerprint(t *testing.T) {
 	}
 }
 
-// The legacy comparison (an entry's fingerprint equal to the request's
-// UNKEYED fingerprint) and the keyed one share one byte space. With a
-// fingerprint function whose output the client shapes (here, a request
-// field), a caller who read an entry's keyed fingerprint from the store
-// sends it as its request's unkeyed fingerprint and gets another
-// request's sealed answer, opened for it: a store reader reads the
-// answers sealing was to take from it. An unkeyed-fingerprint match must
-// only ever stand for a record written before sealing (an unsealed one).
+// A caller whose fingerprint function's output it shapes (here, a
+// request field) sends another entry's keyed fingerprint, read from the
+// store, as its request's unkeyed one: a fingerprint that names a key of
+// the keyring is compared keyed only, so the call is another request's
+// (ErrKeyReused) and gets no answer of the other entry (decision 234).
 func TestHostileSealedRawFingerprintMatchesKeyed(t *testing.T) {
 	t.Parallel()
 	st := memStore(t)
@@ -102,12 +95,10 @@ func TestHostileSealedRawFingerprintMatchesKeyed(t *testing.T) {
 	}
 }
 
-// A call that changes the primary key mid-flight (TenantKeys, a KMS
-// rotating: step 2 of the rotation) must still let a Do of the same
-// operation, key and request nested in the running work pass through
-// under the claim. The nested check compares the two calls' KEYED
-// fingerprints, made under two primaries, and refuses the same request as
-// another's (ErrKeyReused).
+// A primary key that changes between a call and a Do nested in its work
+// (TenantKeys during step 2 of a rotation) still lets the nested Do of
+// the same operation, key and request pass through under the claim: the
+// nested check compares unkeyed fingerprints (decision 233).
 func TestHostileSealedNestedDoAcrossRotation(t *testing.T) {
 	t.Parallel()
 	k1, k2 := sealingKey("k1", 1), sealingKey("k2", 2)
@@ -167,10 +158,10 @@ func TestHostileSealingZeroKeyring(t *testing.T) {
 	})
 }
 
-// A server WITHOUT sealing, with a fingerprint function whose output
-// happens to have the shape of a keyed fingerprint (0x02, a length n, n
-// bytes, 32 bytes), answers another request with the key as a corrupt
-// record (INTERNAL) where it answered ErrKeyReused before sealing existed.
+// A server without sealing, whose fingerprint function's output happens
+// to have the shape of a keyed fingerprint (0x02, a length n, n bytes, 32
+// bytes), answers another request with the key ErrKeyReused, as before
+// sealing existed, not as a corrupt record.
 func TestHostileUnsealedFingerprintShapedAsKeyed(t *testing.T) {
 	t.Parallel()
 	srv := idempotency.NewServer(memStore(t), idempotency.WithFingerprint(func(_ string, m proto.Message) ([]byte, error) {

@@ -233,9 +233,9 @@ func TestSealedRecordOtherTenant(t *testing.T) {
 
 // Keys rotate mid-traffic without losing an outcome: once every server
 // holds the new key, servers sealing with the old key and servers sealing
-// with the new one share a store, and every key runs once. Once the old key is dropped, its
-// records are refused as corrupt and never run again; the new key's still
-// replay.
+// with the new one share a store, and every key runs once. Once the old
+// key is dropped, its records are refused as corrupt and never run again;
+// the new key's still replay.
 func TestSealingKeyRotation(t *testing.T) {
 	t.Parallel()
 	st := memStore(t)
