@@ -111,7 +111,18 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 	if ns != "" {
 		id, kind = ns, kindNamespace
 	}
-	fp, err := fingerprintOf(e.cfg.fingerprint, c.fpArray[:0], id, reqs)
+	var fp, input []byte
+	var err error
+	if e.seal != nil && e.cfg.fingerprint == nil && len(reqs) == 1 {
+		// A sealing server keys what the default fingerprint would hash
+		// ([sealer.prepare]).
+		buf := getBuffer()
+		defer putBuffer(buf)
+		input, err = fingerprintInput((*buf)[:0], id, reqs[0])
+		*buf = input
+	} else {
+		fp, err = fingerprintOf(e.cfg.fingerprint, c.fpArray[:0], id, reqs)
+	}
 	if err != nil {
 		return &hookFailure{err: err}
 	}
@@ -122,7 +133,11 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 		if err != nil {
 			return &hookFailure{scope: true, keys: true, err: err}
 		}
-		c.sealed = e.seal.prepare(c.sealed, kr, scope, fp)
+		var req proto.Message
+		if input != nil {
+			req = reqs[0]
+		}
+		c.sealed = e.seal.prepare(c.sealed, kr, scope, fp, input, id, req)
 		c.fingerprint = c.sealed.keyedFP
 	}
 	return nil

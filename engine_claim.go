@@ -77,7 +77,8 @@ func (e *engine) claimedOutside(ctx context.Context, c *call) (*call, error) {
 	if !ok || outer.key != c.key || !sameStore(outer.e.store, e.store) {
 		return nil, nil
 	}
-	if c.ownRequest && !bytes.Equal(outer.requestFingerprint(), c.requestFingerprint()) {
+	var outerFP, ownFP [fingerprintSize]byte
+	if c.ownRequest && !bytes.Equal(outer.requestFingerprint(&outerFP), c.requestFingerprint(&ownFP)) {
 		if outer.nesting.working() {
 			return outer, ErrKeyReused
 		}

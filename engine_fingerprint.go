@@ -71,14 +71,26 @@ func Fingerprint(fullMethod string, req proto.Message) ([]byte, error) {
 func appendFingerprint(dst []byte, fullMethod string, req proto.Message) ([]byte, error) {
 	buf := getBuffer()
 	defer putBuffer(buf)
-	b := binary.AppendUvarint((*buf)[:0], uint64(len(fullMethod)))
-	b = append(b, fullMethod...)
-	b, err := deterministic.MarshalAppend(b, req)
+	b, err := fingerprintInput((*buf)[:0], fullMethod, req)
 	*buf = b
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(b)
+	return appendFingerprintOfInput(dst, b), nil
+}
+
+// fingerprintInput appends to dst what [Fingerprint] hashes: the length of
+// fullMethod, fullMethod, and req's deterministic proto encoding.
+func fingerprintInput(dst []byte, fullMethod string, req proto.Message) ([]byte, error) {
+	b := binary.AppendUvarint(dst, uint64(len(fullMethod)))
+	b = append(b, fullMethod...)
+	return deterministic.MarshalAppend(b, req)
+}
+
+// appendFingerprintOfInput appends to dst [Fingerprint]'s fingerprint of
+// input, a [fingerprintInput].
+func appendFingerprintOfInput(dst, input []byte) []byte {
+	sum := sha256.Sum256(input)
 	dst = append(dst, fingerprintVersion)
-	return append(dst, sum[:]...), nil
+	return append(dst, sum[:]...)
 }

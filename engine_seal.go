@@ -14,6 +14,8 @@ import (
 	"hash"
 	"sync"
 	"sync/atomic"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // A sealed record ([WithSealing]) is
@@ -37,9 +39,24 @@ const (
 )
 
 // keyedFingerprintVersion is the first byte of a fingerprint keyed by a
-// sealing key: 0x02 | len(id) | id | HMAC-SHA256 of the unkeyed
-// fingerprint, under the key named by id, derived for the call's scope.
+// sealing key: 0x02 | len(id) | id | HMAC-SHA256 under the key named by
+// id, derived for the call's scope, of the request ([callSeal.macInput]).
 const keyedFingerprintVersion = 2
+
+// What a keyed fingerprint's HMAC is of, told by its first byte: with the
+// default fingerprint function and one request, what [Fingerprint] hashes
+// ([fingerprintInput]), so the request's bytes are hashed once, not
+// hashed and the hash keyed; else the unkeyed fingerprint (a custom
+// fingerprint function's, or a client stream's of other than one message).
+const (
+	macOfInput       = 0
+	macOfFingerprint = 1
+)
+
+// maxKeptInput is the longest fingerprint input a call keeps, to compute
+// its unkeyed fingerprint only when asked and to key it under an older
+// key; a longer one is hashed at once and encoded again for an older key.
+const maxKeptInput = 512
 
 // maxKeyedFingerprint is the length of the longest keyed fingerprint.
 const maxKeyedFingerprint = 2 + maxSealingKeyID + sha256.Size
@@ -67,6 +84,13 @@ type sealer struct {
 
 	derived sync.Map // derivedID → *derivedKey
 	n       atomic.Int64
+	last    atomic.Pointer[derivedEntry] // the key derive returned last, looked at first
+}
+
+// derivedEntry is a derived key with what it was derived from.
+type derivedEntry struct {
+	derivedID
+	d *derivedKey
 }
 
 type derivedID struct {
@@ -79,26 +103,71 @@ type derivedID struct {
 type callSeal struct {
 	scope    string
 	keyring  *Keyring
-	key      *derivedKey // the keyring's primary key's, for scope
-	rawFP    []byte      // the request's unkeyed fingerprint
-	keyedFP  []byte      // rawFP keyed by the primary key, which the call claims with
-	legacyFP bool        // the call took the unkeyed fingerprint of an entry written before sealing
+	key      *derivedKey   // the keyring's primary key's, for scope
+	op       string        // with req, when the call keys its input ([macOfInput]): the operation
+	req      proto.Message // and the request, whose input is encoded again when it is not kept
+	input    []byte        // the input, when the call keys it and it is at most maxKeptInput bytes
+	rawFP    []byte        // the request's unkeyed fingerprint; with input, nil until asked for ([callSeal.unkeyed])
+	keyedFP  []byte        // the request's fingerprint keyed by the primary key, which the call claims with
+	legacyFP bool          // the call took the unkeyed fingerprint of an entry written before sealing
 	rawArray [fingerprintSize]byte
 	keyArray [maxKeyedFingerprint]byte
 	aad      [aadSize]byte // the associated data of a sealed record
 }
 
 // prepare fills in cs (a new one when nil) for a call in scope, whose
-// keyring is kr and whose unkeyed fingerprint is fp, and returns it.
-func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp []byte) *callSeal {
+// keyring is kr, and returns it. The call's request is req, to op, whose
+// [fingerprintInput] is input; or, when input is nil, the request whose
+// unkeyed fingerprint is fp.
+func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp, input []byte, op string, req proto.Message) *callSeal {
 	if cs == nil {
 		cs = new(callSeal)
 	}
 	cs.scope, cs.keyring, cs.legacyFP = scope, kr, false
-	cs.rawFP = append(cs.rawArray[:0], fp...)
+	cs.op, cs.req, cs.input, cs.rawFP = "", nil, nil, nil
 	cs.key = s.derive(kr, kr.primary, scope)
-	cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, cs.rawFP)
+	switch {
+	case input == nil:
+		cs.rawFP = append(cs.rawArray[:0], fp...)
+		cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfFingerprint, cs.rawFP)
+		return cs
+	case len(input) > maxKeptInput:
+		cs.rawFP = appendFingerprintOfInput(cs.rawArray[:0], input)
+	default:
+		cs.input = append([]byte(nil), input...)
+	}
+	cs.op, cs.req = op, req
+	cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfInput, input)
 	return cs
+}
+
+// unkeyed returns the request's unkeyed fingerprint: [Fingerprint]'s, or
+// the custom fingerprint function's.
+func (cs *callSeal) unkeyed() []byte {
+	if cs.rawFP == nil {
+		cs.rawFP = appendFingerprintOfInput(cs.rawArray[:0], cs.input)
+	}
+	return cs.rawFP
+}
+
+// keyedBy appends to dst the call's request's fingerprint keyed by d,
+// the derived key of the key named id: one of the keyring's older keys.
+// Its error is the request's encoding's, when it is encoded again.
+func (cs *callSeal) keyedBy(dst []byte, d *derivedKey, id string) ([]byte, error) {
+	switch {
+	case cs.req == nil:
+		return d.keyFingerprint(dst, id, macOfFingerprint, cs.rawFP), nil
+	case cs.input != nil:
+		return d.keyFingerprint(dst, id, macOfInput, cs.input), nil
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	input, err := fingerprintInput((*buf)[:0], cs.op, cs.req)
+	*buf = input
+	if err != nil {
+		return nil, err
+	}
+	return d.keyFingerprint(dst, id, macOfInput, input), nil
 }
 
 // derivedKey is a sealing key's key for one scope: an AEAD that seals the
@@ -131,8 +200,12 @@ func (s *sealer) keyring(ctx context.Context, scope string) (*Keyring, error) {
 // derive returns k's key for scope: 64 bytes of HKDF-SHA256 of k's secret,
 // with the scope in its info, split into an AES-256-GCM key and a MAC key.
 func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
+	if l := s.last.Load(); l != nil && l.kr == kr && l.id == k.ID && l.scope == scope {
+		return l.d
+	}
 	id := derivedID{kr: kr, id: k.ID, scope: scope}
 	if d, ok := s.derived.Load(id); ok {
+		s.last.Store(&derivedEntry{id, d.(*derivedKey)})
 		return d.(*derivedKey)
 	}
 	okm, err := hkdf.Key(sha256.New, k.Secret, nil, "idempotency sealed record v1\x00"+scope, 64)
@@ -155,21 +228,18 @@ func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
 		s.n.Store(1)
 	}
 	actual, _ := s.derived.LoadOrStore(id, d)
+	s.last.Store(&derivedEntry{id, actual.(*derivedKey)})
 	return actual.(*derivedKey)
 }
 
-// keyFingerprint appends to dst the fingerprint fp keyed for scope by k
-// ([keyedFingerprintVersion]).
-func (s *sealer) keyFingerprint(dst []byte, kr *Keyring, k SealingKey, scope string, fp []byte) []byte {
-	return s.derive(kr, k, scope).keyFingerprint(dst, k.ID, fp)
-}
-
-// keyFingerprint appends to dst the fingerprint fp keyed by d, the
-// derived key of the key named id.
-func (d *derivedKey) keyFingerprint(dst []byte, id string, fp []byte) []byte {
+// keyFingerprint appends to dst the fingerprint keyed by d, the derived
+// key of the key named id ([keyedFingerprintVersion]), of data, which kind
+// says what it is ([macOfInput], [macOfFingerprint]).
+func (d *derivedKey) keyFingerprint(dst []byte, id string, kind byte, data []byte) []byte {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
-	h.Write(fp)
+	h.Write([]byte{kind})
+	h.Write(data)
 	dst = append(dst, keyedFingerprintVersion, byte(len(id)))
 	dst = h.Sum(append(dst, id...))
 	d.macs.Put(h)
@@ -295,7 +365,11 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 		if k, held := cs.keyring.keys[string(id)]; held {
 			if k.ID != cs.keyring.primary.ID {
 				var buf [maxKeyedFingerprint]byte
-				if !hmac.Equal(fp, e.seal.keyFingerprint(buf[:0], cs.keyring, k, cs.scope, cs.rawFP)) {
+				keyed, err := cs.keyedBy(buf[:0], e.seal.derive(cs.keyring, k, cs.scope), k.ID)
+				if err != nil {
+					return &hookFailure{err: err} // as prepare's: the fingerprint's encoding failed
+				}
+				if !hmac.Equal(fp, keyed) {
 					return ErrKeyReused
 				}
 				c.fingerprint = append([]byte(nil), fp...)
@@ -304,7 +378,7 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 			}
 			return nil
 		}
-		if bytes.Equal(fp, cs.rawFP) && !e.seal.requireSealed {
+		if !e.seal.requireSealed && bytes.Equal(fp, cs.unkeyed()) {
 			// A custom fingerprint of the keyed shape, of a key no keyring
 			// has: an entry written before sealing.
 			c.fingerprint, cs.legacyFP = cs.rawFP, true
@@ -312,7 +386,7 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 		}
 		return fmt.Errorf("%w: the entry's fingerprint is keyed by key %q, which the keyring does not hold", ErrRecordCorrupt, id)
 	}
-	if !e.seal.requireSealed && bytes.Equal(fp, cs.rawFP) {
+	if !e.seal.requireSealed && bytes.Equal(fp, cs.unkeyed()) {
 		c.fingerprint, cs.legacyFP = cs.rawFP, true
 		return nil
 	}
@@ -320,10 +394,16 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 }
 
 // requestFingerprint is the fingerprint of c's request that does not
-// depend on a key: the unkeyed one, with sealing as without.
-func (c *call) requestFingerprint() []byte {
-	if c.sealed != nil {
-		return c.sealed.rawFP
+// depend on a key: the unkeyed one, with sealing as without. It writes
+// nothing to c (a call nested in c's work asks from its own goroutine):
+// an unkeyed fingerprint not yet computed is computed into scratch.
+func (c *call) requestFingerprint(scratch *[fingerprintSize]byte) []byte {
+	switch cs := c.sealed; {
+	case cs == nil:
+		return c.fingerprint
+	case cs.rawFP == nil:
+		return appendFingerprintOfInput(scratch[:0], cs.input)
+	default:
+		return cs.rawFP
 	}
-	return c.fingerprint
 }

@@ -101,18 +101,27 @@ func TestHostileSealedRawFingerprintMatchesKeyed(t *testing.T) {
 // nested check compares unkeyed fingerprints (decision 233).
 func TestHostileSealedNestedDoAcrossRotation(t *testing.T) {
 	t.Parallel()
+	for _, shape := range sealedShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			testSealedNestedDoAcrossRotation(t, shape.payload, shape.opts)
+		})
+	}
+}
+
+func testSealedNestedDoAcrossRotation(t *testing.T, payload string, opts []idempotency.ServerOption) {
 	k1, k2 := sealingKey("k1", 1), sealingKey("k2", 2)
 	before, after := idempotency.NewKeyring(k1, k2), idempotency.NewKeyring(k2, k1)
 	var calls atomic.Int64
-	srv := idempotency.NewServer(memStore(t), idempotency.WithScope(sealTenantScope),
+	srv := idempotency.NewServer(memStore(t), append([]idempotency.ServerOption{idempotency.WithScope(sealTenantScope),
 		idempotency.WithSealing(idempotency.Sealing{TenantKeys: func(context.Context, string) (*idempotency.Keyring, error) {
 			if calls.Add(1) == 1 {
 				return before, nil
 			}
 			return after, nil
-		}}))
+		}})}, opts...)...)
 	ctx := asTenant(t.Context(), "acme")
-	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	req := &testingv1.DoRequest{Payload: payload, Amount: 1}
 	var innerRan bool
 	var innerErr error
 	_, _, err := idempotency.Do(ctx, srv, sealOp, "order-1", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
@@ -224,5 +233,34 @@ func TestHostileSealedDerivedCacheChurn(t *testing.T) {
 	wg.Wait()
 	if n, want := ch.runs.Load(), int64(len(first)); n != want {
 		t.Errorf("the function ran %d times for %d keys", n, want)
+	}
+}
+
+// A sealing server keys the default fingerprint's input, and a custom
+// fingerprint function's output (decision 231): two sealing servers of
+// one store and keyring, one with the default and one with a custom
+// function that returns Fingerprint's fingerprint, key one request apart.
+// The second refuses the first's entry as another request's; nothing runs
+// twice.
+func TestHostileSealedCustomFingerprintKeysApart(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	kr := idempotency.NewKeyring(sealingKey("k1", 1))
+	def := sealedServer(st, kr)
+	custom := sealedServer(st, kr, idempotency.WithFingerprint(idempotency.Fingerprint))
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	if _, _, err := ch.charge(ctx, def, "order-1", req); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ch.charge(ctx, custom, "order-1", req); !errors.Is(err, idempotency.ErrKeyReused) {
+		t.Errorf("the default's entry through a custom fingerprint function: got %v, want ErrKeyReused", err)
+	}
+	if _, replayed, err := ch.charge(ctx, def, "order-1", req); err != nil || !replayed {
+		t.Errorf("the default's entry through the default: replayed %v, %v", replayed, err)
+	}
+	if n := ch.runs.Load(); n != 1 {
+		t.Errorf("the function ran %d times, want 1", n)
 	}
 }

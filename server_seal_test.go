@@ -52,6 +52,20 @@ func sealedServer(st store.Store, kr *idempotency.Keyring, opts ...idempotency.S
 	}, opts...)...)
 }
 
+// sealedShapes are the requests a sealing server keys each in its own way
+// (decision 231): one whose fingerprint input the call keeps, one too long
+// to keep (encoded again when an older key's fingerprint is checked), and
+// one of a custom fingerprint function (its fingerprint keyed). A test
+// over them runs each shape's servers with opts.
+var sealedShapes = []struct {
+	name, payload string
+	opts          []idempotency.ServerOption
+}{
+	{"kept", "charge", nil},
+	{"long", strings.Repeat("charge ", 100), nil},
+	{"custom", "charge", []idempotency.ServerOption{idempotency.WithFingerprint(idempotency.Fingerprint)}},
+}
+
 // charger runs charges under Do and counts the function's runs.
 type charger struct{ runs atomic.Int64 }
 
@@ -238,12 +252,21 @@ func TestSealedRecordOtherTenant(t *testing.T) {
 // the new key's still replay.
 func TestSealingKeyRotation(t *testing.T) {
 	t.Parallel()
+	for _, shape := range sealedShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			testSealingKeyRotation(t, shape.payload, shape.opts)
+		})
+	}
+}
+
+func testSealingKeyRotation(t *testing.T, payload string, opts []idempotency.ServerOption) {
 	st := memStore(t)
 	k1, k2, k3 := sealingKey("k1", 1), sealingKey("k2", 2), sealingKey("k3", 3)
-	wait := idempotency.WithWaitForInFlight(time.Minute)
+	opts = append(opts[:len(opts):len(opts)], idempotency.WithWaitForInFlight(time.Minute))
 	servers := []*idempotency.Server{
-		sealedServer(st, idempotency.NewKeyring(k1, k2), wait),
-		sealedServer(st, idempotency.NewKeyring(k2, k1), wait),
+		sealedServer(st, idempotency.NewKeyring(k1, k2), opts...),
+		sealedServer(st, idempotency.NewKeyring(k2, k1), opts...),
 	}
 	const keys, callers = 16, 8
 	var ch charger
@@ -256,7 +279,7 @@ func TestSealingKeyRotation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := range keys {
-				req := &testingv1.DoRequest{Payload: "charge", Amount: int64(k)}
+				req := &testingv1.DoRequest{Payload: payload, Amount: int64(k)}
 				resp, _, err := ch.charge(ctx, servers[(c+k)%2], fmt.Sprint("order-", k), req)
 				if err != nil {
 					t.Errorf("caller %d, key %d: %v", c, k, err)
@@ -284,11 +307,11 @@ func TestSealingKeyRotation(t *testing.T) {
 	if sealedBy["k1"] == 0 || sealedBy["k2"] == 0 || sealedBy["k1"]+sealedBy["k2"] != keys {
 		t.Fatalf("records sealed by %v, want some by k1 and some by k2", sealedBy)
 	}
-	dropped := sealedServer(st, idempotency.NewKeyring(k3, k2))
+	dropped := sealedServer(st, idempotency.NewKeyring(k3, k2), opts...)
 	for k := range keys {
 		key := fmt.Sprint("order-", k)
 		id, _ := idempotency.SealedBy(entry(t, dropped, st, "acme", key).Data)
-		resp, replayed, err := ch.charge(ctx, dropped, key, &testingv1.DoRequest{Payload: "charge", Amount: int64(k)})
+		resp, replayed, err := ch.charge(ctx, dropped, key, &testingv1.DoRequest{Payload: payload, Amount: int64(k)})
 		switch id {
 		case "k1":
 			if !errors.Is(err, idempotency.ErrRecordCorrupt) {
@@ -309,15 +332,24 @@ func TestSealingKeyRotation(t *testing.T) {
 // RequireSealed refuses them; turning it off refuses sealed records.
 func TestSealingUpgrade(t *testing.T) {
 	t.Parallel()
+	for _, shape := range sealedShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			testSealingUpgrade(t, shape.payload, shape.opts)
+		})
+	}
+}
+
+func testSealingUpgrade(t *testing.T, payload string, opts []idempotency.ServerOption) {
 	st := memStore(t)
 	kr := idempotency.NewKeyring(sealingKey("k1", 1))
-	plain := idempotency.NewServer(st, idempotency.WithScope(sealTenantScope))
-	sealed := sealedServer(st, kr)
-	strict := idempotency.NewServer(st, idempotency.WithScope(sealTenantScope),
-		idempotency.WithSealing(idempotency.Sealing{Keys: kr, RequireSealed: true}))
+	plain := idempotency.NewServer(st, append([]idempotency.ServerOption{idempotency.WithScope(sealTenantScope)}, opts...)...)
+	sealed := sealedServer(st, kr, opts...)
+	strict := idempotency.NewServer(st, append([]idempotency.ServerOption{idempotency.WithScope(sealTenantScope),
+		idempotency.WithSealing(idempotency.Sealing{Keys: kr, RequireSealed: true})}, opts...)...)
 	var ch charger
 	ctx := asTenant(t.Context(), "acme")
-	req := &testingv1.DoRequest{Payload: "charge", Amount: 1}
+	req := &testingv1.DoRequest{Payload: payload, Amount: 1}
 	before, _, err := ch.charge(ctx, plain, "before", req)
 	if err != nil {
 		t.Fatal(err)
