@@ -48,7 +48,7 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	}
 	if s := c.sealed; s != nil {
 		sealed := getBuffer()
-		*sealed = seal((*sealed)[:0], s.key, s.keyring.primary.ID, c.key, *data, s.aad[:0])
+		*sealed = seal((*sealed)[:0], s.key, s.keyring.primary.ID, c.key, *data)
 		putBuffer(data)
 		data = sealed
 	}

@@ -25,7 +25,7 @@ func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Re
 	default:
 		buf := getBuffer()
 		defer putBuffer(buf)
-		plain, _, err := e.seal.open((*buf)[:0], s.keyring, s.scope, c.key, data, s.key, s.aad[:0])
+		plain, _, err := e.seal.open((*buf)[:0], s.keyring, s.scope, c.key, data, s.key)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 		}

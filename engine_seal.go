@@ -53,10 +53,19 @@ const (
 	macOfFingerprint = 1
 )
 
+// macKinds holds the first byte of each kind of HMAC input, to write
+// without allocating.
+var macKinds = [2]byte{macOfInput, macOfFingerprint}
+
 // maxKeptInput is the longest fingerprint input a call keeps, to compute
 // its unkeyed fingerprint only when asked and to key it under an older
 // key; a longer one is hashed at once and encoded again for an older key.
-const maxKeptInput = 512
+// An input of up to inlineInput bytes is kept in the call's callSeal, a
+// longer one in an allocation of its own.
+const (
+	maxKeptInput = 512
+	inlineInput  = 64
+)
 
 // maxKeyedFingerprint is the length of the longest keyed fingerprint.
 const maxKeyedFingerprint = 2 + maxSealingKeyID + sha256.Size
@@ -112,7 +121,7 @@ type callSeal struct {
 	legacyFP bool          // the call took the unkeyed fingerprint of an entry written before sealing
 	rawArray [fingerprintSize]byte
 	keyArray [maxKeyedFingerprint]byte
-	aad      [aadSize]byte // the associated data of a sealed record
+	inArray  [inlineInput]byte
 }
 
 // prepare fills in cs (a new one when nil) for a call in scope, whose
@@ -134,7 +143,12 @@ func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp, input []by
 	case len(input) > maxKeptInput:
 		cs.rawFP = appendFingerprintOfInput(cs.rawArray[:0], input)
 	default:
-		cs.input = append([]byte(nil), input...)
+		if len(input) <= inlineInput {
+			cs.input = append(cs.inArray[:0], input...)
+		} else {
+			cs.input = make([]byte, len(input))
+			copy(cs.input, input)
+		}
 	}
 	cs.op, cs.req = op, req
 	cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfInput, input)
@@ -238,17 +252,13 @@ func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
 func (d *derivedKey) keyFingerprint(dst []byte, id string, kind byte, data []byte) []byte {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
-	h.Write([]byte{kind})
+	h.Write(macKinds[kind : kind+1])
 	h.Write(data)
 	dst = append(dst, keyedFingerprintVersion, byte(len(id)))
 	dst = h.Sum(append(dst, id...))
 	d.macs.Put(h)
 	return dst
 }
-
-// aadSize is the size of a scratch array that holds the associated data
-// of a sealed record (its header and a store key of this library).
-const aadSize = sealHeader + maxSealingKeyID + 64
 
 // fingerprintKey returns the ID of the key that keyed fp, and false when
 // fp is not a keyed fingerprint.
@@ -261,17 +271,19 @@ func fingerprintKey(fp []byte) ([]byte, bool) {
 
 // seal appends to dst the sealed form of rec, the encoded record of the
 // call under storeKey, under d, the derived key of the key named id for
-// the call's scope. aad is scratch space for the associated data.
-func seal(dst []byte, d *derivedKey, id, storeKey string, rec, aad []byte) []byte {
+// the call's scope.
+func seal(dst []byte, d *derivedKey, id, storeKey string, rec []byte) []byte {
 	start := len(dst)
 	dst = append(dst, sealMagic, sealFormat, sealVersion, byte(len(id)))
 	dst = append(dst, id...)
 	headerEnd := len(dst)
 	dst = append(dst, make([]byte, sealNonce)...)
 	nonce := dst[headerEnd:]
-	rand.Read(nonce) // never fails
-	aad = append(append(aad[:0], dst[start:headerEnd]...), storeKey...)
-	return d.aead.Seal(dst, nonce, rec, aad)
+	rand.Read(nonce)   // never fails
+	aad := getBuffer() // scratch: the AEAD's arguments escape
+	defer putBuffer(aad)
+	*aad = append(append((*aad)[:0], dst[start:headerEnd]...), storeKey...)
+	return d.aead.Seal(dst, nonce, rec, *aad)
 }
 
 // open returns the encoded record that data, a stored record of the call
@@ -279,9 +291,8 @@ func seal(dst []byte, d *derivedKey, id, storeKey string, rec, aad []byte) []byt
 // that sealed it. A record written without sealing is returned as it is
 // (ID ""), unless the server requires sealed records. Its errors say why
 // the record does not open; the caller wraps them in [ErrRecordCorrupt].
-// primary, when not nil, is the derived key of kr's primary for scope;
-// aad is scratch space for the associated data.
-func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte, primary *derivedKey, aad []byte) ([]byte, string, error) {
+// primary, when not nil, is the derived key of kr's primary for scope.
+func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte, primary *derivedKey) ([]byte, string, error) {
 	if !isSealed(data) {
 		if s.requireSealed {
 			return nil, "", errUnsealed
@@ -300,8 +311,10 @@ func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []by
 	if d == nil || k.ID != kr.primary.ID {
 		d = s.derive(kr, k, scope)
 	}
-	aad = append(append(aad[:0], data[:sealHeader+len(id)]...), storeKey...)
-	plain, err := d.aead.Open(dst, nonce, ct, aad)
+	aad := getBuffer() // scratch: the AEAD's arguments escape
+	defer putBuffer(aad)
+	*aad = append(append((*aad)[:0], data[:sealHeader+len(id)]...), storeKey...)
+	plain, err := d.aead.Open(dst, nonce, ct, *aad)
 	if err != nil {
 		return nil, k.ID, errSealOpen
 	}

@@ -144,7 +144,7 @@ func (s *Server) OpenRecord(ctx context.Context, storeKey, scope string, data []
 	if err != nil {
 		return nil, "", fmt.Errorf("idempotency: resolving the scope's sealing keys: %w", err)
 	}
-	plain, id, err := e.seal.open(nil, kr, scope, storeKey, data, nil, make([]byte, 0, aadSize))
+	plain, id, err := e.seal.open(nil, kr, scope, storeKey, data, nil)
 	if err != nil {
 		return nil, id, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
 	}

@@ -29,7 +29,8 @@ import (
 // the interceptor is the only difference: compare each row with "bare" of
 // the same run. The memory-sealed rows are the memory rows with sealed
 // records (WithSealing, one key): compare them with the memory rows of the
-// same run. Redis rows report the round trips on the wire per call
+// same run, or read the memory-sealed-paired rows, which run both in turn
+// (benchSealedPaired). Redis rows report the round trips on the wire per call
 // (roundtrips/op, connection handshakes excluded: under 2 and 1 when
 // concurrent calls share round trips, while each call still waits for one
 // round trip per step) and the commands Redis executed per call, those the
@@ -59,6 +60,7 @@ func BenchmarkUnary(b *testing.B) {
 			client := serve(b, testkit.NewMemoryStore(b), idempotency.WithSealing(benchSealing()))
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
+		b.Run("memory-sealed-paired-"+path, func(b *testing.B) { benchSealedPaired(b, replay) })
 		if replay {
 			benchCachedReplays(b)
 		}
