@@ -40,7 +40,7 @@ const (
 
 // keyedFingerprintVersion is the first byte of a fingerprint keyed by a
 // sealing key: 0x02 | len(id) | id | HMAC-SHA256 under the key named by
-// id, derived for the call's scope, of the request ([callSeal.macInput]).
+// id, derived for the call's scope, of the request ([macOfInput]).
 const keyedFingerprintVersion = 2
 
 // What a keyed fingerprint's HMAC is of, told by its first byte: with the
@@ -91,7 +91,7 @@ type sealer struct {
 	tenant        func(context.Context, string) (*Keyring, error)
 	requireSealed bool
 
-	derived sync.Map // derivedID → *derivedKey
+	derived sync.Map // derivedID → *derivedEntry
 	n       atomic.Int64
 	last    atomic.Pointer[derivedEntry] // the key derive returned last, looked at first
 }
@@ -218,9 +218,9 @@ func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
 		return l.d
 	}
 	id := derivedID{kr: kr, id: k.ID, scope: scope}
-	if d, ok := s.derived.Load(id); ok {
-		s.last.Store(&derivedEntry{id, d.(*derivedKey)})
-		return d.(*derivedKey)
+	if e, ok := s.derived.Load(id); ok {
+		s.last.Store(e.(*derivedEntry))
+		return e.(*derivedEntry).d
 	}
 	okm, err := hkdf.Key(sha256.New, k.Secret, nil, "idempotency sealed record v1\x00"+scope, 64)
 	if err != nil {
@@ -241,9 +241,9 @@ func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
 		s.derived.Clear()
 		s.n.Store(1)
 	}
-	actual, _ := s.derived.LoadOrStore(id, d)
-	s.last.Store(&derivedEntry{id, actual.(*derivedKey)})
-	return actual.(*derivedKey)
+	actual, _ := s.derived.LoadOrStore(id, &derivedEntry{id, d})
+	s.last.Store(actual.(*derivedEntry))
+	return actual.(*derivedEntry).d
 }
 
 // keyFingerprint appends to dst the fingerprint keyed by d, the derived

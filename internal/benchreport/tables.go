@@ -133,7 +133,7 @@ func sealing() []comparison {
 	about := "The memory rows of `BenchmarkUnary` (a new key per call, executed, or one stored key, replay) with every record sealed: `WithSealing` with one key, so every call keys its request's fingerprint (HMAC-SHA256), an executed call seals its outcome (AES-256-GCM) and a replay opens it. Each sealed row is divided by the unsealed row of its path and callers, measured in the same run; the unsealed rows are those of the tables above."
 	tm := comparison{
 		title:   "Sealed records against unsealed (`BenchmarkUnary`)",
-		about:   about + " Rows run seconds apart differ by more than 5% on this machine with no change at all, so the time targets read the paired rows instead (`memory-sealed-paired-executed` and `-replay`, in All results): blocks of four calls per caller of a server without sealing and of one with it, in turn, each over a memory store of its own, whose `sealed/unsealed` is the ratio of the two servers' total times.",
+		about:   about + " Rows run seconds apart differ by more than 5% on this machine with no change at all, so the time targets read the paired rows instead (`memory-sealed-paired-executed` and `-replay`, in All results): blocks of four calls per caller of a server without sealing and of one with it, in turn, each over a memory store of its own, whose `sealed/unsealed` is the median over the rounds of the ratio of the two blocks' times (their total times per call are `sealed-ns/op` and `unsealed-ns/op`).",
 		bench:   "BenchmarkUnary",
 		against: "unsealed",
 	}
