@@ -133,11 +133,7 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 		if err != nil {
 			return &hookFailure{scope: true, keys: true, err: err}
 		}
-		var req proto.Message
-		if input != nil {
-			req = reqs[0]
-		}
-		c.sealed = e.seal.prepare(c.sealed, kr, scope, fp, input, id, req)
+		c.sealed = e.seal.prepare(c.sealed, kr, scope, fp, input)
 		c.fingerprint = c.sealed.keyedFP
 	}
 	return nil

@@ -14,8 +14,6 @@ import (
 	"hash"
 	"sync"
 	"sync/atomic"
-
-	"google.golang.org/protobuf/proto"
 )
 
 // A sealed record ([WithSealing]) is
@@ -57,15 +55,13 @@ const (
 // without allocating.
 var macKinds = [2]byte{macOfInput, macOfFingerprint}
 
-// maxKeptInput is the longest fingerprint input a call keeps, to compute
-// its unkeyed fingerprint only when asked and to key it under an older
-// key; a longer one is hashed at once and encoded again for an older key.
-// An input of up to inlineInput bytes is kept in the call's callSeal, a
-// longer one in an allocation of its own.
-const (
-	maxKeptInput = 512
-	inlineInput  = 64
-)
+// inlineInput is the longest fingerprint input a call keeps in its
+// callSeal; a longer one is kept in an allocation of its own. The call
+// keeps its input to compute its unkeyed fingerprint only when asked and to
+// key it under an older key: a copy, read after the claim, which the
+// caller's request, read again then, would not be (another call sharing
+// it may have changed it).
+const inlineInput = 64
 
 // maxKeyedFingerprint is the length of the longest keyed fingerprint.
 const maxKeyedFingerprint = 2 + maxSealingKeyID + sha256.Size
@@ -112,45 +108,38 @@ type derivedID struct {
 type callSeal struct {
 	scope    string
 	keyring  *Keyring
-	key      *derivedKey   // the keyring's primary key's, for scope
-	op       string        // with req, when the call keys its input ([macOfInput]): the operation
-	req      proto.Message // and the request, whose input is encoded again when it is not kept
-	input    []byte        // the input, when the call keys it and it is at most maxKeptInput bytes
-	rawFP    []byte        // the request's unkeyed fingerprint; with input, nil until asked for ([callSeal.unkeyed])
-	keyedFP  []byte        // the request's fingerprint keyed by the primary key, which the call claims with
-	legacyFP bool          // the call took the unkeyed fingerprint of an entry written before sealing
+	key      *derivedKey // the keyring's primary key's, for scope
+	input    []byte      // the input, when the call keys it ([macOfInput])
+	rawFP    []byte      // the request's unkeyed fingerprint; with input, nil until asked for ([callSeal.unkeyed])
+	keyedFP  []byte      // the request's fingerprint keyed by the primary key, which the call claims with
+	legacyFP bool        // the call took the unkeyed fingerprint of an entry written before sealing
 	rawArray [fingerprintSize]byte
 	keyArray [maxKeyedFingerprint]byte
 	inArray  [inlineInput]byte
 }
 
 // prepare fills in cs (a new one when nil) for a call in scope, whose
-// keyring is kr, and returns it. The call's request is req, to op, whose
-// [fingerprintInput] is input; or, when input is nil, the request whose
+// keyring is kr, and returns it. The call's request is the one whose
+// [fingerprintInput] is input; or, when input is nil, the one whose
 // unkeyed fingerprint is fp.
-func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp, input []byte, op string, req proto.Message) *callSeal {
+func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp, input []byte) *callSeal {
 	if cs == nil {
 		cs = new(callSeal)
 	}
 	cs.scope, cs.keyring, cs.legacyFP = scope, kr, false
-	cs.op, cs.req, cs.input, cs.rawFP = "", nil, nil, nil
+	cs.input, cs.rawFP = nil, nil
 	cs.key = s.derive(kr, kr.primary, scope)
 	switch {
 	case input == nil:
 		cs.rawFP = append(cs.rawArray[:0], fp...)
 		cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfFingerprint, cs.rawFP)
 		return cs
-	case len(input) > maxKeptInput:
-		cs.rawFP = appendFingerprintOfInput(cs.rawArray[:0], input)
+	case len(input) <= inlineInput:
+		cs.input = append(cs.inArray[:0], input...)
 	default:
-		if len(input) <= inlineInput {
-			cs.input = append(cs.inArray[:0], input...)
-		} else {
-			cs.input = make([]byte, len(input))
-			copy(cs.input, input)
-		}
+		cs.input = make([]byte, len(input))
+		copy(cs.input, input)
 	}
-	cs.op, cs.req = op, req
 	cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfInput, input)
 	return cs
 }
@@ -166,22 +155,11 @@ func (cs *callSeal) unkeyed() []byte {
 
 // keyedBy appends to dst the call's request's fingerprint keyed by d,
 // the derived key of the key named id: one of the keyring's older keys.
-// Its error is the request's encoding's, when it is encoded again.
-func (cs *callSeal) keyedBy(dst []byte, d *derivedKey, id string) ([]byte, error) {
-	switch {
-	case cs.req == nil:
-		return d.keyFingerprint(dst, id, macOfFingerprint, cs.rawFP), nil
-	case cs.input != nil:
-		return d.keyFingerprint(dst, id, macOfInput, cs.input), nil
+func (cs *callSeal) keyedBy(dst []byte, d *derivedKey, id string) []byte {
+	if cs.input == nil {
+		return d.keyFingerprint(dst, id, macOfFingerprint, cs.rawFP)
 	}
-	buf := getBuffer()
-	defer putBuffer(buf)
-	input, err := fingerprintInput((*buf)[:0], cs.op, cs.req)
-	*buf = input
-	if err != nil {
-		return nil, err
-	}
-	return d.keyFingerprint(dst, id, macOfInput, input), nil
+	return d.keyFingerprint(dst, id, macOfInput, cs.input)
 }
 
 // derivedKey is a sealing key's key for one scope: an AEAD that seals the
@@ -378,11 +356,7 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 		if k, held := cs.keyring.keys[string(id)]; held {
 			if k.ID != cs.keyring.primary.ID {
 				var buf [maxKeyedFingerprint]byte
-				keyed, err := cs.keyedBy(buf[:0], e.seal.derive(cs.keyring, k, cs.scope), k.ID)
-				if err != nil {
-					return &hookFailure{err: err} // as prepare's: the fingerprint's encoding failed
-				}
-				if !hmac.Equal(fp, keyed) {
+				if !hmac.Equal(fp, cs.keyedBy(buf[:0], e.seal.derive(cs.keyring, k, cs.scope), k.ID)) {
 					return ErrKeyReused
 				}
 				c.fingerprint = append([]byte(nil), fp...)

@@ -225,7 +225,9 @@ func WithStoredCodes(cs ...codes.Code) ServerOption {
 // WithFingerprint replaces the request fingerprint, for example to leave
 // out volatile fields such as a client timestamp. An error from f fails
 // the call before the store is touched: INTERNAL from the interceptors,
-// wrapped from [Do]. Default [Fingerprint].
+// wrapped from [Do]. Default [Fingerprint]. With [WithSealing], any f,
+// even one that returns Fingerprint's fingerprint, keys requests apart
+// from the default: servers sharing a store and keys need the same f.
 // A nil f makes [UnaryServerInterceptor] panic.
 func WithFingerprint(f FingerprintFunc) ServerOption {
 	return serverOptionFunc(func(c *config) {

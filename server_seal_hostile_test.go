@@ -15,6 +15,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/store"
 )
 
 // Sealed records (WithSealing) against a hostile store writer, a caller
@@ -259,6 +260,55 @@ func TestHostileSealedCustomFingerprintKeysApart(t *testing.T) {
 	}
 	if _, replayed, err := ch.charge(ctx, def, "order-1", req); err != nil || !replayed {
 		t.Errorf("the default's entry through the default: replayed %v, %v", replayed, err)
+	}
+	if n := ch.runs.Load(); n != 1 {
+		t.Errorf("the function ran %d times, want 1", n)
+	}
+}
+
+// claimHookStore runs onClaim, when set, before each claim of the store
+// it wraps.
+type claimHookStore struct {
+	store.Store
+	onClaim func()
+}
+
+func (s *claimHookStore) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
+	if s.onClaim != nil {
+		s.onClaim()
+	}
+	return s.Store.Claim(ctx, key, fingerprint, lease)
+}
+
+// A request changed after the call took it (another call sharing the
+// message changes it) does not change what the call checks an older key's
+// fingerprint against: the call keys a copy of its input, taken before it
+// claims, so a retry of a long request, its entry keyed by a key rotated
+// out of primary, replays (decision 231).
+func TestHostileSealedRequestChangedAfterPrepare(t *testing.T) {
+	t.Parallel()
+	k1, k2 := sealingKey("k1", 1), sealingKey("k2", 2)
+	before, after := idempotency.NewKeyring(k1, k2), idempotency.NewKeyring(k2, k1)
+	var calls atomic.Int64
+	st := &claimHookStore{Store: memStore(t)}
+	srv := idempotency.NewServer(st, idempotency.WithScope(sealTenantScope),
+		idempotency.WithSealing(idempotency.Sealing{TenantKeys: func(context.Context, string) (*idempotency.Keyring, error) {
+			if calls.Add(1) == 1 {
+				return before, nil
+			}
+			return after, nil
+		}}))
+	var ch charger
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: strings.Repeat("charge ", 100), Amount: 1}
+	first, _, err := ch.charge(ctx, srv, "order-1", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.onClaim = func() { req.Amount = 99 }
+	got, replayed, err := ch.charge(ctx, srv, "order-1", req)
+	if err != nil || !replayed || !proto.Equal(got, first) {
+		t.Errorf("the request changed after the call took it: %v, replayed %v, %v; want the first answer replayed", got, replayed, err)
 	}
 	if n := ch.runs.Load(); n != 1 {
 		t.Errorf("the function ran %d times, want 1", n)

@@ -54,9 +54,8 @@ func sealedServer(st store.Store, kr *idempotency.Keyring, opts ...idempotency.S
 
 // sealedShapes are the requests a sealing server keys each in its own way
 // (decision 231): one whose fingerprint input the call keeps in its own
-// state, one it keeps in an allocation of its own, one too long to keep
-// (encoded again when an older key's fingerprint is checked), and one of a
-// custom fingerprint function (its fingerprint keyed). A test over them
+// state, two it keeps in an allocation of its own, and one of a custom
+// fingerprint function (its fingerprint keyed). A test over them
 // runs each shape's servers with opts.
 var sealedShapes = []struct {
 	name, payload string
