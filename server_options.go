@@ -438,8 +438,10 @@ func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
 // a record edited, moved to another key or to another scope is refused as
 // corrupt (INTERNAL, [ErrRecordCorrupt]), never replayed. Records written
 // without sealing still replay unless [Sealing.RequireSealed]; keys rotate
-// through the [Keyring]. What it guards and what it does not is in
-// [the security model]. Without it, records are stored as they are. It
+// through the [Keyring]. Servers sharing a store and keys must share
+// their [WithFingerprint] choice: under sealing a custom function keys
+// requests apart from the default. What it guards and what it does not is
+// in [the security model]. Without it, records are stored as they are. It
 // panics when s has neither Keys nor TenantKeys.
 //
 // [the security model]: https://github.com/grpc-idempotency/idempotency/blob/main/SECURITY.md#sealed-records
