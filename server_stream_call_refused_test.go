@@ -128,6 +128,9 @@ func TestStreamSendRefusedLive(t *testing.T) {
 			}
 			if mode == returns {
 				wantRefused("retry", streamtest.Output(key, c, req), 0, false)
+				// grpc-go ends the stream before Send returns, so the caller
+				// can have the refusal before the retry's release is observed.
+				ev.Wait(t, idempotency.DecisionReleased, 2)
 				if n := svc.runs.Load(); n != 2 || ev.Count(idempotency.DecisionReleased) != 2 {
 					t.Fatalf("%d runs, %d releases; want the retry to run the handler again", n, ev.Count(idempotency.DecisionReleased))
 				}
