@@ -62,7 +62,9 @@ func follow(ctx context.Context, inv store.Invalidator, rc *replayCache, done ch
 			delay = resubscribeMin
 			rc.invalidate(store.Invalidation{All: true})
 			for m := range ch {
-				rc.invalidate(m)
+				if m.All || m.Key != "" { // one that names nothing changes nothing
+					rc.invalidate(m)
+				}
 			}
 		}
 		select {

@@ -29,7 +29,8 @@ type Invalidator interface {
 	Invalidations(ctx context.Context) (<-chan Invalidation, error)
 }
 
-// Invalidation is one message of an [Invalidator].
+// Invalidation is one message of an [Invalidator]. One with neither Key
+// nor All names nothing, and a replay cache ignores it.
 type Invalidation struct {
 	// Key is the store key that was purged; empty when All is set.
 	Key string
