@@ -89,7 +89,6 @@ type retryStream struct {
 	mu         sync.Mutex
 	cur        grpc.ClientStream // the attempt; nil until started
 	attempt    int               // its number, from 1
-	broken     bool              // cur refused a message: its status comes from RecvMsg
 	held       []proto.Message   // copies of the messages sent, while holding
 	heldBytes  int
 	holding    bool // held has every message sent: the call may be retried
@@ -130,7 +129,7 @@ func (s *retryStream) next() error {
 		s.attempt++
 		cs, err := s.streamer(s.attemptContext(), s.desc, s.cc, s.method, s.opts...)
 		if err == nil {
-			s.cur, s.broken = cs, false
+			s.cur = cs
 			s.resend()
 			return nil
 		}
@@ -155,13 +154,11 @@ func (s *retryStream) attemptContext() context.Context {
 }
 
 // resend sends the messages held on a new attempt, and closes its side
-// if the caller has closed.
+// if the caller has closed. An attempt is given every message and the
+// end, whatever it answers: see [retryStream.SendMsg].
 func (s *retryStream) resend() {
 	for _, m := range s.held {
-		if err := s.cur.SendMsg(m); err != nil {
-			s.broken = true // the attempt's status comes from RecvMsg
-			break
-		}
+		_ = s.cur.SendMsg(m) // io.EOF or a failure: the status comes from RecvMsg
 	}
 	if s.closed {
 		_ = s.cur.CloseSend() // always nil: the status comes from RecvMsg
@@ -218,6 +215,14 @@ func (s *retryStream) drop() {
 }
 
 // SendMsg sends m on the attempt, keeping a copy for the retries.
+//
+// An attempt that answered io.EOF is still given every later message and
+// the end of the caller's side: grpc-go answers io.EOF for a stream its
+// transport closed before the server saw it, keeps the message, and
+// replays what it kept on a new stream when the status is asked for
+// (transparent retry). An attempt left with its first messages and an
+// end would run the handler on a request cut short; with no end, it
+// would leave the server waiting (TestStreamClientUnprocessedAttempt).
 func (s *retryStream) SendMsg(m any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,12 +237,9 @@ func (s *retryStream) SendMsg(m any) error {
 		}
 	}
 	s.hold(m)
-	if !s.broken {
-		err := s.cur.SendMsg(m)
-		if !errors.Is(err, io.EOF) {
-			return clientError(err)
-		}
-		s.broken = true
+	err := s.cur.SendMsg(m)
+	if !errors.Is(err, io.EOF) {
+		return clientError(err)
 	}
 	if s.holding {
 		return nil // held: sent again by the retry RecvMsg makes
@@ -258,9 +260,6 @@ func (s *retryStream) CloseSend() error {
 		}
 	}
 	s.closed = true
-	if s.broken {
-		return nil
-	}
 	return clientError(s.cur.CloseSend())
 }
 
