@@ -122,9 +122,10 @@ func TestChaosSoakStreams(t *testing.T) {
 	linkFaults.Stop()
 	storeFaults.Stop()
 
-	tally.report(t, streamSoakCalls)
 	lost := leaseLostKeys(insts)
-	doubles, rerun := execs.doubles(t, lost)
+	tally.excuse(t, lost, streamSoakKey)
+	tally.report(t, streamSoakCalls, insts, streamSoakKey)
+	doubles, rerun := execs.doubles(t, insts, lost)
 	t.Logf("stream soak: %d calls (%d downloads, %d uploads) from %d goroutines in %v: %d answers, %d give-ups %v, %d retries (%d resuming mid-stream); %d double executions, %d keys run again after a lost claim, %d missing or repeated, %d wrong",
 		streamSoakCalls, streamSoakCalls-streamSoakCalls/streamSoakUploads, streamSoakCalls/streamSoakUploads, streamSoakCallers,
 		tally.elapsed.Round(time.Millisecond), tally.answers, len(tally.gaveUp), tally.giveUps(), retries.Load(), resumed.Load(),
@@ -145,7 +146,7 @@ func TestChaosSoakStreams(t *testing.T) {
 	// may get it from a later execution than the one it had a prefix of
 	// (decision 9).
 	for i := range prefixes {
-		if lost[fmt.Sprintf("down-%04d", i)] {
+		if lost[streamSoakKey(i)] {
 			prefixes[i] = 0
 		}
 	}
@@ -159,9 +160,18 @@ func TestChaosSoakStreams(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if executed := execs.once(leaseLostKeys(insts)); executed != streamSoakCalls {
+	if executed := execs.once(t, insts, leaseLostKeys(insts)); executed != streamSoakCalls {
 		t.Fatalf("%d keys executed exactly once (or again after a lost claim), want all %d", executed, streamSoakCalls)
 	}
+}
+
+// streamSoakKey is the key of call i: up-i for an Upload, down-i for a
+// Download.
+func streamSoakKey(i int) string {
+	if i%streamSoakUploads == streamSoakUploads-1 {
+		return fmt.Sprintf("up-%04d", i)
+	}
+	return fmt.Sprintf("down-%04d", i)
 }
 
 // soakDownload reads Download i (key down-i, 10 to 20 messages) to its end
@@ -170,7 +180,7 @@ func TestChaosSoakStreams(t *testing.T) {
 // header; all n of them unless it failed. It returns the execution of the
 // messages received (0 if none), a problem, or the call's error.
 func soakDownload(ctx context.Context, c testingv1.StreamServiceClient, i int, want int64) (int64, *soakProblem, error) {
-	key, n := fmt.Sprintf("down-%04d", i), int64(10+i%11)
+	key, n := streamSoakKey(i), int64(10+i%11)
 	stream, err := c.Download(ctx, &testingv1.DoRequest{Payload: key, Amount: n, RequestId: key}, grpc.WaitForReady(true))
 	if err != nil {
 		return 0, nil, err
@@ -189,27 +199,27 @@ func soakDownload(ctx context.Context, c testingv1.StreamServiceClient, i int, w
 	}
 	if len(msgs) == 0 {
 		if err == nil {
-			return 0, &soakProblem{problemMissing, key + ": no messages and no error"}, nil
+			return 0, &soakProblem{kind: problemMissing, detail: key + ": no messages and no error"}, nil
 		}
 		return 0, nil, err
 	}
 	exec := msgs[0].GetExecution()
 	for j, m := range msgs {
 		if m.GetAmount() != int64(j) || int64(j) >= n {
-			return exec, &soakProblem{problemMissing, fmt.Sprintf("%s: message %d of %d is number %d", key, j, n, m.GetAmount())}, nil
+			return exec, &soakProblem{kind: problemMissing, detail: fmt.Sprintf("%s: message %d of %d is number %d", key, j, n, m.GetAmount())}, nil
 		}
 		if m.GetExecution() != exec || m.GetPayload() != fmt.Sprintf("%s e%d m%d", key, exec, j) {
-			return exec, &soakProblem{problemWrong, fmt.Sprintf("%s: message %d is %v, not execution %d's", key, j, m, exec)}, nil
+			return exec, &soakProblem{kind: problemWrong, detail: fmt.Sprintf("%s: message %d is %v, not execution %d's", key, j, m, exec), acrossRuns: true}, nil
 		}
 	}
 	if want != 0 && exec != want {
-		return exec, &soakProblem{problemWrong, fmt.Sprintf("%s: messages of execution %d, want %d's, whose prefix it had", key, exec, want)}, nil
+		return exec, &soakProblem{kind: problemWrong, detail: fmt.Sprintf("%s: messages of execution %d, want %d's, whose prefix it had", key, exec, want), acrossRuns: true}, nil
 	}
 	if h, herr := stream.Header(); herr == nil && !slices.Equal(h.Get("x-execution"), []string{strconv.FormatInt(exec, 10)}) {
-		return exec, &soakProblem{problemWrong, fmt.Sprintf("%s: header %v, want execution %d's", key, h, exec)}, nil
+		return exec, &soakProblem{kind: problemWrong, detail: fmt.Sprintf("%s: header %v, want execution %d's", key, h, exec)}, nil
 	}
 	if err == nil && int64(len(msgs)) != n {
-		return exec, &soakProblem{problemMissing, fmt.Sprintf("%s: %d messages, want %d", key, len(msgs), n)}, nil
+		return exec, &soakProblem{kind: problemMissing, detail: fmt.Sprintf("%s: %d messages, want %d", key, len(msgs), n)}, nil
 	}
 	return exec, nil, err
 }
@@ -217,7 +227,7 @@ func soakDownload(ctx context.Context, c testingv1.StreamServiceClient, i int, w
 // soakUpload sends Upload i (key up-i) 3 to 6 messages and checks that the
 // answer is the sum and join of its own.
 func soakUpload(ctx context.Context, c testingv1.StreamServiceClient, i int) (*soakProblem, error) {
-	key, k := fmt.Sprintf("up-%04d", i), 3+i%4
+	key, k := streamSoakKey(i), 3+i%4
 	stream, err := c.Upload(ctx, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, err
@@ -235,7 +245,7 @@ func soakUpload(ctx context.Context, c testingv1.StreamServiceClient, i int) (*s
 	}
 	resp, err := stream.CloseAndRecv()
 	if err == nil && (resp.GetAmount() != sum || resp.GetPayload() != strings.Join(payloads, "+")) {
-		return &soakProblem{problemWrong, fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
+		return &soakProblem{kind: problemWrong, detail: fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
 	}
 	return nil, err
 }

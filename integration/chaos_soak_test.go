@@ -75,10 +75,10 @@ func TestChaosSoak(t *testing.T) {
 		idempotency.WithBackoff(func(context.Context, uint) time.Duration { return time.Duration(rand.IntN(20)) * time.Millisecond }))
 	// call calls Do with key i and checks that the answer is its own.
 	call := func(c testingv1.TestServiceClient, i int) (*soakProblem, error) {
-		key := fmt.Sprintf("soak-%05d", i)
+		key := soakKey(i)
 		resp, err := c.Do(ctx, &testingv1.DoRequest{Payload: key, Amount: int64(i)}, idempotency.WithKey(key))
 		if err == nil && (resp.GetPayload() != key || resp.GetAmount() != int64(i) || resp.GetExecution() != 1) {
-			return &soakProblem{"wrong", fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
+			return &soakProblem{kind: "wrong", detail: fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
 		}
 		return nil, err
 	}
@@ -87,9 +87,9 @@ func TestChaosSoak(t *testing.T) {
 	tally := runSoak(soakCalls, soakCallers, func(i int) (*soakProblem, error) { return call(client, i) })
 	faults.Stop()
 
-	tally.report(t, soakCalls)
+	tally.report(t, soakCalls, insts, soakKey)
 	lost := leaseLostKeys(insts)
-	doubles, rerun := execs.doubles(t, lost)
+	doubles, rerun := execs.doubles(t, insts, lost)
 	t.Logf("soak: %d calls from %d goroutines in %v: %d answers, %d give-ups %v, %d double executions, %d keys run again after a lost claim, %d wrong",
 		soakCalls, soakCallers, tally.elapsed.Round(time.Millisecond), tally.answers, len(tally.gaveUp), tally.giveUps(), doubles, rerun, len(tally.problems))
 	t.Logf("faults: %v", faults)
@@ -114,7 +114,10 @@ func TestChaosSoak(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if executed := execs.once(leaseLostKeys(insts)); executed != soakCalls {
+	if executed := execs.once(t, insts, leaseLostKeys(insts)); executed != soakCalls {
 		t.Fatalf("%d keys executed exactly once (or again after a lost claim), want all %d", executed, soakCalls)
 	}
 }
+
+// soakKey is the key of call i.
+func soakKey(i int) string { return fmt.Sprintf("soak-%05d", i) }
