@@ -108,7 +108,7 @@ func TestChaosSoakStreams(t *testing.T) {
 	// before it gave up, 0 if none; written by the call's one goroutine.
 	prefixes := make([]int64, streamSoakCalls)
 	call := func(c testingv1.StreamServiceClient, i int) (*soakProblem, error) {
-		if i%streamSoakUploads == streamSoakUploads-1 {
+		if streamSoakUpload(i) {
 			return soakUpload(ctx, c, i)
 		}
 		exec, p, err := soakDownload(ctx, c, i, prefixes[i])
@@ -165,10 +165,14 @@ func TestChaosSoakStreams(t *testing.T) {
 	}
 }
 
+// streamSoakUpload reports whether call i is an Upload (every sixth),
+// else a Download.
+func streamSoakUpload(i int) bool { return i%streamSoakUploads == streamSoakUploads-1 }
+
 // streamSoakKey is the key of call i: up-i for an Upload, down-i for a
 // Download.
 func streamSoakKey(i int) string {
-	if i%streamSoakUploads == streamSoakUploads-1 {
+	if streamSoakUpload(i) {
 		return fmt.Sprintf("up-%04d", i)
 	}
 	return fmt.Sprintf("down-%04d", i)
