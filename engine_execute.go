@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -105,8 +106,18 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
 		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, err)
+	case !errors.Is(err, errLostEarlier):
+		// The store failed until the store timeout: nothing renews the
+		// claim any more, so it ends with its lease, and a retry then runs
+		// the work again (decision 9). That is a lost claim.
+		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, fmt.Errorf("%w: %w", errNotStored, err))
 	}
 }
+
+// errNotStored is the cause of the lease_lost event that follows a store
+// that failed, through the store timeout, every attempt to store an
+// outcome.
+var errNotStored = fmt.Errorf("idempotency: the outcome could not be stored before the store timeout, so the claim ends with its lease: %w", store.ErrLeaseLost)
 
 func (e *engine) release(ctx context.Context, c *call, cause error) {
 	err := e.settleStep(ctx, c, func(sctx context.Context) error {

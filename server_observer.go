@@ -121,8 +121,10 @@ const (
 	DecisionReleased
 	// DecisionLeaseRenewed: a running handler's lease was renewed.
 	DecisionLeaseRenewed
-	// DecisionLeaseLost: a running handler lost its claim; its outcome was
-	// returned but not stored.
+	// DecisionLeaseLost: a running handler lost its claim, or the store
+	// failed every attempt to store its outcome until the store timeout, so
+	// that its claim ends with its lease; its outcome was returned but not
+	// stored, and a retry may run it again.
 	DecisionLeaseLost
 	// DecisionRecordCorrupt: the stored record could not be read.
 	DecisionRecordCorrupt

@@ -1,0 +1,66 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// TestCompleteGaveUpIsLeaseLost: when the store fails every attempt to
+// store an outcome until the store timeout, the claim is left to end with
+// its lease, after which a retry runs the handler again (decision 9). The
+// observer used to get only the store_error of each attempt, so nothing
+// told an operator (or the stream chaos soak, which counted the second run
+// as a double execution) that the key may run again. It now gets one
+// lease_lost after them, whose error matches store.ErrLeaseLost and the
+// store's last error; the caller still gets the handler's answer.
+func TestCompleteGaveUpIsLeaseLost(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	handler := func(_ context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		return &testingv1.DoResponse{Payload: req.GetPayload(), Execution: runs.Add(1)}, nil
+	}
+	f := newFixture(t, handler, idempotency.WithStoreTimeout(100*time.Millisecond), idempotency.WithLease(300*time.Millisecond))
+	f.store.FailCompletes(1 << 30)
+	ctx, req := withKey(t.Context(), "k-not-stored"), &testingv1.DoRequest{Payload: "p"}
+	resp, err := f.client.Do(ctx, req)
+	if err != nil || resp.GetExecution() != 1 {
+		t.Fatalf("got %v, %v; want the handler's answer", resp, err)
+	}
+
+	evs := f.events.All()
+	var decisions []idempotency.Decision
+	for _, ev := range evs {
+		decisions = append(decisions, ev.Decision)
+	}
+	last := evs[len(evs)-1]
+	switch {
+	case f.events.Count(idempotency.DecisionStoreError) == 0:
+		t.Fatalf("events %v: no store_error, so the store never failed", decisions)
+	case f.events.Count(idempotency.DecisionExecuted) != 0:
+		t.Fatalf("events %v: executed, for an outcome that was not stored", decisions)
+	case f.events.Count(idempotency.DecisionLeaseLost) != 1 || last.Decision != idempotency.DecisionLeaseLost:
+		t.Fatalf("events %v, want one lease_lost, after the store errors", decisions)
+	case !errors.Is(last.Err, store.ErrLeaseLost) || !errors.Is(last.Err, faultstore.ErrDown):
+		t.Fatalf("lease_lost error %v, want one matching store.ErrLeaseLost and the store's error", last.Err)
+	}
+
+	// What the event says holds: once the lease has ended, a retry runs
+	// the handler again, and its outcome is stored.
+	f.store.FailCompletes(0)
+	waitFor(t, func() bool {
+		resp, err = f.client.Do(ctx, req)
+		return err == nil
+	})
+	if resp.GetExecution() != 2 || f.events.Count(idempotency.DecisionExecuted) != 1 {
+		t.Fatalf("after the lease: answer of run %d, %d executed events; want run 2's, stored",
+			resp.GetExecution(), f.events.Count(idempotency.DecisionExecuted))
+	}
+}
