@@ -40,16 +40,15 @@ func TestCompleteGaveUpIsLeaseLost(t *testing.T) {
 	for _, ev := range evs {
 		decisions = append(decisions, ev.Decision)
 	}
-	last := evs[len(evs)-1]
 	switch {
 	case f.events.Count(idempotency.DecisionStoreError) == 0:
 		t.Fatalf("events %v: no store_error, so the store never failed", decisions)
 	case f.events.Count(idempotency.DecisionExecuted) != 0:
 		t.Fatalf("events %v: executed, for an outcome that was not stored", decisions)
-	case f.events.Count(idempotency.DecisionLeaseLost) != 1 || last.Decision != idempotency.DecisionLeaseLost:
+	case f.events.Count(idempotency.DecisionLeaseLost) != 1 || decisions[len(decisions)-1] != idempotency.DecisionLeaseLost:
 		t.Fatalf("events %v, want one lease_lost, after the store errors", decisions)
-	case !errors.Is(last.Err, store.ErrLeaseLost) || !errors.Is(last.Err, faultstore.ErrDown):
-		t.Fatalf("lease_lost error %v, want one matching store.ErrLeaseLost and the store's error", last.Err)
+	case !errors.Is(evs[len(evs)-1].Err, store.ErrLeaseLost) || !errors.Is(evs[len(evs)-1].Err, faultstore.ErrDown):
+		t.Fatalf("lease_lost error %v, want one matching store.ErrLeaseLost and the store's error", evs[len(evs)-1].Err)
 	}
 
 	// What the event says holds: once the lease has ended, a retry runs

@@ -32,12 +32,6 @@ const (
 	streamSoakUploads = 6 // every sixth call
 )
 
-// The kinds of problem the stream soak counts.
-const (
-	problemWrong   = "wrong"
-	problemMissing = "missing or repeated"
-)
-
 // TestChaosSoakStreams runs 1,000 server-streaming calls (Download, 10 to
 // 20 messages each) and 200 client-streaming calls (Upload, 3 to 6
 // messages), each with its own key, from 32 goroutines through the stream

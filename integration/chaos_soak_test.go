@@ -78,7 +78,7 @@ func TestChaosSoak(t *testing.T) {
 		key := soakKey(i)
 		resp, err := c.Do(ctx, &testingv1.DoRequest{Payload: key, Amount: int64(i)}, idempotency.WithKey(key))
 		if err == nil && (resp.GetPayload() != key || resp.GetAmount() != int64(i) || resp.GetExecution() != 1) {
-			return &soakProblem{kind: "wrong", detail: fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
+			return &soakProblem{kind: problemWrong, detail: fmt.Sprintf("%s: answer %v is not its own", key, resp)}, nil
 		}
 		return nil, err
 	}

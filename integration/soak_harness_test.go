@@ -235,8 +235,14 @@ func leaseLostKeys(insts [2]*soakInstance) map[string]bool {
 	return lost
 }
 
+// The kinds of [soakProblem].
+const (
+	problemWrong   = "wrong"
+	problemMissing = "missing or repeated"
+)
+
 // soakProblem is an answer that is not the call's own; kind names what is
-// wrong with it ("wrong", "missing or repeated"). call is the call's
+// wrong with it (problemWrong, problemMissing). call is the call's
 // number, set by runSoak. acrossRuns marks a stream that went on with
 // another run's messages after a cut: allowed only for a key whose claim
 // was lost ([soakTally.excuse]).
@@ -291,7 +297,7 @@ func runSoak(calls, callers int, call func(i int) (*soakProblem, error)) *soakTa
 				case retryableGiveUp(err):
 					tl.gaveUp = append(tl.gaveUp, soakGiveUp{i, err})
 				default:
-					tl.problems = append(tl.problems, soakProblem{kind: "wrong", detail: fmt.Sprintf("call %d: %v is neither an answer nor a retryable error", i, err), call: i})
+					tl.problems = append(tl.problems, soakProblem{kind: problemWrong, detail: fmt.Sprintf("call %d: %v is neither an answer nor a retryable error", i, err), call: i})
 				}
 				mu.Unlock()
 			}

@@ -17,10 +17,9 @@ import (
 // waits on those rather than sleeping. Its Invalidations delivers the real
 // store's invalidations, each followed by an Invalidation of the empty
 // key, which names nothing and which a cache ignores (it does not even
-// count it as a purge that a fill racing it must lose): a subscriber
-// reads its channel in order, one
-// invalidation at a time, so once it has taken that marker it has handled
-// what came before. The first subscription starts with a marker too, taken
+// count it as a purge that a fill racing it must lose): a subscriber reads
+// its channel in order, one invalidation at a time, so once it has taken
+// that marker it has handled what came before. The first subscription starts with a marker too, taken
 // once the subscriber has done what it does on subscribing.
 type PurgeWatch struct {
 	store.Store
