@@ -173,39 +173,51 @@ func racingOwnersNeverOverlap(t *testing.T, e *env) {
 
 // manyKeysCompletedOnce has workers claim and complete a set of shared
 // keys in different orders: each key is completed exactly once, by its
-// one winner, and keeps that winner's outcome.
+// one winner, and keeps that winner's outcome. The workers go in pairs:
+// the two of a pair take the keys in the same order and issue each Claim
+// together (they meet on a channel first), so every key is claimed by two
+// workers at once on every run, whatever the scheduler does; the pairs
+// take different orders.
 func manyKeysCompletedOnce(t *testing.T, e *env) {
-	const workers, keys = 8, 64
+	const pairs, keys = 4, 64
 	names := make([]string, keys)
 	for i := range names {
 		names[i] = e.key()
 	}
 	var winners [keys]atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
-		id := int64(w + 1)
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(id), 2))
-			fp := []byte(fmt.Sprintf("worker-%d", id))
-			for _, k := range rng.Perm(keys) {
-				c, err := e.s.Claim(e.ctx, names[k], fp, longTTL)
-				if err != nil {
-					t.Errorf("Claim: %v", err)
-					return
+	for p := range pairs {
+		meet := newMeeting()
+		perm := rand.New(rand.NewPCG(uint64(p), 2)).Perm(keys)
+		for side := range 2 {
+			id := int64(2*p + side + 1)
+			wg.Go(func() {
+				defer meet.leave(side)
+				fp := []byte(fmt.Sprintf("worker-%d", id))
+				for _, k := range perm {
+					meet.meet(side)
+					if t.Failed() {
+						return // a worker found a fault: stop them all
+					}
+					c, err := e.s.Claim(e.ctx, names[k], fp, longTTL)
+					if err != nil {
+						t.Errorf("Claim: %v", err)
+						return
+					}
+					if !c.Won() {
+						continue
+					}
+					if !winners[k].CompareAndSwap(0, id) {
+						t.Errorf("key %d won by workers %d and %d", k, winners[k].Load(), id)
+						return
+					}
+					if err := e.s.Complete(e.ctx, names[k], c.Token, fp, longTTL); err != nil {
+						t.Errorf("Complete: %v", err)
+						return
+					}
 				}
-				if !c.Won() {
-					continue
-				}
-				if !winners[k].CompareAndSwap(0, id) {
-					t.Errorf("key %d won by workers %d and %d", k, winners[k].Load(), id)
-					return
-				}
-				if err := e.s.Complete(e.ctx, names[k], c.Token, fp, longTTL); err != nil {
-					t.Errorf("Complete: %v", err)
-					return
-				}
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	if t.Failed() {
@@ -220,6 +232,38 @@ func manyKeysCompletedOnce(t *testing.T, e *env) {
 		e.wantCompleted(names[k], fp, fp)
 	}
 }
+
+// meeting lets two goroutines, sides 0 and 1, meet before each of their
+// steps, so that the two issue their steps together; once one side has
+// left, the other goes on alone.
+type meeting struct {
+	arrived [2]chan struct{} // side i has come to its next step
+	left    [2]chan struct{} // closed once side i has left
+}
+
+func newMeeting() *meeting {
+	m := &meeting{}
+	for i := range 2 {
+		m.arrived[i], m.left[i] = make(chan struct{}, 1), make(chan struct{})
+	}
+	return m
+}
+
+// meet returns once the other side has come to the same step, or has left.
+func (m *meeting) meet(side int) {
+	select {
+	case m.arrived[side] <- struct{}{}:
+	case <-m.left[1-side]:
+		return
+	}
+	select {
+	case <-m.arrived[1-side]:
+	case <-m.left[1-side]:
+	}
+}
+
+// leave lets the other side go on alone.
+func (m *meeting) leave(side int) { close(m.left[side]) }
 
 // claimExtendRelease is phase 1 of racingOwnersNeverOverlap for worker
 // id: it returns the tokens the worker held and released.

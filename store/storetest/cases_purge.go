@@ -104,36 +104,51 @@ func purgeCases() []testCase {
 	}
 }
 
-// purgeRacesComplete races a forced Purge of an in-flight entry, fenced by
-// its Token, with its owner's Complete, again and again: exactly one of
-// the two lands, and the key ends as that one left it (completed with the
-// owner's data, or free).
+// purgeRacesComplete runs a forced Purge of an in-flight entry, fenced by
+// its Token, against its owner's Complete: first the Purge after the
+// Complete returned, then the Complete after the Purge returned, then both
+// at once, again and again. The first two orders are forced by channels,
+// not left to the scheduler, so both are checked on every run. Exactly one
+// of the two lands, and the key ends as that one left it (completed with
+// the owner's data, or free).
 func purgeRacesComplete(t *testing.T, e *env) {
+	const completeFirst, purgeFirst = 0, 1 // the runs that force an order
 	in := e.inspector()
-	for range 50 {
+	for i := range 50 {
 		key, fp := e.key(), fingerprint()
 		tok := e.claimWin(key, fp, longTTL)
 		fence := e.lookup(key).Token
 		var completeErr, purgeErr error
 		var wg sync.WaitGroup
 		start := make(chan struct{})
+		completeStart, purgeStart := start, start
+		completeDone, purgeDone := make(chan struct{}), make(chan struct{})
+		order := "at once"
+		switch i {
+		case completeFirst:
+			purgeStart, order = completeDone, "after the Complete returned"
+		case purgeFirst:
+			completeStart, order = purgeDone, "before the Complete"
+		}
 		wg.Go(func() {
-			<-start
+			defer close(completeDone)
+			<-completeStart
 			completeErr = e.s.Complete(e.ctx, key, tok, []byte("done"), longTTL)
 		})
 		wg.Go(func() {
-			<-start
+			defer close(purgeDone)
+			<-purgeStart
 			_, purgeErr = in.Purge(e.ctx, key, store.PurgeOptions{InFlight: true, Token: fence})
 		})
 		close(start)
 		wg.Wait()
 		switch {
-		case completeErr == nil && errors.Is(purgeErr, store.ErrChanged):
+		case i != purgeFirst && completeErr == nil && errors.Is(purgeErr, store.ErrChanged):
 			e.wantCompleted(key, fp, []byte("done"))
-		case purgeErr == nil && errors.Is(completeErr, store.ErrLeaseLost):
+		case i != completeFirst && purgeErr == nil && errors.Is(completeErr, store.ErrLeaseLost):
 			e.wantFree(key)
 		default:
-			t.Fatalf("Complete and a forced Purge raced: Complete %v, Purge %v; want one to land and the other refused", completeErr, purgeErr)
+			t.Fatalf("a Complete and a forced Purge %s: Complete %v, Purge %v; want the one that ran first to land and the other refused", order, completeErr, purgeErr)
 		}
 	}
 }

@@ -31,6 +31,7 @@ func (s *refStore) info(key string, e *refEntry) store.Info {
 func (s *refStore) Lookup(_ context.Context, key string) (store.Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch(key)
 	var e *refEntry
 	if s.bug == "lookup-expired" {
 		e = s.m[key]
@@ -46,6 +47,7 @@ func (s *refStore) Lookup(_ context.Context, key string) (store.Info, error) {
 func (s *refStore) Purge(_ context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch(key)
 	e := s.live(key)
 	if e == nil {
 		return store.Info{}, store.ErrNotFound
@@ -60,9 +62,7 @@ func (s *refStore) Purge(_ context.Context, key string, opts store.PurgeOptions)
 		return info, store.ErrChanged
 	}
 	if s.bug == "purge-read-then-delete" {
-		s.mu.Unlock()
-		time.Sleep(time.Millisecond)
-		s.mu.Lock()
+		s.window(key)
 	}
 	delete(s.m, key)
 	if s.bug != "purge-no-invalidation" {

@@ -19,6 +19,9 @@ type refStore struct {
 	seq  int
 	bug  string
 	subs []chan store.Invalidation // of Invalidations, under mu
+	// touched holds, per key, the channel a planted window waits on
+	// (see window); the next call that touches the key closes it.
+	touched map[string]chan struct{}
 }
 
 type refEntry struct {
@@ -33,7 +36,45 @@ type refEntry struct {
 }
 
 func newRefStore(bug string) *refStore {
-	return &refStore{m: map[string]*refEntry{}, bug: bug}
+	return &refStore{m: map[string]*refEntry{}, bug: bug, touched: map[string]chan struct{}{}}
+}
+
+// windowTimeout ends a planted window that no other call enters, so that a
+// suite case that never races the call fails to catch the bug (and
+// TestSuiteCatchesBugs says so) instead of hanging. No case catches a bug
+// through it: a racing call ends the window long before.
+const windowTimeout = 10 * time.Second
+
+// touch records, under mu, a call on key: it ends every window open on
+// the key. Every call on one key calls it first.
+func (s *refStore) touch(key string) {
+	if ch := s.touched[key]; ch != nil {
+		close(ch)
+		delete(s.touched, key)
+	}
+}
+
+// window is the gap that a bug of the read-then-write kind leaves between
+// reading an entry and writing it: it lets go of mu until another call has
+// touched key since, then takes mu again. Holding the gap open until the
+// racing call has come in, instead of for a while, makes every suite case
+// that races two calls on one key catch such a bug on every run, whatever
+// the scheduler does; a case that never races them does not.
+func (s *refStore) window(key string) {
+	ch := s.touched[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		s.touched[key] = ch
+	}
+	s.mu.Unlock()
+	timeout := time.NewTimer(windowTimeout)
+	select {
+	case <-ch:
+	case <-timeout.C:
+	}
+	timeout.Stop()
+	s.mu.Lock()
+	s.touch(key)
 }
 
 func (s *refStore) live(key string) *refEntry {
@@ -50,6 +91,7 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 		return store.ClaimResult{}, err
 	}
 	s.mu.Lock()
+	s.touch(key)
 	e := s.live(key)
 	if e != nil {
 		// Read under the lock: a Complete may write the entry right after.
@@ -68,9 +110,7 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 		return store.ClaimResult{Existing: x}, nil
 	}
 	if s.bug == "read-then-write" {
-		s.mu.Unlock()
-		time.Sleep(time.Millisecond)
-		s.mu.Lock()
+		s.window(key)
 	}
 	s.seq++
 	tok := strconv.Itoa(s.seq)
@@ -117,6 +157,7 @@ func (s *refStore) Complete(ctx context.Context, key, token string, data []byte,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch(key)
 	e := s.owned(key, token, "complete")
 	if e == nil {
 		if d, ok := s.m[key]; ok && d.state == store.StateCompleted && d.winner == token && token != "" {
@@ -149,6 +190,7 @@ func (s *refStore) Release(ctx context.Context, key, token string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch(key)
 	if s.owned(key, token, "release") == nil {
 		if e := s.m[key]; e != nil && s.bug == "release-deletes-completed" && e.state == store.StateCompleted {
 			delete(s.m, key)
@@ -169,6 +211,7 @@ func (s *refStore) Extend(ctx context.Context, key, token string, lease time.Dur
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.touch(key)
 	e := s.owned(key, token, "extend")
 	if e == nil {
 		return store.ErrLeaseLost
