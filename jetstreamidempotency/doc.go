@@ -26,15 +26,25 @@
 //     ran out;
 //   - the handler failed with an error the idempotency server stores (its
 //     WithStoredCodes, asked with [idempotency.Server.StoresError]), or the
-//     delivery got such an error back without running: Term with the
-//     error as the reason, whatever its code, which stops redelivery and
-//     emits JetStream's MSG_TERMINATED advisory for a dead-letter process
-//     ([WithAckStoredErrors] acks instead);
+//     delivery got such an error back without running: Term, whatever its
+//     code, which stops redelivery and emits JetStream's MSG_TERMINATED
+//     advisory for a dead-letter process ([WithAckStoredErrors] acks
+//     instead);
 //   - the handler failed with any other error, or panicked
 //     ([ErrHandlerPanicked]): Nak, so the message is redelivered at once;
 //     the claim was released, and the redelivery runs the handler again;
 //   - the message cannot be processed at all (no key, or its key was used
 //     for another body: [idempotency.ErrKeyReused]): Term.
+//
+// # Server versions
+//
+// The package needs nats-server 2.9.0 or later, as nats.go's jetstream
+// package does. A term carries the error as its reason (TermWithReason,
+// which the MSG_TERMINATED advisory passes on) only when [WithConn] gives
+// the Processor the connection and its server is 2.10.4 or later: older
+// servers ignore TermWithReason and would redeliver the message every
+// AckWait, so they get a plain Term, whose advisory has no reason, and so
+// does every server when WithConn is not given.
 //
 // # Holding a running message
 //

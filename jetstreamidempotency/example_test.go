@@ -44,7 +44,8 @@ func Example() {
 		return nil
 	}
 	p := jetstreamidempotency.NewProcessor(idem, "orders.ship", ship,
-		jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))
+		jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")),
+		jetstreamidempotency.WithConn(nc))
 
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
 		panic(err)

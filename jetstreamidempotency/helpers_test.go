@@ -37,7 +37,21 @@ func startBroker(t *testing.T) *broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	b := &broker{t: t, url: s.ClientURL()}
+	return newBroker(t, s.ClientURL())
+}
+
+// startBinaryBroker starts the machine's nats-server binary (Debian 12's
+// is 2.9.10) and creates the ORDERS stream on it; the test is skipped
+// when there is no binary, unless natstest.RequireBinaryEnv is "1".
+func startBinaryBroker(t *testing.T) *broker {
+	t.Helper()
+	return newBroker(t, natstest.StartBinary(t).URL)
+}
+
+// newBroker creates the ORDERS stream on the server at url.
+func newBroker(t *testing.T, url string) *broker {
+	t.Helper()
+	b := &broker{t: t, url: url}
 	if _, err := b.connect().CreateStream(t.Context(), jetstream.StreamConfig{Name: stream, Subjects: []string{"orders.>"}}); err != nil {
 		t.Fatal(err)
 	}

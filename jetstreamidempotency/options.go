@@ -3,6 +3,8 @@ package jetstreamidempotency
 import (
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 type config struct {
@@ -10,6 +12,7 @@ type config struct {
 	progress   time.Duration // 0: a third of the consumer's AckWait
 	retryDelay time.Duration // 0: the server's RetryAfter
 	ackStored  bool
+	conn       *nats.Conn // nil: Term without a reason
 	results    func(Result)
 }
 
@@ -67,4 +70,24 @@ func WithResults(f func(Result)) Option {
 		panic("jetstreamidempotency: WithResults: the function is nil")
 	}
 	return func(c *config) { c.results = f }
+}
+
+// WithConn sets the connection whose server the Processor asks, before it
+// terminates a message, which Term it supports: a server from 2.10.4 on
+// gets TermWithReason, with the error as the reason, which its
+// MSG_TERMINATED advisory carries for a dead-letter process; an older one
+// ignores TermWithReason (it would redeliver the message every AckWait),
+// so it gets Term, whose advisory has no reason. The server is asked
+// at every Term, so a reconnection to another version is followed. Give
+// the connection the consumer was made on (jetstream.JetStream's Conn);
+// in a cluster under a rolling upgrade from a version before 2.10.4, leave
+// it out until every server runs 2.10.4 or later, since the server that
+// settles a message may not be the one the connection reached. Default:
+// none, and every message is terminated with Term. It panics when nc is
+// nil.
+func WithConn(nc *nats.Conn) Option {
+	if nc == nil {
+		panic("jetstreamidempotency: WithConn: the connection is nil")
+	}
+	return func(c *config) { c.conn = nc }
 }

@@ -144,7 +144,11 @@ func (p *Processor) settle(ctx context.Context, msg jetstream.Msg, r Result, rep
 	case NakWithDelay:
 		r.SettleErr = msg.NakWithDelay(p.cfg.retryDelay)
 	case Term:
-		r.SettleErr = msg.TermWithReason(r.Err.Error())
+		if p.cfg.conn != nil && termReasons(p.cfg.conn.ConnectedServerVersion()) {
+			r.SettleErr = msg.TermWithReason(r.Err.Error())
+		} else {
+			r.SettleErr = msg.Term()
+		}
 	}
 	p.cfg.results(r)
 	return r

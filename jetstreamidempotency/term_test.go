@@ -21,7 +21,8 @@ import (
 // JetStream announces in a MSG_TERMINATED advisory; the second message
 // gets the stored error without running and is terminated too (or both
 // are acked, with WithAckStoredErrors). The id reused for another body is
-// refused with ErrKeyReused and terminated.
+// refused with ErrKeyReused and terminated. WithConn gives the Processor
+// the server's version, 2.10.4 or later, so each Term carries its reason.
 func TestFinalOutcomes(t *testing.T) {
 	t.Parallel()
 	errNoProduct := status.Error(codes.InvalidArgument, "no such product")
@@ -64,7 +65,7 @@ func TestFinalOutcomes(t *testing.T) {
 			p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
 				runs++
 				return tt.handlerErr
-			}, append(tt.opts, res.option(), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))...)
+			}, append(tt.opts, res.option(), jetstreamidempotency.WithConn(nc), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))...)
 			consume(t, p, b.consumer(js, ackWait, -1))
 			b.publish(js, "order-7", jetstream.MsgIDHeader, "m1", "Order-Id", "7")
 			first, _ := res.wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
