@@ -14,11 +14,17 @@ import (
 type Settlement int
 
 // The settlements of a delivery. A consumer settles only after Do has
-// returned, so every settlement follows a stored outcome or a claim that
-// was never taken or was released.
+// returned, so every settlement follows a stored outcome, a claim that was
+// never taken or was released, or a run whose outcome the store failed to
+// take until the store timeout ([SettleAck]).
 const (
 	// SettleAck: the work is done, by this delivery or an earlier one, and
-	// its outcome is stored. Acknowledge (commit) the message.
+	// its outcome is stored, or the store failed to take it until the
+	// store timeout ([WithStoreTimeout]): the claim then ends with its
+	// lease, and the observer gets [DecisionLeaseLost]. Acknowledge
+	// (commit) the message either way: a redelivery would run the work
+	// again once the lease ends, while an ack lets only a later message
+	// with the key run it again.
 	SettleAck Settlement = iota + 1
 	// SettleRetry: redeliver now. The handler ran and failed with an
 	// error the server does not store, or panicked, so its claim was

@@ -2,7 +2,8 @@
 // once per message, whatever the redeliveries, with [idempotency.Do]: the
 // message's key is claimed in the idempotency store, the handler runs
 // under the claim, and the message is acknowledged only after its outcome
-// is stored. Every instance of the consumer, in any process, shares the
+// is stored, or the store failed to take it until the server's store
+// timeout (docs/semantics.md, decision 270). Every instance of the consumer, in any process, shares the
 // store, so the handler runs once among them.
 //
 // It is a module of its own so that the core module requires no NATS

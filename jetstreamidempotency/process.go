@@ -19,8 +19,9 @@ type Action int
 
 // The actions of a delivery.
 const (
-	// Ack: the work is done (now or before) and its outcome stored; or,
-	// with [WithAckStoredErrors], its stored error is final.
+	// Ack: the work is done (now or before) and its outcome stored, or
+	// the store failed to take it until the store timeout (decision 270);
+	// or, with [WithAckStoredErrors], its stored error is final.
 	Ack Action = iota + 1
 	// Nak: redeliver now; the handler runs again.
 	Nak

@@ -3,7 +3,8 @@
 // kgo client: each record's key is claimed in the idempotency store that
 // every member shares, the handler runs under the claim, and the record's
 // offset is committed only after its outcome, and the outcome of every
-// record before it in its partition, is stored.
+// record before it in its partition, is stored, or the store failed to take
+// it until the server's store timeout (docs/semantics.md, decision 270).
 //
 // It is a module of its own so that the core module requires no Kafka
 // client. Its name pairs the ecosystem it adapts to with this library's,

@@ -18,8 +18,9 @@ type Action int
 
 // The actions of an attempt.
 const (
-	// Commit: the work is done (now or before) and its outcome stored; the
-	// record's offset is marked for commit.
+	// Commit: the work is done (now or before) and its outcome stored, or
+	// the store failed to take it until the store timeout (decision 270);
+	// the record's offset is marked for commit.
 	Commit Action = iota + 1
 	// Retry: the record is tried again in place after Result.Delay, and
 	// the partition's later records wait.

@@ -2,7 +2,9 @@
 // each message's handler once per key, whatever the redeliveries, with
 // [idempotency.Do]: the message's key is claimed in the idempotency store
 // that every consumer shares, the handler runs under the claim, and the
-// router acknowledges the message only after the outcome is stored. Every
+// router acknowledges the message only after the outcome is stored, or
+// after the store failed to take it until the server's store timeout
+// (docs/semantics.md, decision 270). Every
 // broker watermill reaches (Kafka, AMQP, NATS, SQL, cloud queues) gets the
 // guarantee.
 //

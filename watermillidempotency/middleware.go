@@ -18,9 +18,10 @@ type Action int
 
 // The actions of a delivery.
 const (
-	// Ack: the work is done (now or before) and its outcome stored; the
-	// handler's messages were returned, for the router to publish before
-	// it acks.
+	// Ack: the work is done (now or before) and its outcome stored, or
+	// the store failed to take it until the store timeout (decision 270);
+	// the handler's messages were returned, for the router to publish
+	// before it acks.
 	Ack Action = iota + 1
 	// Nack: an error was returned at once, so the router nacks and the
 	// message is redelivered; the handler runs again.
