@@ -41,12 +41,15 @@ check-core-deps:
 	./scripts/check-core-deps.sh
 
 ## check-docs: every proto snippet of the docs builds with buf (run with
-## GOWORK=off, as it runs buf from tools.mod), the README's examples run
+## GOWORK=off, as it runs buf from tools.mod), every whole Go snippet builds
+## and passes go vet in the workspace and every other one is whole
+## statements, the README's examples run
 ## when copied into an empty module, the README's quickstart runs as written
 ## (fetching options.proto from the module cache, buf generate, go run), and
 ## every relative link between the Markdown files resolves, anchors included.
 check-docs:
 	GOWORK=off go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
+	go run ./internal/cmd/gosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	./scripts/check-examples.sh
 	./scripts/check-quickstart.sh
 	./scripts/check-links.sh

@@ -45,14 +45,15 @@ func Example() {
 		return nil
 	}
 	settled := 0
+	report := func(r kafkaidempotency.Result) {
+		fmt.Printf("%s, offset %d: ran %v, %v\n", r.Key, r.Record.Offset, r.Ran, r.Action)
+		if settled++; settled == 2 {
+			stop()
+		}
+	}
 	p := kafkaidempotency.NewProcessor(idem, "orders.ship", ship,
 		kafkaidempotency.WithKey(kafkaidempotency.HeaderKey("Order-Id")),
-		kafkaidempotency.WithResults(func(r kafkaidempotency.Result) {
-			fmt.Printf("%s, offset %d: ran %v, %v\n", r.Key, r.Record.Offset, r.Ran, r.Action)
-			if settled++; settled == 2 {
-				stop()
-			}
-		}))
+		kafkaidempotency.WithResults(report))
 	err = p.Run(ctx, kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumerGroup("shipper"), kgo.ConsumeTopics("orders"))
 	fmt.Println("Run:", err)
 	// Output:

@@ -30,11 +30,11 @@ func Example() {
 	}
 
 	settled := make(chan struct{}, 2)
-	router.AddMiddleware(watermillidempotency.Middleware(idem,
-		watermillidempotency.WithResults(func(r watermillidempotency.Result) {
-			fmt.Printf("%s %s: ran %v, %v\n", r.Operation, r.Key, r.Ran, r.Action)
-			settled <- struct{}{}
-		})))
+	report := func(r watermillidempotency.Result) {
+		fmt.Printf("%s %s: ran %v, %v\n", r.Operation, r.Key, r.Ran, r.Action)
+		settled <- struct{}{}
+	}
+	router.AddMiddleware(watermillidempotency.Middleware(idem, watermillidempotency.WithResults(report)))
 	router.AddConsumerHandler("orders.ship", "orders", pubsub, func(msg *message.Message) error {
 		fmt.Println("shipping", string(msg.Payload))
 		return nil
