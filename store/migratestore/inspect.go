@@ -62,20 +62,37 @@ func unlessNotFound(err error) error {
 	return err
 }
 
-// Purge purges key from the new store, then from the old one, each with
-// opts, in the order of Complete, so that whichever of a Purge and a
-// Complete reaches the new store first wins in both. It returns the entry
-// it purged (the new store's, when both held one). A refusal of the new
-// store (in flight, changed) stops it before the old store is touched; a
-// refusal of the old store comes after the new store's entry is gone, and
-// leaves the key answered from the old store, as Claim answers: it is
-// returned all the same, and the purge can be made again.
+// Purge purges key from both stores as one purge: it looks the key up in
+// each store first, and decides from both whether opts lets it go, before
+// it changes either. When either store's entry is one opts refuses (in
+// flight without opts.InFlight, completed with it, not the entry
+// opts.Token names), it changes nothing and returns that refusal with
+// that store's entry, the new store's first: a key completed in the new
+// store and still in flight in the old one (the old store's Complete
+// failed) is refused either way until the old claim ends, as its outcome
+// must stay. Otherwise it purges the new store, then the old one, each
+// fenced by the token of the entry it found there, in the order of
+// Complete, so that whichever of a Purge and a Complete reaches the new
+// store first wins in both. It returns the entry it purged (the new
+// store's, when both held one), or the one that refused it, with a Token
+// that names what it found in both stores, as Lookup's does. It costs a
+// Lookup and a Purge per store.
+//
+// Between the look and the purges, an entry may go (purged by another
+// call, or expired) or be claimed again. When the new store's entry has
+// gone by then, the purge returns that store's answer (store.ErrNotFound,
+// or store.ErrChanged) and changes nothing: another call purged it, and
+// the old store's entry with it. Once the new store's entry is purged, an
+// old store's entry that has gone is left as it is (another claim is left
+// alone) and the purge has succeeded; an error of the old store then is
+// returned, with the new store's entry purged and the old one's kept,
+// which answers as Claim answers it (an outcome replayed, a claim in
+// flight until its lease ends): the purge can be made again.
 //
 // With opts.Token, a fence from Lookup or List: a store that held no
 // entry when it was looked at is left alone, a store whose entry a
-// listing did not see is purged without a token, and when the new store's
-// entry that the fence names is gone (purged by another call, or expired)
-// it returns store.ErrNotFound without touching the old store. Without
+// listing did not see is looked at now, and when the new store's entry
+// that the fence names is gone it returns store.ErrNotFound. Without
 // opts.Token it returns store.ErrNotFound when neither store holds the key.
 func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
 	to, from, err := s.inspectors()
@@ -91,37 +108,105 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 			f = fence{newPart: tokenPart(opts.Token), oldPart: tokenPart(opts.Token)}
 		}
 	}
-	newInfo, newErr := purgeOne(ctx, to, key, opts.InFlight, f.newPart)
-	switch {
-	case newErr != nil && !errors.Is(newErr, store.ErrNotFound):
-		return newInfo, newErr
-	case newErr != nil && strings.HasPrefix(f.newPart, "="):
-		return store.Info{}, newErr // another call purged it, and the old store's entry with it
+	newSeen, err := look(ctx, to, "new", key, f.newPart, opts.InFlight)
+	if err != nil {
+		return withToken(newSeen.info, fence{newPart: newSeen.part(), oldPart: "*"}.String()), err
 	}
-	oldInfo, oldErr := purgeOne(ctx, from, key, opts.InFlight, f.oldPart)
+	oldSeen, err := look(ctx, from, "old", key, f.oldPart, opts.InFlight)
 	switch {
-	case oldErr != nil && !errors.Is(oldErr, store.ErrNotFound):
-		return oldInfo, oldErr
-	case newErr == nil:
-		return newInfo, nil
-	case oldErr == nil:
-		return oldInfo, nil
+	case errors.Is(err, store.ErrNotFound) && newSeen.found:
+		// The old store's entry named by the fence has gone (expired,
+		// or purged there alone): there is nothing left to purge in it.
+		oldSeen, err = seen{}, nil
+	case err != nil:
+		return withToken(oldSeen.info, fence{newPart: newSeen.part(), oldPart: oldSeen.part()}.String()), err
 	}
-	return store.Info{}, newErr
+	looked := fence{newPart: newSeen.part(), oldPart: oldSeen.part()}.String()
+	if !newSeen.found && !oldSeen.found {
+		return store.Info{}, fmt.Errorf("migratestore: purge %q: %w", key, store.ErrNotFound)
+	}
+	var purged store.Info
+	if newSeen.found {
+		info, err := to.Purge(ctx, key, store.PurgeOptions{InFlight: opts.InFlight, Token: newSeen.info.Token})
+		if err != nil {
+			// Refused (the entry went or changed since the look) or
+			// failed: the old store is not touched.
+			return withToken(info, looked), err
+		}
+		purged = info
+	}
+	if oldSeen.found {
+		info, err := from.Purge(ctx, key, store.PurgeOptions{InFlight: opts.InFlight, Token: oldSeen.info.Token})
+		switch {
+		case err == nil && !newSeen.found:
+			purged = info
+		case err == nil:
+		case !newSeen.found:
+			return withToken(info, looked), err // nothing changed
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrChanged):
+			// The entry looked at has gone since: what is there now,
+			// if anything, is another claim, left alone.
+		default:
+			return withToken(info, looked), fmt.Errorf("migratestore: purge %q: the new store's entry is purged, the old store's is not: %w", key, err)
+		}
+	}
+	return withToken(purged, looked), nil
 }
 
-// purgeOne purges key from in as a part of a fence says: "-" leaves it
-// alone (store.ErrNotFound), "*" purges without a token, anything else is
-// the token to purge with.
-func purgeOne(ctx context.Context, in store.Inspector, key string, inFlight bool, p string) (store.Info, error) {
-	switch p {
-	case "-":
-		return store.Info{}, fmt.Errorf("migratestore: purge %q: not looked at: %w", key, store.ErrNotFound)
-	case "*":
-		return in.Purge(ctx, key, store.PurgeOptions{InFlight: inFlight})
+// seen is what Purge found in one store.
+type seen struct {
+	info  store.Info // the entry found, or the zero Info
+	found bool       // the store holds an entry to purge: info
+}
+
+// part returns the part of a fence that names what s found: "-" when it
+// found nothing to purge.
+func (s seen) part() string {
+	if s.info.Key == "" {
+		return "-"
 	}
-	tok, _ := strings.CutPrefix(p, "=")
-	return in.Purge(ctx, key, store.PurgeOptions{InFlight: inFlight, Token: tok})
+	return tokenPart(s.info.Token)
+}
+
+// look looks key up in in, the store named which, as a part of a fence
+// says ("-" leaves the store alone, "*" takes any entry, "=" and a token
+// the entry that token names), and returns the entry to purge, or a
+// refusal of the purge with the entry found: the store's entry is in a
+// state inFlight refuses, or it is not the one the part names, or it is
+// gone (store.ErrNotFound) when the part names one. A key that holds no
+// entry, or that the part leaves alone, is not found, without an error.
+func look(ctx context.Context, in store.Inspector, which, key, p string, inFlight bool) (seen, error) {
+	if p == "-" {
+		return seen{}, nil
+	}
+	info, err := in.Lookup(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && p != "*":
+		return seen{}, fmt.Errorf("migratestore: purge %q: the %s store's entry is gone: %w", key, which, err)
+	case errors.Is(err, store.ErrNotFound):
+		return seen{}, nil
+	case err != nil:
+		return seen{}, err
+	}
+	if tok, named := strings.CutPrefix(p, "="); named && info.Token != tok {
+		return seen{info: info}, fmt.Errorf("migratestore: purge %q: the %s store's entry is not the one the token names: %w", key, which, store.ErrChanged)
+	}
+	switch {
+	case info.State == store.StateInFlight && !inFlight:
+		return seen{info: info}, fmt.Errorf("migratestore: purge %q: the %s store's entry is in flight: %w", key, which, store.ErrInFlight)
+	case info.State == store.StateCompleted && inFlight:
+		return seen{info: info}, fmt.Errorf("migratestore: purge %q: the %s store's entry is completed, not in flight: %w", key, which, store.ErrChanged)
+	}
+	return seen{info: info, found: true}, nil
+}
+
+// withToken returns info with the fence token as its Token, unless info
+// is the zero Info.
+func withToken(info store.Info, token string) store.Info {
+	if info.Key != "" {
+		info.Token = token
+	}
+	return info
 }
 
 // fence is the Token of an Info of this Store: a part per store, "-" when

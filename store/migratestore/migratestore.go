@@ -39,10 +39,12 @@
 // errors.ErrUnsupported otherwise). Lookup looks in both stores and
 // answers as Claim would, from the new store first; List walks the new
 // store, then the old one, so a key both hold (every key claimed through
-// the adapter) is listed twice; Purge purges the new store, then the old
-// one; Stats adds the two stores' figures up, so during a move a key
-// claimed through the adapter counts twice; Invalidations merges the two
-// stores' subscriptions. Each costs the round trips of both stores.
+// the adapter) is listed twice; Purge looks at both stores and decides
+// from both before it purges the new store, then the old one, so that a
+// refused purge changes neither; Stats adds the two stores' figures up, so
+// during a move a key claimed through the adapter counts twice;
+// Invalidations merges the two stores' subscriptions. Each costs the round
+// trips of both stores (a Purge, a lookup and a purge in each).
 //
 // The adapter does not offer transactional completion (NewTxOutcome,
 // CompleteTx): a transaction cannot span two stores. Each operation costs
