@@ -58,7 +58,9 @@
 // in MySQL or MariaDB, where a handler can also record its outcome inside
 // its own transaction ([NewTxOutcome]) ([the stores guide]).
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
-// service from one store to another ([the operations guide]).
+// service from one store that outlives its processes to another ([the
+// operations guide]); nothing carries the memory store's keys through a
+// restart.
 // [Server.StoreKey] gives the store key of a client's key, and
 // [github.com/grpc-idempotency/idempotency/admin] serves an operator's
 // lookups, listings and purges over gRPC.

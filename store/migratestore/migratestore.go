@@ -1,7 +1,14 @@
 // Package migratestore moves an idempotency service from one [store.Store]
 // to another without losing the keys in flight or the outcomes stored in
-// the old one: from the memory store to Redis, from one Redis to another,
-// to a new key prefix or a new table.
+// the old one: from one Redis to another, to a new key prefix or a new
+// table.
+//
+// The old store must outlive the servers' processes. The memory store does
+// not: a deploy starts new processes with new, empty memory stores, so an
+// adapter whose old store is a memory store has nothing to move after a
+// restart, and the keys completed before it run again when retried. [The
+// operations guide] says what moving off the memory store can keep (a
+// drain, or moving the clients instead of the keys).
 //
 // A [Store] claims every key in the new store first, then in the old one,
 // and holds both claims while the handler runs: a key in flight or
