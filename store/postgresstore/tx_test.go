@@ -319,3 +319,52 @@ func TestRenewalBlockedByTheTransaction(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteTxAfterTakeover: the handler's lease ran out while its
+// transaction (begun on a context of its own) was open, another server took
+// the key over, and the interceptor cancelled the handler's context with
+// the lost lease as its cause. CompleteTx then returns an error matching
+// store.ErrLeaseLost, as the failure table of docs/stores.md says, not the
+// context's cancellation.
+func TestCompleteTxAfterTakeover(t *testing.T) {
+	t.Parallel()
+	const lease = 600 * time.Millisecond // renewal at 200ms
+	claimed := make(chan string, 1)
+	completeErr := make(chan error, 1)
+	f := newTxFixture(t, func(ctx context.Context, f *txFixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		tctx := context.WithoutCancel(ctx)
+		tx, err := f.pool.Begin(tctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = tx.Rollback(tctx) }()
+		if _, err := tx.Exec(ctx, "INSERT INTO "+f.ledger+" (payload) VALUES ($1)", req.GetPayload()); err != nil {
+			return nil, err
+		}
+		c, _ := idempotency.ClaimFromContext(ctx)
+		claimed <- c.StoreKey
+		<-ctx.Done() // the renewal found the key taken over
+		err = f.store.CompleteTx(ctx, tx, &testingv1.DoResponse{Payload: req.GetPayload()})
+		completeErr <- err
+		return nil, status.Error(codes.Unavailable, "rolled back")
+	}, idempotency.WithLease(lease))
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.client.Do(keyed(t.Context(), "k"), &testingv1.DoRequest{Payload: "p"})
+		done <- err
+	}()
+	key := <-claimed
+	if _, err := f.pool.Exec(t.Context(), "UPDATE "+tableOf(t, f.store)+" SET expires_at = clock_timestamp() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.store.Claim(t.Context(), key, []byte("other"), time.Hour); err != nil || !c.Won() {
+		t.Fatalf("takeover: %+v, %v", c, err)
+	}
+	if err := <-completeErr; !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("CompleteTx after a takeover: %v, want ErrLeaseLost", err)
+	}
+	<-done
+	if n := f.ledgerRows(t, "p"); n != 0 {
+		t.Fatalf("%d ledger rows, want none", n)
+	}
+}
