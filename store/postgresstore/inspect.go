@@ -78,7 +78,8 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 // of the key's live row fenced by its state and, with opts.Token, its
 // token, followed in the same statement by a NOTIFY of the key for
 // [Store.Invalidations], sent when it commits: one atomic step and one
-// round trip.
+// round trip. The channel is the table's, resolved in the same statement
+// as the DELETE's table (see [Store.Invalidations]).
 func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, s.fail("purge", key, err)
@@ -99,7 +100,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	// A write, so a step: under READ COMMITTED whatever the connections'
 	// default isolation (decision 123).
 	err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
-		[]any{[]byte(key), state, token, channelOf(s.cfg.table)},
+		[]any{[]byte(key), state, token, s.table},
 		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Info{}, s.fail("purge", key, store.ErrNotFound)

@@ -1,8 +1,6 @@
 package postgresstore
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 	"strings"
 
@@ -35,7 +33,8 @@ WHERE key = $1 AND expires_at > clock_timestamp()`),
 
 		// purge deletes the key's live row when it is in state $2 and,
 		// when $3 is not NULL, owned by token $3, and then notifies the
-		// key, in hex, on channel $4 (NOTIFY is sent at commit). It
+		// key, in hex, on the channel of the table $4 names (NOTIFY is
+		// sent at commit; see channelSQL). It
 		// returns the row it deleted with true, or the live row it left
 		// with false, or nothing. A concurrent change of the row (a
 		// takeover, a completion, a purge) makes the DELETE wait for it
@@ -52,7 +51,7 @@ WITH purged AS (
 	WHERE key = $1 AND expires_at > clock_timestamp() AND state = $2 AND ($3::bytea IS NULL OR token = $3)
 	RETURNING state, token, fingerprint, data, expires_at, {size} AS size
 ), notified AS (
-	SELECT pg_notify($4, CASE WHEN octet_length($1) <= ` + strconv.Itoa(maxNotifyKey) + ` THEN encode($1, 'hex') ELSE '' END) FROM purged
+	SELECT pg_notify(` + channelSQL("$4") + `, CASE WHEN octet_length($1) <= ` + strconv.Itoa(maxNotifyKey) + ` THEN encode($1, 'hex') ELSE '' END) FROM purged
 ), kept AS (
 	SELECT state, token, fingerprint, data, expires_at, {size} AS size FROM {t}
 	WHERE key = $1 AND expires_at > clock_timestamp()
@@ -81,12 +80,21 @@ WHERE expires_at > statement_timestamp() GROUP BY state`),
 	}
 }
 
-// channelOf returns the channel of the purges of table: a prefix and the
-// first 64 bits of a SHA-256 of the table's name as WithTable gives it,
-// quoted (a channel is an identifier of at most 63 bytes, and table names
-// may be longer), so every server configured with the same name listens
-// on the same channel.
-func channelOf(table pgx.Identifier) string {
-	sum := sha256.Sum256([]byte(table.Sanitize()))
-	return "idempotency_purged_" + hex.EncodeToString(sum[:8])
+// channelSQL returns the SQL of the channel of the purges of the table
+// that the parameter param names, as the store quotes it (Store.table):
+// a prefix and the first 64 bits, in hex, of a SHA-256 of the table's
+// schema-qualified name as the catalog holds it, each part quoted as
+// pgx.Identifier quotes it (the channel of earlier releases for a table
+// that WithTable named "schema.name", so servers of both agree on it
+// during an upgrade). The name is resolved
+// through the session's search_path, as the store's statements resolve it,
+// so every store on one table notifies and listens on one channel however
+// WithTable spells it ("t" found through the search_path, or "public.t"),
+// and stores on two tables of one name in two schemas on two. A channel is
+// an identifier of at most 63 bytes, and a table's qualified name may be
+// longer: hence the hash. A table that does not exist is an error.
+func channelSQL(param string) string {
+	return `(SELECT 'idempotency_purged_' || left(encode(sha256(convert_to(
+		'"' || replace(n.nspname, '"', '""') || '"."' || replace(c.relname, '"', '""') || '"', 'UTF8')), 'hex'), 16)
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ` + param + `::text::regclass)`
 }

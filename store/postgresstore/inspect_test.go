@@ -124,9 +124,13 @@ func TestInvalidationsAfterReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	channel, err := postgresstore.ChannelOf(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var cut int
 	err = pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND query = 'LISTEN '||$1`, pgx.Identifier{postgresstore.ChannelOf(s)}.Sanitize()).Scan(&cut)
+		WHERE datname = current_database() AND query = 'LISTEN '||$1`, pgx.Identifier{channel}.Sanitize()).Scan(&cut)
 	if err != nil || cut != 1 {
 		t.Fatalf("terminated %d listening backends, %v; want 1", cut, err)
 	}

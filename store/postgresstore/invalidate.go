@@ -21,10 +21,16 @@ const (
 )
 
 // Invalidations implements [store.Invalidator.Invalidations] with LISTEN
-// and NOTIFY: [Store.Purge] notifies the key it deleted (in hex) on a
-// channel derived from the table's name, "idempotency_purged_" and 16 hex
-// digits of a SHA-256 of the name as [WithTable] gives it, and each
-// subscription holds a connection of its own, opened with the pool's
+// and NOTIFY: [Store.Purge] notifies the key it deleted (in hex) on the
+// channel of the table, "idempotency_purged_" and 16 hex digits of a
+// SHA-256 of the table's schema-qualified name as the catalog holds it,
+// resolved through the search_path of the store's connections. Stores
+// that spell one table differently ([WithTable] "t", found through the
+// search_path, and "public.t") therefore share one channel, and a purge
+// through either reaches the other's subscribers. Each subscription
+// resolves the channel through the pool when it listens (an error when the
+// table does not exist: run [Store.Migrate] first) and holds a connection
+// of its own, opened with the pool's
 // connection settings (or those of [WithListenConfig]) but outside the
 // pool, so that it takes none of the pool's connections. It returns once
 // LISTEN has run, so that a purge committed after it returns is
@@ -53,22 +59,39 @@ func (s *Store) Invalidations(ctx context.Context) (<-chan store.Invalidation, e
 	return out, nil
 }
 
-// listen opens a connection with the pool's settings, or those of
-// WithListenConfig, and listens on the channel of the table's purges.
+// listen resolves the channel of the table's purges, opens a connection
+// with the pool's settings, or those of WithListenConfig, and listens on
+// the channel.
 func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 	cfg := s.cfg.listen
 	if cfg == nil {
 		cfg = s.pool.Config().ConnConfig
 	}
+	channel, err := s.channel(ctx)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channelOf(s.cfg.table)}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return conn, nil
+}
+
+// channel returns the channel of the purges of the store's table,
+// resolved through a connection of the pool, whose search_path the
+// store's statements use (a connection of WithListenConfig may have
+// another).
+func (s *Store) channel(ctx context.Context) (string, error) {
+	var channel string
+	if err := s.pool.QueryRow(ctx, "SELECT "+channelSQL("$1"), s.table).Scan(&channel); err != nil {
+		return "", err
+	}
+	return channel, nil
 }
 
 // forwardPurges delivers the notifications of conn to out until ctx is
