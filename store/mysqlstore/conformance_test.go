@@ -15,8 +15,8 @@ import (
 // DSN's database, on a database-qualified table, on connections that
 // count found rows instead of changed ones (clientFoundRows), that
 // interpolate parameters, that read times as time.Time (parseTime), and
-// whose isolation is READ COMMITTED or SERIALIZABLE instead of the
-// server's REPEATABLE READ.
+// whose isolation is READ UNCOMMITTED, READ COMMITTED or SERIALIZABLE
+// instead of the server's REPEATABLE READ.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -31,6 +31,7 @@ func TestConformance(t *testing.T) {
 		{name: "database-qualified table", qualified: true},
 		{name: "found rows", found: true},
 		{name: "interpolated parameters and parsed times", interp: true, parseTime: true},
+		{name: "read uncommitted", params: map[string]string{"tx_isolation": "'READ-UNCOMMITTED'"}},
 		{name: "read committed", params: map[string]string{"tx_isolation": "'READ-COMMITTED'"}},
 		{name: "serializable, found rows", found: true, params: map[string]string{"tx_isolation": "'SERIALIZABLE'"}},
 	} {

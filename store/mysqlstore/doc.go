@@ -127,7 +127,13 @@
 // it. Any transaction isolation works (a plain read in autocommit is a
 // fresh consistent read under every level, and the writes are locking
 // reads of the newest version), and so do clientFoundRows,
-// interpolateParams and parseTime. Outcomes travel in one packet:
+// interpolateParams and parseTime. At READ UNCOMMITTED a plain read sees
+// uncommitted rows, such as an outcome a handler's transaction recorded
+// with CompleteTx before its commit: the claim's read returns the
+// session's isolation with the row, and reads a row found at that level
+// again in a read-only READ COMMITTED transaction, so that a duplicate is
+// never replayed an answer that may roll back (a replay then costs five
+// statements instead of one). Outcomes travel in one packet:
 // max_allowed_packet must exceed the largest outcome (the interceptor's
 // WithMaxResponseBytes, 4 MiB by default; MariaDB's default packet is 16
 // MiB, MySQL's 64 MiB).

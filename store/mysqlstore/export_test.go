@@ -4,11 +4,20 @@ package mysqlstore
 // tests that check which statements a step sends.
 func StatementNames(s *Store) map[string]string {
 	return map[string]string{
-		"read": s.sql.read, "insert": s.sql.insert, "takeover": s.sql.takeover,
+		"read": readOf(s), "insert": s.sql.insert, "takeover": s.sql.takeover,
 		"complete": s.sql.complete, "completeTx": s.sql.completeTx, "extend": s.sql.extend,
 		"release": s.sql.release, "completed": s.sql.completed, "held": s.sql.held, "live": s.sql.live,
 		"expired": s.sql.expired,
 		"lookup":  s.isql.lookup, "purge": s.isql.purge, "listFirst": s.isql.listFirst,
 		"listNext": s.isql.listNext, "stats": s.isql.stats,
 	}
+}
+
+// readOf returns the claim's read statement s uses on its server, once
+// known.
+func readOf(s *Store) string {
+	if s.isolationVar.Load() == isolationTx {
+		return s.sql.readTx
+	}
+	return s.sql.read
 }

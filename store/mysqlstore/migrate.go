@@ -23,7 +23,9 @@ var Schema string
 //
 // It also checks that db's connections run in autocommit mode, which every
 // step of the store needs (each is a transaction of its own), and returns
-// an error when one does not.
+// an error when one does not; and it learns which variable holds the
+// session's isolation level on the server, which the claim's read returns
+// (the first claim learns it otherwise).
 func (s *Store) Migrate(ctx context.Context) error {
 	var autocommit int64
 	if err := s.db.QueryRowContext(ctx, "SELECT @@autocommit").Scan(&autocommit); err != nil {
@@ -33,6 +35,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, errNoAutocommit)
 	}
 	if _, err := s.db.ExecContext(ctx, schemaFor(s.cfg.table)); err != nil {
+		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
+	}
+	if _, err := s.readSQL(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
 	}
 	return nil

@@ -89,7 +89,7 @@ func TestClaimReplayWritesNothing(t *testing.T) {
 // the lock is really held, waits and times out.
 func TestClaimReplayNotBlockedByRowLock(t *testing.T) {
 	t.Parallel()
-	for _, level := range []string{"'READ-COMMITTED'", "'REPEATABLE-READ'", "'SERIALIZABLE'"} {
+	for _, level := range []string{"'READ-UNCOMMITTED'", "'READ-COMMITTED'", "'REPEATABLE-READ'", "'SERIALIZABLE'"} {
 		t.Run(strings.Trim(level, "'"), func(t *testing.T) {
 			t.Parallel()
 			cfg := mysqltest.Config(t)

@@ -24,8 +24,11 @@ const (
 // largest value.
 type statements struct {
 	// The claim: read first, then, for a key with no live row, insert or
-	// take over.
-	read, insert, takeover string
+	// take over. The read returns the session's isolation level too, read
+	// from the variable the server has (see Store.readSQL): readTx from
+	// tx_isolation (MariaDB before 11.1), read from
+	// transaction_isolation (MySQL 8, MariaDB 11.1 and later).
+	read, readTx, insert, takeover string
 
 	complete, completeTx, extend, release, expired, sweepPrefix string
 
@@ -56,7 +59,14 @@ func newStatements(table string) statements {
 		// lock and writes nothing. It returns the row whatever its
 		// expiry, with live telling whether it still counts, and its data
 		// only when it does.
-		read: r.Replace("SELECT state, fingerprint, IF(expires_at > {now}, data, NULL), expires_at > {now} FROM {t} WHERE `key` = ?"),
+		//
+		// It also returns the session's isolation level: a connection at
+		// READ UNCOMMITTED sees the rows of transactions that may still
+		// roll back (an outcome a handler's transaction recorded with
+		// CompleteTx and has not committed), so a row read there is read
+		// again in a READ COMMITTED transaction (see Store.read).
+		read:   r.Replace("SELECT state, fingerprint, IF(expires_at > {now}, data, NULL), expires_at > {now}, @@session.transaction_isolation FROM {t} WHERE `key` = ?"),
+		readTx: r.Replace("SELECT state, fingerprint, IF(expires_at > {now}, data, NULL), expires_at > {now}, @@session.tx_isolation FROM {t} WHERE `key` = ?"),
 
 		// insert claims a key that holds no row. Two claims of one key
 		// cannot both insert: the primary key refuses the second with a

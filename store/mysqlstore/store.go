@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -22,6 +23,10 @@ type Store struct {
 	isql  inspectStatements
 	cfg   config
 	stmts prepared
+
+	// isolationVar names the variable of the session's isolation level on
+	// this server, once known (see isolation.go).
+	isolationVar atomic.Int32
 
 	life      context.Context // ends with Close
 	stop      context.CancelFunc
@@ -42,7 +47,9 @@ var _ store.Store = (*Store)(nil)
 // db's connections must be in autocommit mode, the server's default
 // (a DSN with autocommit=0 or init statements that turn it off would keep
 // every step in a transaction that never commits; Migrate refuses such a
-// pool). Any isolation level works, and any DSN parameters otherwise:
+// pool). Any isolation level works (at READ UNCOMMITTED, a claim that
+// finds a row reads it again in a READ COMMITTED transaction, so that it
+// never replays an answer that may roll back), and any DSN parameters otherwise:
 // clientFoundRows, interpolateParams and parseTime change nothing (see the
 // package documentation).
 func New(db *sql.DB, opts ...Option) *Store {
@@ -116,7 +123,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 			state, live int64
 			fp, data    []byte
 		)
-		found, err := s.queryRow(ctx, s.sql.read, []any{[]byte(key)}, &state, &fp, &data, &live)
+		found, err := s.read(ctx, key, &state, &fp, &data, &live)
 		if err != nil {
 			return store.ClaimResult{}, s.fail("claim", key, err)
 		}
