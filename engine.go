@@ -44,6 +44,9 @@ func newEngine(s store.Store, opts []ServerOption) (*engine, error) {
 	if err := cfg.validateMethods(); err != nil {
 		return nil, err
 	}
+	if err := checkRecordLimit(s, cfg); err != nil {
+		return nil, err
+	}
 	e := &engine{store: s, cfg: cfg, cache: newReplayCache(cfg.cache)}
 	if cfg.sealing != nil {
 		e.seal = newSealer(*cfg.sealing)

@@ -170,7 +170,10 @@ func WithFailOpen() ServerOption {
 // and values. A larger outcome is returned to the caller, and its key is
 // completed with a record that replays FAILED_PRECONDITION with
 // [ErrResponseNotRetained], so a retry never runs the handler twice.
-// Default 4 MiB. A negative n makes [UnaryServerInterceptor] panic.
+// Default 4 MiB. A negative n makes [UnaryServerInterceptor] panic, and
+// so does a store that bounds its records ([store.RecordLimiter], such as
+// mysqlstore's max_allowed_packet) below n plus 64 KiB for the record's
+// own fields.
 func WithMaxResponseBytes(n int) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		if n < 0 {

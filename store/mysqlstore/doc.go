@@ -136,7 +136,10 @@
 // statements instead of one). Outcomes travel in one packet:
 // max_allowed_packet must exceed the largest outcome (the interceptor's
 // WithMaxResponseBytes, 4 MiB by default; MariaDB's default packet is 16
-// MiB, MySQL's 64 MiB).
+// MiB, MySQL's 64 MiB). [Store.Migrate] reads it, and
+// [Store.MaxRecordBytes] reports it to idempotency.NewServer, which
+// refuses at start-up a WithMaxResponseBytes that does not fit: run
+// Migrate before NewServer.
 //
 // # Sweeping
 //

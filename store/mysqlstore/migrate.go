@@ -23,12 +23,13 @@ var Schema string
 //
 // It also checks that db's connections run in autocommit mode, which every
 // step of the store needs (each is a transaction of its own), and returns
-// an error when one does not; and it learns which variable holds the
+// an error when one does not; it reads the server's max_allowed_packet
+// ([Store.MaxRecordBytes]); and it learns which variable holds the
 // session's isolation level on the server, which the claim's read returns
 // (the first claim learns it otherwise).
 func (s *Store) Migrate(ctx context.Context) error {
-	var autocommit int64
-	if err := s.db.QueryRowContext(ctx, "SELECT @@autocommit").Scan(&autocommit); err != nil {
+	var autocommit, packet int64
+	if err := s.db.QueryRowContext(ctx, "SELECT @@autocommit, @@max_allowed_packet").Scan(&autocommit, &packet); err != nil {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
 	}
 	if autocommit != 1 {
@@ -40,7 +41,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.readSQL(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
 	}
+	s.maxPacket.Store(packet)
 	return nil
+}
+
+// packetMargin is what a Complete's packet holds beside the outcome: the
+// key, the token, the retention and the statement's framing.
+const packetMargin = 1 << 10
+
+// MaxRecordBytes implements [store.RecordLimiter]: the largest outcome
+// Complete stores, the server's max_allowed_packet less 1 KiB for the
+// rest of the statement, or 0 before [Store.Migrate] has read it. An
+// outcome travels in one packet, which the server refuses when it is
+// larger than max_allowed_packet: [idempotency.NewServer] refuses at
+// start-up a WithMaxResponseBytes that lets an outcome be larger, so run
+// Migrate before it. The limit is read once: a max_allowed_packet lowered
+// later is not seen.
+func (s *Store) MaxRecordBytes() int {
+	if p := s.maxPacket.Load(); p > packetMargin {
+		return int(p - packetMargin)
+	}
+	return 0
 }
 
 // errNoAutocommit is Migrate's error for a pool whose connections do not

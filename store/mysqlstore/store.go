@@ -28,13 +28,20 @@ type Store struct {
 	// this server, once known (see isolation.go).
 	isolationVar atomic.Int32
 
+	// maxPacket is the server's max_allowed_packet, once Migrate has read
+	// it (see MaxRecordBytes).
+	maxPacket atomic.Int64
+
 	life      context.Context // ends with Close
 	stop      context.CancelFunc
 	sweeping  sync.WaitGroup // the sweeper, and statements prepared in the background
 	closeOnce sync.Once
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.RecordLimiter = (*Store)(nil)
+)
 
 // New returns a Store on db, a pool opened with the MySQL driver
 // (github.com/go-sql-driver/mysql), with its rows in the table
