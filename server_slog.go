@@ -12,8 +12,8 @@ const slogMessage = "idempotency decision"
 // decision to logger, with the message "idempotency decision" and these
 // attributes, in this order:
 //
-//	method      the full method name, or the operation of Do and Once
-//	operation   [Event.Operation]
+//	method      the full method name, or the operation of Do and Once, when set
+//	operation   [Event.Operation], when set
 //	decision    the decision's String(): executed, replayed, in_flight, ...
 //	store_key   [Event.StoreKey], when the call has one
 //	key         [Event.Key], the client's key: only with [WithSlogClientKey]
@@ -36,6 +36,11 @@ const slogMessage = "idempotency decision"
 // logged at Info. [WithSlogLevel] changes a decision's level; a level the
 // logger does not enable costs one Enabled call. Group the attributes
 // with logger.WithGroup("idempotency") if they would clash with yours.
+// A purge ([DecisionPurged]) names no method and no operation: its record
+// has neither attribute, only the store key.
+//
+// NewSlogObserver panics when logger is nil, naming itself, as every
+// configuration error of the package does at construction.
 func NewSlogObserver(logger *slog.Logger, opts ...SlogOption) Observer {
 	if logger == nil {
 		panic("idempotency: NewSlogObserver: logger must not be nil")
@@ -120,10 +125,16 @@ func (o *slogObserver) Observe(ctx context.Context, e Event) {
 		return
 	}
 	var buf [9]slog.Attr
-	attrs := append(buf[:0],
-		slog.String("method", e.Method),
-		slog.String("operation", e.Operation),
-		slog.String("decision", e.Decision.String()))
+	attrs := buf[:0]
+	// A purge names neither (a store key does not say which method it
+	// is): an empty attribute would read as a method named "".
+	if e.Method != "" {
+		attrs = append(attrs, slog.String("method", e.Method))
+	}
+	if e.Operation != "" {
+		attrs = append(attrs, slog.String("operation", e.Operation))
+	}
+	attrs = append(attrs, slog.String("decision", e.Decision.String()))
 	if e.StoreKey != "" {
 		attrs = append(attrs, slog.String("store_key", e.StoreKey))
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // jsonLog is a slog logger writing JSON lines into a buffer, at every
@@ -177,4 +179,39 @@ func TestSlogObserverNilLogger(t *testing.T) {
 		}
 	}()
 	idempotency.NewSlogObserver(nil)
+}
+
+// TestSlogObserverPurge: a purge through the server is one record with
+// the decision and the store key it names, and no empty method or
+// operation attribute (a store key does not say which method it is).
+func TestSlogObserverPurge(t *testing.T) {
+	t.Parallel()
+	var log jsonLog
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() })
+	srv := idempotency.NewServer(mem, idempotency.WithObserver(idempotency.NewSlogObserver(log.logger())))
+	ctx := t.Context()
+	if _, err := idempotency.Once(ctx, srv, "orders.ship", "o-1", nil, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	sk, err := srv.StoreKey("orders.ship", "", "o-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Purge(ctx, sk, store.PurgeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	recs := log.records(t)
+	last := recs[len(recs)-1]
+	if last["decision"] != "purged" || last["store_key"] != sk {
+		t.Fatalf("last record %v, want the purge of %s", last, sk)
+	}
+	for _, attr := range []string{"method", "operation"} {
+		if v, ok := last[attr]; ok {
+			t.Errorf("purge record has %s=%q; want it left out: %v", attr, v, last)
+		}
+	}
+	if recs[0]["method"] != "orders.ship" || recs[0]["operation"] != "orders.ship" {
+		t.Errorf("first record %v, want method and operation orders.ship", recs[0])
+	}
 }
