@@ -27,7 +27,8 @@ import (
 // namespace is used when its policy has one ([MethodPolicy.Namespace], its
 // proto option's namespace, resolved as the interceptors resolve it), or,
 // for anything that does not start with "/", an operation of [Do] and
-// [Once] or a namespace. scope is what the server's [WithScope] function
+// [Once] or a namespace: those never start with "/" ([ValidateOperation]),
+// so a name is never both. scope is what the server's [WithScope] function
 // returns for the caller, "" when it has none. It returns an error for an
 // empty name, and the [*KeyError] of [ValidateKey] for a key the server
 // would refuse (which never echoes the key).

@@ -14,7 +14,9 @@ import (
 )
 
 // Do runs fn once per (op, key, scope) across every process that shares
-// s's store, for work that is not a gRPC handler. The first call runs fn
+// s's store, for work that is not a gRPC handler. An op that is empty or
+// starts with "/", as only a gRPC method's name does, is refused with the
+// error of [ValidateOperation] and runs nothing. The first call runs fn
 // and stores its response or deterministic error ([WithStoredCodes]);
 // every later call with the key gets them back, with replayed true. Any
 // other error, or a panic, releases the claim. The same key with another
@@ -77,8 +79,8 @@ func Once(ctx context.Context, s *Server, op, key string, req proto.Message, fn 
 // do checks op and key, and runs c under op's policy; it reports the
 // engine's own errors to the observer.
 func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Message) (any, error) {
-	if op == "" {
-		return nil, fmt.Errorf("%w: Do and Once need an operation name", ErrMisconfigured)
+	if err := ValidateOperation(op); err != nil {
+		return nil, fmt.Errorf("Do and Once: %w", err)
 	}
 	err := ValidateKey(key)
 	if key == "" {

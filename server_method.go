@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -62,7 +63,9 @@ type MethodPolicy struct {
 	// type. Give a name that never changes and that no other method of the
 	// store's servers uses, such as "payments.charge"; a method and the
 	// function [Do] or [Once] runs under op = Namespace are one operation.
-	// A namespace never shares a key with a method without one. Default:
+	// A namespace never shares a key with a method without one, and never
+	// starts with "/" ([ValidateOperation]): [WithMethodPolicy] panics on
+	// one, and a proto option's makes the method misconfigured. Default:
 	// the proto option's namespace, if any, else the full method name.
 	Namespace string
 }
@@ -195,6 +198,10 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		m.lease = positiveOr(p.Lease, m.lease)
 		keyField, source = p.KeyField, "key_field"
 		m.namespace = p.Namespace
+		if strings.HasPrefix(p.Namespace, "/") {
+			fail.Problem = fmt.Sprintf(`idempotency.v1.method namespace %q must not start with "/": a namespace is an operation, and a name that starts with "/" is a gRPC method's (ValidateOperation)`, p.Namespace)
+			return m, fail
+		}
 	}
 	_, known := modeFromProto[given]
 	unknownMode := given != idempotencyv1.Mode_MODE_UNSPECIFIED && !known

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -287,6 +288,9 @@ func (c *config) checkPolicy(option, name string, p MethodPolicy) {
 	if p.Cancellation < CancellationUnspecified || p.Cancellation > CancellationCaller {
 		c.invalid(option, "%s: Cancellation must be one of the Cancellation constants, got Cancellation(%d)", name, int(p.Cancellation))
 	}
+	if strings.HasPrefix(p.Namespace, "/") {
+		c.invalid(option, "%s: Namespace %q must not start with \"/\": a namespace is an operation, and a name that starts with \"/\" is a gRPC method's (ValidateOperation)", name, p.Namespace)
+	}
 }
 
 // WithObserver sets the observer told of every decision. Default: none.
@@ -408,7 +412,8 @@ func WithReplayCache(maxEntries int, maxBytes int64, ttl time.Duration) ServerOp
 // settings. An operation is not a method: [Server.Validate] does not look
 // for it among the methods a server serves.
 //
-// It panics, naming op, on an empty op, a negative duration, a
+// It panics, naming op, on an empty op or one that starts with "/"
+// ([ValidateOperation]), a negative duration, a
 // Cancellation that is none of its constants, and on the
 // fields that mean nothing for an operation: Mode (the work always runs
 // under a key), KeyField (the key is an argument) and Namespace (op is the
@@ -419,6 +424,8 @@ func WithOperationPolicy(op string, p MethodPolicy) ServerOption {
 		switch {
 		case op == "":
 			c.invalid(option, "the operation name must not be empty")
+		case strings.HasPrefix(op, "/"):
+			c.invalid(option, "%s", operationProblem(op))
 		case p.Mode != ModeUnspecified:
 			c.invalid(option, "%s: Mode must be unset: Do and Once always run under a key", op)
 		case p.KeyField != "":

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestWithOperationPolicyPanics(t *testing.T) {
 		{"op", idempotency.MethodPolicy{KeyField: "request_id"}, "op: KeyField"},
 		{"op", idempotency.MethodPolicy{Namespace: "other"}, "op: Namespace"},
 		{"op", idempotency.MethodPolicy{Lease: -time.Second}, "op: Lease must not be negative"},
+		{"/payments.v1.Payments/Capture", idempotency.MethodPolicy{}, `"/payments.v1.Payments/Capture" must not start with "/"`},
 	} {
 		msg := panicOf(func() { idempotency.NewServer(memStore(t), idempotency.WithOperationPolicy(tc.op, tc.p)) })
 		if !strings.Contains(msg, "idempotency: WithOperationPolicy: ") || !strings.Contains(msg, tc.want) {
@@ -53,5 +55,37 @@ func TestOperationPolicy(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// An operation, or a namespace, never starts with "/", as only a gRPC
+// method's full name does, so that Server.StoreKey reads every name one
+// way: Do and Once refuse one with ErrMisconfigured and run nothing, and
+// WithMethodPolicy panics on such a Namespace, naming itself
+// (TestOperationNamedLikeAMethod in package admin is the operator's side).
+func TestOperationNamedLikeAMethodRefused(t *testing.T) {
+	t.Parallel()
+	srv := idempotency.NewServer(memStore(t))
+	for _, op := range []string{"/payments.v1.Payments/Capture", "/"} {
+		ran := false
+		_, err := idempotency.Once(t.Context(), srv, op, "k-1", nil, func(context.Context) error { ran = true; return nil })
+		if !errors.Is(err, idempotency.ErrMisconfigured) || !strings.Contains(err.Error(), `must not start with "/"`) || ran {
+			t.Errorf("Once(%q) = %v, ran %v; want ErrMisconfigured naming the rule, nothing run", op, err, ran)
+		}
+		if err := idempotency.ValidateOperation(op); !errors.Is(err, idempotency.ErrMisconfigured) {
+			t.Errorf("ValidateOperation(%q) = %v, want ErrMisconfigured", op, err)
+		}
+	}
+	for _, op := range []string{"payments.capture", "shop.v1.Payments/Capture"} {
+		if err := idempotency.ValidateOperation(op); err != nil {
+			t.Errorf("ValidateOperation(%q) = %v, want nil", op, err)
+		}
+	}
+	msg := panicOf(func() {
+		idempotency.NewServer(memStore(t), idempotency.WithMethodPolicy("/shop.v1.Payments/Capture",
+			idempotency.MethodPolicy{Namespace: "/payments.capture"}))
+	})
+	if !strings.Contains(msg, "idempotency: WithMethodPolicy: ") || !strings.Contains(msg, `Namespace "/payments.capture" must not start with "/"`) {
+		t.Errorf("WithMethodPolicy with a Namespace starting with / panicked with %q", msg)
 	}
 }

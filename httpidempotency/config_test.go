@@ -21,6 +21,7 @@ func TestConfigPanics(t *testing.T) {
 		{"WithKeyHeader", httpidempotency.WithKeyHeader("Idempotency Key")},
 		{"WithKeyHeader", httpidempotency.WithKeyHeader("")},
 		{"WithOperation", httpidempotency.WithOperation("")},
+		{"WithOperation", httpidempotency.WithOperation("/payments.v1.Payments/Capture")},
 		{"WithMethods", httpidempotency.WithMethods()},
 		{"WithMethods", httpidempotency.WithMethods("PO ST")},
 		{"WithFingerprint", httpidempotency.WithFingerprint(nil)},

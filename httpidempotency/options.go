@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+
+	"github.com/grpc-idempotency/idempotency"
 )
 
 // Defaults of the middleware's options.
@@ -85,11 +87,15 @@ func WithKeyHeader(name string) SharedOption {
 // ("http") by default: a key is claimed once per operation and scope, so
 // one key sent to two endpoints under the same middleware is a reused key
 // (422), as with Stripe. Give each middleware its own operation to keep
-// their keys apart; an empty name makes [Middleware] panic.
+// their keys apart. An empty name, or one that starts with "/" as only a
+// gRPC method's does ([idempotency.ValidateOperation]), makes [Middleware]
+// panic.
 func WithOperation(name string) Option {
 	return optionFunc(func(c *config) {
 		if name == "" {
 			c.invalid("WithOperation", "the operation must not be empty")
+		} else if err := idempotency.ValidateOperation(name); err != nil {
+			c.invalid("WithOperation", "%v", err)
 		}
 		c.operation = name
 	})

@@ -21,6 +21,7 @@ func TestConfigurationPanics(t *testing.T) {
 	}{
 		{"nil server", func() { jetstreamidempotency.NewProcessor(nil, "op", ok) }, "NewProcessor: the idempotency server is nil"},
 		{"empty op", func() { jetstreamidempotency.NewProcessor(newServer(t), "", ok) }, "NewProcessor: the operation name is empty"},
+		{"op named like a method", func() { jetstreamidempotency.NewProcessor(newServer(t), "/shop.v1.Orders/Ship", ok) }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
 		{"nil handler", func() { jetstreamidempotency.NewProcessor(newServer(t), "op", nil) }, "NewProcessor: the handler is nil"},
 		{"nil key", func() { jetstreamidempotency.WithKey(nil) }, "WithKey"},
 		{"empty header", func() { jetstreamidempotency.HeaderKey("") }, "HeaderKey"},

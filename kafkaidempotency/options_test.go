@@ -22,6 +22,7 @@ func TestConfigurationPanics(t *testing.T) {
 	}{
 		{"nil server", func() { kafkaidempotency.NewProcessor(nil, "op", ok) }, "NewProcessor: the idempotency server is nil"},
 		{"empty op", func() { kafkaidempotency.NewProcessor(newServer(t), "", ok) }, "NewProcessor: the operation name is empty"},
+		{"op named like a method", func() { kafkaidempotency.NewProcessor(newServer(t), "/shop.v1.Orders/Ship", ok) }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
 		{"nil handler", func() { kafkaidempotency.NewProcessor(newServer(t), "op", nil) }, "NewProcessor: the handler is nil"},
 		{"nil key", func() { kafkaidempotency.WithKey(nil) }, "WithKey"},
 		{"empty header", func() { kafkaidempotency.HeaderKey("") }, "HeaderKey"},

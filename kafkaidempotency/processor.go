@@ -33,13 +33,17 @@ type Processor struct {
 // op, the operation name its keys are claimed under in server's store (see
 // [idempotency.Do]). Give each kind of work its own op; the server's
 // WithOperationPolicy sets op's retention, lease and handler timeout. It
-// panics when server or h is nil, op is empty, or an option is invalid.
+// panics when server or h is nil, op is empty or starts with "/" as only a
+// gRPC method's name does ([idempotency.ValidateOperation]), or an option
+// is invalid.
 func NewProcessor(server *idempotency.Server, op string, h Handler, opts ...Option) *Processor {
 	switch {
 	case server == nil:
 		panic("kafkaidempotency: NewProcessor: the idempotency server is nil")
 	case op == "":
 		panic("kafkaidempotency: NewProcessor: the operation name is empty")
+	case idempotency.ValidateOperation(op) != nil:
+		panic("kafkaidempotency: NewProcessor: " + idempotency.ValidateOperation(op).Error())
 	case h == nil:
 		panic("kafkaidempotency: NewProcessor: the handler is nil")
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/grpc-idempotency/idempotency"
 )
 
 type config struct {
@@ -25,10 +27,16 @@ type Option func(*config)
 // finds none of the outcomes stored under its old name. Set it when the
 // middleware runs outside a router, or to keep a handler's outcomes across
 // a rename. Two handlers must never share an operation: the second would
-// find the first's outcome and not run. It panics when op is empty.
+// find the first's outcome and not run. It panics when op is empty or
+// starts with "/" as only a gRPC method's name does
+// ([idempotency.ValidateOperation]); a handler named so has its messages
+// refused as misconfigured by [idempotency.Do].
 func WithOperation(op string) Option {
 	if op == "" {
 		panic("watermillidempotency: WithOperation: the operation name is empty")
+	}
+	if err := idempotency.ValidateOperation(op); err != nil {
+		panic("watermillidempotency: WithOperation: " + err.Error())
 	}
 	return func(c *config) { c.op = op }
 }

@@ -17,6 +17,7 @@ func TestConfigurationPanics(t *testing.T) {
 	}{
 		{"nil server", func() { watermillidempotency.Middleware(nil) }, "Middleware: the idempotency server is nil"},
 		{"empty operation", func() { watermillidempotency.WithOperation("") }, "WithOperation"},
+		{"operation named like a method", func() { watermillidempotency.WithOperation("/shop.v1.Orders/Ship") }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
 		{"nil key", func() { watermillidempotency.WithKey(nil) }, "WithKey"},
 		{"empty metadata name", func() { watermillidempotency.MetadataKey("") }, "MetadataKey"},
 		{"zero retry delay", func() { watermillidempotency.WithRetryDelay(0) }, "WithRetryDelay"},

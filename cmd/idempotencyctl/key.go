@@ -21,7 +21,7 @@ type keyFlags struct {
 
 func (k *keyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&k.method, "method", "", "the full method the client called, /package.Service/Method")
-	fs.StringVar(&k.operation, "operation", "", "the operation of Do or Once the key was run under")
+	fs.StringVar(&k.operation, "operation", "", "the operation of Do or Once the key was run under (never starts with /)")
 	fs.StringVar(&k.namespace, "namespace", "", "the namespace of the method's policy (MethodPolicy.Namespace or the proto option's), instead of --method")
 	fs.StringVar(&k.scope, "scope", "", "the scope the server's WithScope function gives the client (a tenant); empty without one. With a STORE_KEY, used only to open a sealed record")
 	fs.StringVar(&k.key, "key", "", "the client's idempotency key, with --method, --operation or --namespace")
@@ -59,6 +59,12 @@ func (k *keyFlags) ref(args []string) (keyRef, error) {
 		return keyRef{}, usageError("%s needs --key, the client's idempotency key", names[0])
 	}
 	name := k.operation + k.namespace
+	if strings.HasPrefix(name, "/") {
+		// An operation or a namespace never starts with "/"
+		// (idempotency.ValidateOperation): the server reads such a name as
+		// a method's.
+		return keyRef{}, usageError("%s %q starts with \"/\", as only a gRPC method's name does, and an operation or a namespace never does: name a method with --method", names[0], name)
+	}
 	if k.method != "" {
 		m, err := fullMethod(k.method)
 		if err != nil {
