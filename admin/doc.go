@@ -6,8 +6,10 @@
 // the server's descriptors).
 //
 // The service is never open by default: [NewService] requires an
-// authorization function, which runs before anything else in every call.
-// Register it where only operators reach it, on an admin listener of its
+// authorization function, which runs before anything else in every call;
+// to decide by the scope a request names (an operator limited to some
+// tenants), add [WithAuthorizeRequest], which runs before anything is
+// read. Register it where only operators reach it, on an admin listener of its
 // own, as grpc-go's admin and channelz services are:
 //
 //	svc := admin.NewService(srv, authorize)

@@ -28,10 +28,11 @@ import (
 type Service struct {
 	adminv1.UnimplementedAdminServiceServer
 
-	s         *idempotency.Server
-	authorize AuthorizeFunc
-	log       *slog.Logger // nil: slog.Default() at each line
-	files     *protoregistry.Files
+	s                *idempotency.Server
+	authorize        AuthorizeFunc
+	authorizeRequest func(context.Context, Request) error // nil: none
+	log              *slog.Logger                         // nil: slog.Default() at each line
+	files            *protoregistry.Files
 }
 
 // NewService returns the admin service of s. Every call is first given to
@@ -62,12 +63,14 @@ func NewService(s *idempotency.Server, authorize AuthorizeFunc, opts ...Option) 
 	if len(c.invalid) > 0 {
 		panic(strings.Join(c.invalid, "; "))
 	}
-	return &Service{s: s, authorize: authorize, log: c.log, files: s.Descriptors()}
+	return &Service{s: s, authorize: authorize, authorizeRequest: c.authorizeRequest, log: c.log, files: s.Descriptors()}
 }
 
 // GetKey implements adminv1.AdminServiceServer.
 func (svc *Service) GetKey(ctx context.Context, req *adminv1.GetKeyRequest) (*adminv1.GetKeyResponse, error) {
-	if _, err := svc.authorized(ctx, adminv1.AdminService_GetKey_FullMethodName); err != nil {
+	const method = adminv1.AdminService_GetKey_FullMethodName
+	principal, err := svc.authorized(ctx, method)
+	if err != nil {
 		return nil, err
 	}
 	in, err := svc.inspector()
@@ -76,6 +79,9 @@ func (svc *Service) GetKey(ctx context.Context, req *adminv1.GetKeyRequest) (*ad
 	}
 	key, err := svc.storeKey(req.GetStoreKey(), req.GetClientKey())
 	if err != nil {
+		return nil, err
+	}
+	if err := svc.authorizedRequest(ctx, keyRequest(method, principal, key, req.GetClientKey(), req.GetScope())); err != nil {
 		return nil, err
 	}
 	info, err := in.Lookup(ctx, key)
@@ -87,7 +93,9 @@ func (svc *Service) GetKey(ctx context.Context, req *adminv1.GetKeyRequest) (*ad
 
 // ListKeys implements adminv1.AdminServiceServer.
 func (svc *Service) ListKeys(ctx context.Context, req *adminv1.ListKeysRequest) (*adminv1.ListKeysResponse, error) {
-	if _, err := svc.authorized(ctx, adminv1.AdminService_ListKeys_FullMethodName); err != nil {
+	const method = adminv1.AdminService_ListKeys_FullMethodName
+	principal, err := svc.authorized(ctx, method)
+	if err != nil {
 		return nil, err
 	}
 	in, err := svc.inspector()
@@ -96,6 +104,9 @@ func (svc *Service) ListKeys(ctx context.Context, req *adminv1.ListKeysRequest) 
 	}
 	opts, err := listOptions(req)
 	if err != nil {
+		return nil, err
+	}
+	if err := svc.authorizedRequest(ctx, Request{Method: method, Principal: principal, AllScopes: true}); err != nil {
 		return nil, err
 	}
 	page, err := in.List(ctx, opts)
@@ -138,7 +149,8 @@ func listOptions(req *adminv1.ListKeysRequest) (store.ListOptions, error) {
 
 // PurgeKey implements adminv1.AdminServiceServer.
 func (svc *Service) PurgeKey(ctx context.Context, req *adminv1.PurgeKeyRequest) (*adminv1.PurgeKeyResponse, error) {
-	principal, err := svc.authorized(ctx, adminv1.AdminService_PurgeKey_FullMethodName)
+	const method = adminv1.AdminService_PurgeKey_FullMethodName
+	principal, err := svc.authorized(ctx, method)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +165,9 @@ func (svc *Service) PurgeKey(ctx context.Context, req *adminv1.PurgeKeyRequest) 
 	p := purge{principal: principal, key: key, force: req.GetForce(), etag: req.GetEtag()}
 	if p.force && p.etag == "" {
 		return nil, status.Error(codes.InvalidArgument, "force needs the etag of the entry looked at: an in-flight key may have been claimed again since, by a handler that is running")
+	}
+	if err := svc.authorizedRequest(ctx, keyRequest(method, principal, key, req.GetClientKey(), req.GetScope())); err != nil {
+		return nil, svc.refused(ctx, p, "", err)
 	}
 	opts := store.PurgeOptions{InFlight: p.force}
 	if p.etag != "" {
@@ -212,11 +227,16 @@ func (svc *Service) refused(ctx context.Context, p purge, state string, err erro
 
 // GetStats implements adminv1.AdminServiceServer.
 func (svc *Service) GetStats(ctx context.Context, _ *adminv1.GetStatsRequest) (*adminv1.GetStatsResponse, error) {
-	if _, err := svc.authorized(ctx, adminv1.AdminService_GetStats_FullMethodName); err != nil {
+	const method = adminv1.AdminService_GetStats_FullMethodName
+	principal, err := svc.authorized(ctx, method)
+	if err != nil {
 		return nil, err
 	}
 	in, err := svc.inspector()
 	if err != nil {
+		return nil, err
+	}
+	if err := svc.authorizedRequest(ctx, Request{Method: method, Principal: principal, AllScopes: true}); err != nil {
 		return nil, err
 	}
 	st, err := in.Stats(ctx)
@@ -241,6 +261,35 @@ func (svc *Service) authorized(ctx context.Context, method string) (string, erro
 		return "", st.Err()
 	}
 	return "", status.Error(codes.PermissionDenied, "the caller may not call "+method)
+}
+
+// keyRequest is the Request of a call of method by principal that names
+// one key: ck, a client key, whose store key is key, or else key itself,
+// with scope, the request's scope field.
+func keyRequest(method, principal, key string, ck *adminv1.ClientKey, scope string) Request {
+	r := Request{Method: method, Principal: principal, StoreKey: key, Scope: scopeOf(ck, scope)}
+	if ck != nil {
+		r.Name, r.Key = ck.GetName(), ck.GetKey()
+	} else {
+		r.ByStoreKey = true
+	}
+	return r
+}
+
+// authorizedRequest runs the function of [WithAuthorizeRequest], if any,
+// for r, and returns the status that refuses the call.
+func (svc *Service) authorizedRequest(ctx context.Context, r Request) error {
+	if svc.authorizeRequest == nil {
+		return nil
+	}
+	err := svc.authorizeRequest(ctx, r)
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.OK {
+		return st.Err()
+	}
+	return status.Error(codes.PermissionDenied, "the caller may not call "+r.Method+" for what this request names")
 }
 
 func (svc *Service) inspector() (store.Inspector, error) {
