@@ -382,7 +382,7 @@ func (svc *Service) entry(ctx context.Context, info store.Info, scope string, wi
 		ExpireTime:   timestamp(info.Expires),
 	}
 	if withOutcome && info.State == store.StateCompleted {
-		e.Outcome, e.SealedBy, e.OutcomeError = svc.outcome(ctx, info, scope)
+		e.Outcome, e.SealedBy, e.OutcomeError, e.SealedUnopened = svc.outcome(ctx, info, scope)
 	}
 	return e
 }
@@ -392,21 +392,23 @@ func (svc *Service) entry(ctx context.Context, info store.Info, scope string, wi
 // ([idempotency.Server.OpenRecord]), then decoded and checked against the
 // entry's fingerprint. It returns the outcome, the ID of the key that
 // sealed the record ("" when it is not sealed), and, in place of the
-// outcome, why it cannot be read.
-func (svc *Service) outcome(ctx context.Context, info store.Info, scope string) (_ *adminv1.Outcome, sealedBy, why string) {
+// outcome, why it cannot be read, and whether that is because it is sealed
+// and did not open (the Entry's sealed_unopened).
+func (svc *Service) outcome(ctx context.Context, info store.Info, scope string) (_ *adminv1.Outcome, sealedBy, why string, unopened bool) {
 	data, sealedBy, err := svc.s.OpenRecord(ctx, info.Key, scope, info.Data)
+	_, sealed := idempotency.SealedBy(info.Data)
 	if sealedBy == "" {
 		sealedBy, _ = idempotency.SealedBy(info.Data)
 	}
 	sealedBy = text([]byte(sealedBy))
 	if err != nil {
-		return nil, sealedBy, svc.openError(ctx, info.Key, err)
+		return nil, sealedBy, svc.openError(ctx, info.Key, err), sealed
 	}
 	r, err := record.Decode(data, info.Fingerprint)
 	if err != nil {
-		return nil, sealedBy, text([]byte(err.Error()))
+		return nil, sealedBy, text([]byte(err.Error())), false
 	}
-	return explain(r, newResolver(svc.files)), sealedBy, ""
+	return explain(r, newResolver(svc.files)), sealedBy, "", false
 }
 
 // openError says why the record under key does not open: the reason

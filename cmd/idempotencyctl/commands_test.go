@@ -26,13 +26,36 @@ import (
 
 // commands are the scripts' commands besides testscript's own.
 var commands = map[string]func(ts *testscript.TestScript, neg bool, args []string){
-	"ctl":     cmdCtl,
-	"call":    cmdCall,
-	"release": cmdRelease,
-	"ledger":  cmdLedger,
-	"deploy":  cmdDeploy,
-	"json":    cmdJSON,
-	"grab":    cmdGrab,
+	"ctl":      cmdCtl,
+	"call":     cmdCall,
+	"release":  cmdRelease,
+	"ledger":   cmdLedger,
+	"deploy":   cmdDeploy,
+	"json":     cmdJSON,
+	"grab":     cmdGrab,
+	"sealcall": cmdSealCall,
+}
+
+// sealKey is the key that sealcall's server seals its records with.
+var sealKey = idempotency.SealingKey{ID: "k-ops", Secret: bytes.Repeat([]byte{7}, idempotency.SealingKeySize)}
+
+// cmdSealCall runs work once under the operation ledger.seal, for tenant
+// acme, with KEY, on a server of the fleet that seals its records
+// (idempotency.WithSealing, key k-ops) over the script's store, and
+// prints "sealed KEY".
+//
+//	sealcall KEY
+func cmdSealCall(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sealcall KEY")
+	}
+	srv := idempotency.NewServer(rigOf(ts).store, idempotency.WithScope(tenant),
+		idempotency.WithSealing(idempotency.Sealing{Keys: idempotency.NewKeyring(sealKey)}))
+	defer srv.Close()
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-tenant", "acme"))
+	_, err := idempotency.Once(ctx, srv, "ledger.seal", args[0], nil, func(context.Context) error { return nil })
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "sealed %s\n", args[0])
 }
 
 func rigOf(ts *testscript.TestScript) *rig { return ts.Value(rigKey{}).(*rig) }

@@ -125,7 +125,10 @@ type conn struct {
 	where string
 	// direct is true for a store reached directly.
 	direct bool
-	close  func()
+	// place is where in the store reached directly the flags look: its
+	// prefix or table.
+	place *place
+	close func()
 }
 
 // open opens the way in the flags name.

@@ -35,7 +35,7 @@ func (f *connFlags) openDirect(ctx context.Context, stderr io.Writer) (*conn, er
 		}
 		opts = append(opts, idempotency.WithDescriptors(files))
 	}
-	st, where, closeStore, err := f.openStore(ctx)
+	st, where, closeStore, at, err := f.openStore(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (f *connFlags) openDirect(ctx context.Context, stderr io.Writer) (*conn, er
 	svc := admin.NewService(srv,
 		func(context.Context, string) (string, error) { return principal, nil },
 		admin.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
-	return &conn{backend: svc, where: where, direct: true, close: closeStore}, nil
+	return &conn{backend: svc, where: where, direct: true, place: at, close: closeStore}, nil
 }
 
 // directPrincipal names the operator of a direct access in the purge log
@@ -58,30 +58,31 @@ func directPrincipal() string {
 }
 
 // openStore opens the store the flags name, and returns it, its name for
-// messages (never its URL, which may hold a password) and its closer.
-func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(), error) {
+// messages (never its URL, which may hold a password), its closer, and the
+// place in it the flags name.
+func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(), *place, error) {
 	switch {
 	case f.redis != "":
 		o, err := redis.ParseURL(f.redis)
 		if err != nil {
-			return nil, "", nil, usageError("--redis: %v", err)
+			return nil, "", nil, nil, usageError("--redis: %v", err)
 		}
 		o.ContextTimeoutEnabled = true // --timeout bounds the network I/O
 		return f.redisStore(redis.NewClient(o), "the Redis store")
 	case f.redisCluster != "":
 		o, err := redis.ParseClusterURL(f.redisCluster)
 		if err != nil {
-			return nil, "", nil, usageError("--redis-cluster: %v", err)
+			return nil, "", nil, nil, usageError("--redis-cluster: %v", err)
 		}
 		o.ContextTimeoutEnabled = true
 		return f.redisStore(redis.NewClusterClient(o), "the Redis Cluster store")
 	case f.redisSentinel != "":
 		o, err := redis.ParseFailoverURL(f.redisSentinel)
 		if err != nil {
-			return nil, "", nil, usageError("--redis-sentinel: %v", err)
+			return nil, "", nil, nil, usageError("--redis-sentinel: %v", err)
 		}
 		if o.MasterName == "" {
-			return nil, "", nil, usageError("--redis-sentinel: the URL needs master_name=NAME")
+			return nil, "", nil, nil, usageError("--redis-sentinel: the URL needs master_name=NAME")
 		}
 		o.ContextTimeoutEnabled = true
 		return f.redisStore(redis.NewFailoverClient(o), "the Redis store of master "+o.MasterName)
@@ -93,39 +94,39 @@ func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(),
 }
 
 // postgresStore opens the PostgreSQL store of --postgres and --table.
-func (f *connFlags) postgresStore(ctx context.Context) (store.Store, string, func(), error) {
+func (f *connFlags) postgresStore(ctx context.Context) (store.Store, string, func(), *place, error) {
 	cfg, err := pgxpool.ParseConfig(f.postgres)
 	if err != nil {
-		return nil, "", nil, usageError("--postgres: %v", err)
+		return nil, "", nil, nil, usageError("--postgres: %v", err)
 	}
 	cfg.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(ctx, cfg) // connects on first use
 	if err != nil {
-		return nil, "", nil, failure("--postgres: %v", err)
+		return nil, "", nil, nil, failure("--postgres: %v", err)
 	}
 	st, err := newStore(func() *postgresstore.Store {
 		return postgresstore.New(pool, postgresstore.WithTable(f.table), postgresstore.WithSweepInterval(0))
 	})
 	if err != nil {
 		pool.Close()
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
-	return st, "the PostgreSQL store (table " + f.table + ")", func() { _ = st.Close(); pool.Close() }, nil
+	return st, "the PostgreSQL store (table " + f.table + ")", func() { _ = st.Close(); pool.Close() }, postgresPlace(pool, f.table), nil
 }
 
 // mysqlStore opens the MySQL or MariaDB store of --mysql and --table. The
 // DSN must name a database, unless --table does (database.name).
-func (f *connFlags) mysqlStore() (store.Store, string, func(), error) {
+func (f *connFlags) mysqlStore() (store.Store, string, func(), *place, error) {
 	cfg, err := mysql.ParseDSN(f.mysql)
 	if err != nil {
-		return nil, "", nil, usageError("--mysql: %v", err)
+		return nil, "", nil, nil, usageError("--mysql: %v", err)
 	}
 	if cfg.DBName == "" && !strings.Contains(f.table, ".") {
-		return nil, "", nil, usageError("--mysql: the DSN names no database: end it with /DATABASE, or give --table DATABASE.%s", f.table)
+		return nil, "", nil, nil, usageError("--mysql: the DSN names no database: end it with /DATABASE, or give --table DATABASE.%s", f.table)
 	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, "", nil, usageError("--mysql: %v", err)
+		return nil, "", nil, nil, usageError("--mysql: %v", err)
 	}
 	db := sql.OpenDB(connector) // connects on first use
 	db.SetMaxOpenConns(2)
@@ -134,17 +135,17 @@ func (f *connFlags) mysqlStore() (store.Store, string, func(), error) {
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, "", nil, err
+		return nil, "", nil, nil, err
 	}
-	where := "the MySQL store (table " + f.table
+	in := ""
 	if cfg.DBName != "" && !strings.Contains(f.table, ".") {
-		where += " in database " + cfg.DBName
+		in = " in database " + cfg.DBName
 	}
-	return st, where + ")", func() { _ = st.Close(); _ = db.Close() }, nil
+	return st, "the MySQL store (table " + f.table + in + ")", func() { _ = st.Close(); _ = db.Close() }, mysqlPlace(db, f.table, in), nil
 }
 
-func (f *connFlags) redisStore(rdb redis.UniversalClient, where string) (store.Store, string, func(), error) {
-	return redisstore.New(rdb, redisstore.WithPrefix(f.redisPrefix)), where, func() { _ = rdb.Close() }, nil
+func (f *connFlags) redisStore(rdb redis.UniversalClient, where string) (store.Store, string, func(), *place, error) {
+	return redisstore.New(rdb, redisstore.WithPrefix(f.redisPrefix)), where, func() { _ = rdb.Close() }, redisPlace(rdb, f.redisPrefix), nil
 }
 
 // newStore returns the store open builds, without its sweeper (a command

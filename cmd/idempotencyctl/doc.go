@@ -17,8 +17,9 @@
 // process. Its output is a person's by default and protojson of the admin
 // messages with --json. It exits 0 on success, 1 on an error, 2 on a
 // command line that cannot work, 3 when the key holds no live entry, 4
-// when a purge is refused, and 5 when the admin service refuses the
-// caller.
+// when a purge is refused, 5 when the admin service refuses the caller,
+// and 6 when get finds a sealed record that does not open (a store
+// reached directly has no sealing keys).
 //
 // Install it from a clone of the repository with
 // go install ./cmd/idempotencyctl. The guide, and the runbook built on it,

@@ -130,6 +130,9 @@ func printEntry(w io.Writer, e *adminv1.Entry, now time.Time) {
 	}
 	if e.GetOutcomeError() != "" {
 		f.line("outcome", "unreadable: "+e.GetOutcomeError())
+		if e.GetSealedUnopened() {
+			return // get's error says where it opens (exit 6)
+		}
 		if e.GetSealedBy() != "" {
 			f.block("A sealed record opens only with its key, for the scope of its calls: name it with --scope and --key.")
 			f.block("If the server cannot open it for its own scope, it answers this key INTERNAL / IDEMPOTENCY_RECORD_CORRUPT; purging it lets the next call run again.")

@@ -78,7 +78,7 @@ func (c *cli) purge(ctx context.Context, cn *conn, ref keyRef, etag string, forc
 		if status.Code(err) == codes.FailedPrecondition && !force {
 			return c.inFlightRefusal(ctx, cn, ref, err)
 		}
-		return notFoundHint(cn, ref, callError(cn, err))
+		return c.notFoundHint(ctx, cn, ref, callError(cn, err))
 	}
 	if c.json {
 		return printJSON(c.stdout, resp)
@@ -124,7 +124,7 @@ func (c *cli) lookup(ctx context.Context, cn *conn, ref keyRef) (*adminv1.Entry,
 	defer cancel()
 	resp, err := cn.GetKey(cctx, ref.getRequest())
 	if err != nil {
-		return nil, notFoundHint(cn, ref, callError(cn, err))
+		return nil, c.notFoundHint(ctx, cn, ref, callError(cn, err))
 	}
 	if resp.GetEntry() == nil {
 		return nil, failure("%s answered no entry", cn.where)

@@ -18,6 +18,7 @@ const (
 	exitNotFound = 3 // the key holds no live entry
 	exitRefused  = 4 // a purge refused: the key is in flight, or changed since it was looked at
 	exitDenied   = 5 // the admin service refused the caller
+	exitSealed   = 6 // get: the record is sealed and did not open here
 )
 
 // cli is one run of the command: its flags and where it writes.
@@ -76,7 +77,8 @@ policy has a namespace set in code with --namespace.
 Exit codes: 0 success; 1 error (the service or the store failed); 2 a
 command line that cannot work; 3 the key holds no live entry; 4 a purge
 refused (the key is in flight, or changed since it was looked at); 5 the
-admin service refused the caller.
+admin service refused the caller; 6 get found a sealed record that does not
+open here (a store reached directly has no sealing keys).
 
 Guide: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#the-command-line-idempotencyctl`
 

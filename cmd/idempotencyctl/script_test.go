@@ -116,7 +116,9 @@ func TestScripts(t *testing.T) {
 // rig is the server of one script.
 type rig struct {
 	ledger *ledger
-	shop   *grpc.ClientConn
+	// store is the server's store, which sealcall's server shares.
+	store store.Store
+	shop  *grpc.ClientConn
 	// flags reach the admin service or the store; ctl adds the operator
 	// (service) or the descriptor set (direct).
 	flags  []string
@@ -139,6 +141,7 @@ func setup(env *testscript.Env, m mode, shared any) error {
 	}
 	r := &rig{ledger: newLedger(), direct: m.direct}
 	st, direct := openStore(tb, m, shared)
+	r.store = st
 	files, sd, err := shopFiles()
 	if err != nil {
 		return err

@@ -57,11 +57,12 @@ func getWith(t *testing.T, client adminv1.AdminServiceClient, req *adminv1.GetKe
 }
 
 // wantUnopened fails the test unless e is a completed entry sealed by
-// sealedBy, without an outcome, whose outcome_error holds each of why.
+// sealedBy, without an outcome, marked sealed_unopened, whose
+// outcome_error holds each of why.
 func wantUnopened(t *testing.T, e *adminv1.Entry, sealedBy string, why ...string) {
 	t.Helper()
-	if e.GetState() != adminv1.State_STATE_COMPLETED || e.GetOutcome() != nil || e.GetSealedBy() != sealedBy {
-		t.Fatalf("entry %v; want completed, sealed by %s, without an outcome", e, sealedBy)
+	if e.GetState() != adminv1.State_STATE_COMPLETED || e.GetOutcome() != nil || e.GetSealedBy() != sealedBy || !e.GetSealedUnopened() {
+		t.Fatalf("entry %v; want completed, sealed by %s, without an outcome, sealed_unopened", e, sealedBy)
 	}
 	for _, w := range why {
 		if !strings.Contains(e.GetOutcomeError(), w) {

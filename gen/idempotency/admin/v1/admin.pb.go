@@ -860,9 +860,16 @@ type Entry struct {
 	// completed entry of GetKey or PurgeKey, read from the record whether or
 	// not it opens; empty for a record stored without sealing, and in
 	// ListKeys.
-	SealedBy      string `protobuf:"bytes,11,opt,name=sealed_by,json=sealedBy,proto3" json:"sealed_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SealedBy string `protobuf:"bytes,11,opt,name=sealed_by,json=sealedBy,proto3" json:"sealed_by,omitempty"`
+	// sealed_unopened is true when the record of a completed entry of GetKey
+	// or PurgeKey is sealed and was not opened (outcome_error says why): the
+	// server has no sealing keys (as a store reached directly by
+	// idempotencyctl has none), or none for the request's scope, or no
+	// longer the key that sealed it. A sealed record opens only through the
+	// admin service of a server that holds its key, for its scope.
+	SealedUnopened bool `protobuf:"varint,12,opt,name=sealed_unopened,json=sealedUnopened,proto3" json:"sealed_unopened,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -970,6 +977,13 @@ func (x *Entry) GetSealedBy() string {
 		return x.SealedBy
 	}
 	return ""
+}
+
+func (x *Entry) GetSealedUnopened() bool {
+	if x != nil {
+		return x.SealedUnopened
+	}
+	return false
 }
 
 // Outcome is a stored outcome as a person reads it: what every retry of the
@@ -1509,7 +1523,7 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\x05Count\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xe0\x03\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\x89\x04\n" +
 	"\x05Entry\x12\x1b\n" +
 	"\tstore_key\x18\x01 \x01(\tR\bstoreKey\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.idempotency.admin.v1.StateR\x05state\x12\x12\n" +
@@ -1525,7 +1539,8 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\aoutcome\x18\t \x01(\v2\x1d.idempotency.admin.v1.OutcomeR\aoutcome\x12#\n" +
 	"\routcome_error\x18\n" +
 	" \x01(\tR\foutcomeError\x12\x1b\n" +
-	"\tsealed_by\x18\v \x01(\tR\bsealedBy\"\xd9\x04\n" +
+	"\tsealed_by\x18\v \x01(\tR\bsealedBy\x12'\n" +
+	"\x0fsealed_unopened\x18\f \x01(\bR\x0esealedUnopened\"\xd9\x04\n" +
 	"\aOutcome\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.idempotency.admin.v1.KindR\x04kind\x12#\n" +
 	"\rresponse_type\x18\x02 \x01(\tR\fresponseType\x129\n" +
