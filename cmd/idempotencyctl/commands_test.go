@@ -22,18 +22,48 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
+	"github.com/grpc-idempotency/idempotency/internal/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
 // commands are the scripts' commands besides testscript's own.
 var commands = map[string]func(ts *testscript.TestScript, neg bool, args []string){
-	"ctl":      cmdCtl,
-	"call":     cmdCall,
-	"release":  cmdRelease,
-	"ledger":   cmdLedger,
-	"deploy":   cmdDeploy,
-	"json":     cmdJSON,
-	"grab":     cmdGrab,
-	"sealcall": cmdSealCall,
+	"ctl":        cmdCtl,
+	"call":       cmdCall,
+	"release":    cmdRelease,
+	"ledger":     cmdLedger,
+	"deploy":     cmdDeploy,
+	"json":       cmdJSON,
+	"grab":       cmdGrab,
+	"sealcall":   cmdSealCall,
+	"emptytable": cmdEmptyTable,
+}
+
+// cmdEmptyTable makes TABLE a store table, holding nothing, beside the
+// script's own (a PostgreSQL or MySQL store).
+//
+//	emptytable TABLE
+func cmdEmptyTable(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: emptytable TABLE")
+	}
+	tb := rigOf(ts).tb
+	var st interface {
+		Migrate(context.Context) error
+		Close() error
+	}
+	switch rigOf(ts).store.(type) {
+	case *postgresstore.Store:
+		st = postgresstore.New(pgtest.Pool(tb, 2), postgresstore.WithTable(args[0]), postgresstore.WithSweepInterval(0))
+	case *mysqlstore.Store:
+		st = mysqlstore.New(mysqltest.DB(tb, 2), mysqlstore.WithTable(args[0]), mysqlstore.WithSweepInterval(0))
+	default:
+		ts.Fatalf("emptytable: the script's store has no tables")
+	}
+	ts.Check(st.Migrate(context.Background()))
+	ts.Check(st.Close())
 }
 
 // sealKey is the key that sealcall's server seals its records with.

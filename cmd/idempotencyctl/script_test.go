@@ -118,6 +118,7 @@ type rig struct {
 	ledger *ledger
 	// store is the server's store, which sealcall's server shares.
 	store store.Store
+	tb    testing.TB
 	shop  *grpc.ClientConn
 	// flags reach the admin service or the store; ctl adds the operator
 	// (service) or the descriptor set (direct).
@@ -141,7 +142,7 @@ func setup(env *testscript.Env, m mode, shared any) error {
 	}
 	r := &rig{ledger: newLedger(), direct: m.direct}
 	st, direct := openStore(tb, m, shared)
-	r.store = st
+	r.store, r.tb = st, tb
 	files, sd, err := shopFiles()
 	if err != nil {
 		return err
