@@ -3,8 +3,8 @@ package httpidempotency
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
+	"strings"
 
 	"github.com/grpc-idempotency/idempotency"
 )
@@ -19,14 +19,17 @@ import (
 //
 // A request of its methods ([WithMethods]: POST and PATCH by default)
 // carries its key in the [KeyHeader] header ([WithKeyHeader]). The key is
-// the one the caller set in that header, sent as the caller wrote it (a
-// bare token or a Structured Field string, [ParseKey]); else the one
+// the one the caller set in that header, under any spelling of its name
+// (req.Header["idempotency-key"] included), sent as the caller wrote it
+// (a bare token or a Structured Field string, [ParseKey]) under the
+// name's canonical spelling alone; else the one
 // [ContextWithKey] put in the request's context; else, for a request that
 // http.Client sends on after a 307 or 308 redirect, the key the
 // redirected request carried; else a fresh one from the key generator
 // ([WithKeyGenerator], a random UUIDv4 by default), sent as a bare token.
 // It is chosen once, before the first attempt, so every attempt carries
-// it. A key that [idempotency.ValidateKey] refuses, two header lines, or a
+// it. A key that [idempotency.ValidateKey] refuses, two header lines
+// (under one spelling of the name or two), or a
 // header and a context that carry different keys fail the request with a
 // [*idempotency.KeyError] before any attempt. Requests of other methods
 // go to base untouched, without a key or retries.
@@ -145,41 +148,47 @@ func (t *transport) CloseIdleConnections() {
 }
 
 // withKey returns req carrying its key: req itself when the caller set the
-// key header, else a shallow copy with a header of its own.
+// key header under its canonical name, else a shallow copy with a header
+// of its own, which carries the key under the canonical name alone.
 func (t *transport) withKey(req *http.Request) (*http.Request, error) {
 	name := t.c.header
 	ctxKey, inCtx := req.Context().Value(contextKey{}).(string)
-	lines := req.Header.Values(name)
-	var key string
+	lines, exact := keyLines(req.Header, name)
+	var line string
 	switch {
 	case len(lines) > 1:
 		return nil, keyInvalid("more than one " + name + " header")
 	case len(lines) == 1:
-		key = ParseKey(lines[0])
+		key := ParseKey(lines[0])
 		if err := idempotency.ValidateKey(key); err != nil {
 			return nil, err
 		}
 		if inCtx && ctxKey != key {
 			return nil, keyInvalid("the " + name + " header and the request's context carry different keys")
 		}
-		return req, nil
-	case inCtx:
-		key = ctxKey // checked by ContextWithKey
-	default:
-		key = redirectedKey(req, name)
-		if key == "" {
-			key = t.c.newKey()
+		if exact {
+			return req, nil
 		}
-		if err := idempotency.ValidateKey(key); err != nil {
+		line = lines[0] // sent as written, under the canonical name
+	case inCtx:
+		line = ctxKey // checked by ContextWithKey
+	default:
+		line = redirectedKey(req, name)
+		if line == "" {
+			line = t.c.newKey()
+		}
+		if err := idempotency.ValidateKey(line); err != nil {
 			return nil, err
 		}
 	}
 	out := req.WithContext(req.Context()) // a shallow copy
-	out.Header = maps.Clone(req.Header)
-	if out.Header == nil {
-		out.Header = make(http.Header, 1)
+	out.Header = make(http.Header, len(req.Header)+1)
+	for k, vs := range req.Header {
+		if len(k) != len(name) || !strings.EqualFold(k, name) {
+			out.Header[k] = vs
+		}
 	}
-	out.Header[name] = []string{key}
+	out.Header[name] = []string{line}
 	return out, nil
 }
 
@@ -192,7 +201,7 @@ func redirectedKey(req *http.Request, name string) string {
 	if req.Response == nil || req.Response.Request == nil {
 		return ""
 	}
-	lines := req.Response.Request.Header.Values(name)
+	lines, _ := keyLines(req.Response.Request.Header, name)
 	if len(lines) != 1 {
 		return ""
 	}

@@ -317,3 +317,125 @@ func TestTransportConfigPanics(t *testing.T) {
 		})
 	}
 }
+
+// A caller may set its key under any spelling of the header's name
+// (r.Header["idempotency-key"]: Go keeps it as written, and net/http
+// sends it so): the transport finds it, adds no key of its own beside it,
+// and sends it under one spelling, the canonical one. Two spellings that
+// carry two lines are two lines, refused before any attempt.
+func TestTransportKeyAnySpelling(t *testing.T) {
+	t.Parallel()
+	other, err := httpidempotency.ContextWithKey(context.Background(), "order-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := httpidempotency.ContextWithKey(context.Background(), "order-1042")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		header  string   // WithKeyHeader's name on both sides; KeyHeader when empty
+		set     []string // the spellings the caller sets, each with a line of its own
+		ctx     context.Context
+		refused bool
+	}{
+		{name: "lower case", set: []string{"idempotency-key"}},
+		{name: "upper case", set: []string{"IDEMPOTENCY-KEY"}},
+		{name: "lower case and the same key in the context", set: []string{"idempotency-key"}, ctx: same},
+		{name: "WithKeyHeader lower case", header: "webhook-id", set: []string{"webhook-id"}},
+		{name: "two spellings", set: []string{"idempotency-key", httpidempotency.KeyHeader}, refused: true},
+		{name: "lower case and another key in the context", set: []string{"idempotency-key"}, ctx: other, refused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			seen := arrivals{header: tt.header}
+			var mw []httpidempotency.Option
+			var copts []httpidempotency.ClientOption
+			if tt.header != "" {
+				mw = append(mw, httpidempotency.WithKeyHeader(tt.header))
+				copts = append(copts, httpidempotency.WithKeyHeader(tt.header))
+			}
+			e := newEnv(t, setup{outer: seen.outer, mw: append(mw, httpidempotency.WithKeyRequired())})
+			proxy := e.proxy(t)
+			var sent sentNames
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			client := &http.Client{Transport: httpidempotency.Transport(sent.wrap(base, tt.header), copts...)}
+			req := e.request(t, http.MethodPost, "/orders", `{"amount":1999}`)
+			for _, name := range tt.set {
+				req.Header[name] = append(req.Header[name], "order-1042")
+			}
+			if tt.ctx != nil {
+				req = req.WithContext(tt.ctx)
+			}
+			before := req.Header.Clone()
+			if tt.refused {
+				resp, err := client.Do(req)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("got %d, want a key error", resp.StatusCode)
+				}
+				var ke *idempotency.KeyError
+				if !errors.As(err, &ke) || ke.Err != idempotency.ErrKeyInvalid || len(seen.all()) != 0 {
+					t.Fatalf("error %v after %d attempts, want a *idempotency.KeyError with reason %s before any", err, len(seen.all()), idempotency.ErrKeyInvalid.Reason)
+				}
+				return
+			}
+			proxy.CutNextReply(1)
+			if r := do(t, client, req); r.Status != http.StatusCreated || r.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+				t.Fatalf("got %d %s; want the stored 201, replayed", r.Status, r.Body)
+			}
+			seen.wantKeys(t, 2, "order-1042")
+			e.wantRuns(t, 1)
+			want := httpidempotency.KeyHeader
+			if tt.header != "" {
+				want = http.CanonicalHeaderKey(tt.header)
+			}
+			for i, names := range sent.all() {
+				if len(names) != 1 || names[0] != want {
+					t.Fatalf("attempt %d sent the key under %q, want only %q", i+1, names, want)
+				}
+			}
+			if fmt.Sprint(req.Header) != fmt.Sprint(before) {
+				t.Fatalf("the caller's request headers changed from %v to %v", before, req.Header)
+			}
+		})
+	}
+}
+
+// sentNames records, for each request a RoundTripper sends, the spellings
+// of the key header's name it carries.
+type sentNames struct {
+	mu    sync.Mutex
+	names [][]string
+}
+
+func (s *sentNames) wrap(base http.RoundTripper, header string) http.RoundTripper {
+	if header == "" {
+		header = httpidempotency.KeyHeader
+	}
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		var names []string
+		for name := range r.Header {
+			if strings.EqualFold(name, header) {
+				names = append(names, name)
+			}
+		}
+		s.mu.Lock()
+		s.names = append(s.names, names)
+		s.mu.Unlock()
+		return base.RoundTrip(r)
+	})
+}
+
+func (s *sentNames) all() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]string(nil), s.names...)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

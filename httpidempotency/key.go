@@ -1,5 +1,10 @@
 package httpidempotency
 
+import (
+	"net/http"
+	"strings"
+)
+
 // ParseKey returns the key that one Idempotency-Key header line carries. A
 // line that is a Structured Field string (RFC 8941 section 3.3.3), as the
 // IETF draft sends it, "abc" in double quotes with \" and \\ escapes,
@@ -40,4 +45,18 @@ func unquote(line string) (string, bool) {
 		}
 	}
 	return "", false // no closing quote
+}
+
+// keyLines returns the lines of the header name (canonical) in h, under
+// every spelling of the name: http.Header is a map, and a caller may set
+// h["idempotency-key"], which Header.Values does not find and net/http
+// sends as written. exact reports whether h has no other spelling of name.
+func keyLines(h http.Header, name string) (lines []string, exact bool) {
+	lines, exact = h[name], true
+	for k, vs := range h {
+		if k != name && len(k) == len(name) && strings.EqualFold(k, name) {
+			lines, exact = append(lines[:len(lines):len(lines)], vs...), false
+		}
+	}
+	return lines, exact
 }

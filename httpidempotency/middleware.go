@@ -136,8 +136,11 @@ func (h *handler) writeProblem(w http.ResponseWriter, r *http.Request, err error
 }
 
 // keyOf returns the key of r, "" when it has none and none is required.
+// Its lines are found under any spelling of the header's name: net/http's
+// server gives them under the canonical one, but a handler called in
+// another way (a serverless adapter, a test) may not.
 func (c *config) keyOf(r *http.Request) (string, error) {
-	lines := r.Header.Values(c.header)
+	lines, _ := keyLines(r.Header, c.header)
 	switch {
 	case len(lines) == 0 && c.required:
 		return "", &idempotency.KeyError{Err: idempotency.ErrKeyMissing, Detail: "send it in the " + c.header + " header"}

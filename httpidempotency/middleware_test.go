@@ -4,12 +4,14 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -350,4 +352,33 @@ func TestWithFingerprint(t *testing.T) {
 	}
 	wantProblem(t, e.post(t, "/orders", `"y"`, "k"), http.StatusUnprocessableEntity, idempotency.ErrKeyReused.Reason)
 	e.wantRuns(t, 1)
+}
+
+// A handler called with a header map that net/http's server did not build
+// (a serverless adapter's, a test's) may hold the key under another
+// spelling of the name: the middleware finds it there, and counts the
+// lines of every spelling.
+func TestMiddlewareKeyAnySpelling(t *testing.T) {
+	t.Parallel()
+	var runs int
+	h := httpidempotency.Middleware(idempotency.NewServer(testkit.NewMemoryStore(t)))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	serve := func(header http.Header) *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/orders", strings.NewReader("{}"))
+		r.Header = header
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := serve(http.Header{"idempotency-key": {"k1"}})
+	again := serve(http.Header{"IDEMPOTENCY-KEY": {"k1"}})
+	if first.Code != http.StatusCreated || again.Code != http.StatusCreated || again.Header().Get(httpidempotency.ReplayedHeader) != "true" || runs != 1 {
+		t.Fatalf("answers %d and %d (replayed %q) after %d runs, want 201 twice, the second replayed, one run",
+			first.Code, again.Code, again.Header().Get(httpidempotency.ReplayedHeader), runs)
+	}
+	if two := serve(http.Header{"idempotency-key": {"k2"}, httpidempotency.KeyHeader: {"k2"}}); two.Code != http.StatusBadRequest || runs != 1 {
+		t.Fatalf("two spellings: %d after %d runs, want 400 and no run", two.Code, runs)
+	}
 }
