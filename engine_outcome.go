@@ -49,6 +49,7 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	if s := c.sealed; s != nil {
 		sealed := getBuffer()
 		*sealed = seal((*sealed)[:0], s.key, s.keyring.primary.ID, c.key, *data)
+		e.seal.countSealed(s.keyring.primary.ID)
 		putBuffer(data)
 		data = sealed
 	}

@@ -90,6 +90,17 @@ type sealer struct {
 	derived sync.Map // derivedID → *derivedEntry
 	n       atomic.Int64
 	last    atomic.Pointer[derivedEntry] // the key derive returned last, looked at first
+
+	sealed sync.Map // key ID → *atomic.Uint64: the records sealed with it ([Server.SealedRecords])
+}
+
+// countSealed counts one record sealed with the key named id.
+func (s *sealer) countSealed(id string) {
+	n, ok := s.sealed.Load(id)
+	if !ok {
+		n, _ = s.sealed.LoadOrStore(id, new(atomic.Uint64))
+	}
+	n.(*atomic.Uint64).Add(1)
 }
 
 // derivedEntry is a derived key with what it was derived from.

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // SealingKeySize is the length of a [SealingKey]'s secret: 32 bytes.
@@ -85,4 +86,32 @@ type Sealing struct {
 	// last server without sealing stopped). Until then, those records
 	// replay as they did.
 	RequireSealed bool
+}
+
+// SealedRecords returns, for each key ID, how many records s has sealed
+// with that key since s was built: one per outcome it stored sealed
+// ([WithSealing]); a replay, a record opened, a fingerprint keyed and a
+// Complete retried after a store error seal nothing more. It is nil
+// for a server without sealing, and has no entry for a key that sealed
+// nothing here.
+//
+// AES-GCM with random 96-bit nonces stays within its bounds for 2^32
+// records under one key (NIST SP 800-38D). The key of each scope is
+// derived from the key's secret, so a key ID's count is at least the
+// count of each scope's key: compare the sum over every process that
+// seals with the key (one count per process, from its start) with 2^32,
+// and rotate the primary well before it. With [Sealing.TenantKeys], the
+// keys of two tenants that share an ID are counted together, which only
+// raises the figure. otelidempotency.RegisterSealingMetrics reports it
+// as a counter; SECURITY.md says how to watch it.
+func (s *Server) SealedRecords() map[string]uint64 {
+	if s.e.seal == nil {
+		return nil
+	}
+	out := make(map[string]uint64)
+	s.e.seal.sealed.Range(func(id, n any) bool {
+		out[id.(string)] = n.(*atomic.Uint64).Load()
+		return true
+	})
+	return out
 }

@@ -43,6 +43,10 @@
 //	}
 //	defer reg.Unregister()
 //
+// [RegisterSealingMetrics] reports, in every process that seals
+// (idempotency.WithSealing), the records a server sealed with each key
+// ID, to watch each key against AES-GCM's bound of 2^32 records.
+//
 // # Client
 //
 // [UnaryClientInterceptor] starts one span per logical call, chained before
@@ -73,11 +77,12 @@
 //
 // Metrics ([WithMeterProvider]; default otel.GetMeterProvider()):
 //
-//	name                                instrument           unit        attributes
-//	idempotency.server.decisions        Int64Counter         {decision}  rpc.*, idempotency.outcome
-//	idempotency.server.store.duration   Float64Histogram     s           rpc.*, idempotency.outcome
-//	idempotency.store.entries           Int64ObservableGauge {entry}     idempotency.state, idempotency.estimated
-//	idempotency.store.size              Int64ObservableGauge By          idempotency.state, idempotency.estimated
+//	name                                instrument             unit        attributes
+//	idempotency.server.decisions        Int64Counter           {decision}  rpc.*, idempotency.outcome
+//	idempotency.server.store.duration   Float64Histogram       s           rpc.*, idempotency.outcome
+//	idempotency.store.entries           Int64ObservableGauge   {entry}     idempotency.state, idempotency.estimated
+//	idempotency.store.size              Int64ObservableGauge   By          idempotency.state, idempotency.estimated
+//	idempotency.server.sealed_records   Int64ObservableCounter {record}    idempotency.sealing.key_id
 //
 // The histogram records [idempotency.Event.StoreTime] of the decisions that
 // made store calls (a missing or invalid key makes none), and of every

@@ -23,6 +23,10 @@ const (
 	// ([store.Info.Size]), by [StateKey] and [EstimatedKey]
 	// (Int64ObservableGauge, unit By), reported by [RegisterStoreMetrics].
 	StoreSizeMetric = "idempotency.store.size"
+	// SealedRecordsMetric is the number of records a server sealed, by
+	// [SealingKeyIDKey], since its process started (Int64ObservableCounter,
+	// unit {record}), reported by [RegisterSealingMetrics].
+	SealedRecordsMetric = "idempotency.server.sealed_records"
 )
 
 // Attribute keys of our own namespace.
@@ -48,6 +52,10 @@ const (
 	// its figures from a sample rather than counting them
 	// ([store.Stats.Estimated]).
 	EstimatedKey = attribute.Key("idempotency.estimated")
+	// SealingKeyIDKey is the ID of a sealing key
+	// ([idempotency.SealingKey]) on [SealedRecordsMetric]: the ID every
+	// record it seals carries in the clear, never its secret.
+	SealingKeyIDKey = attribute.Key("idempotency.sealing.key_id")
 	// AttemptsKey is how many attempts a client call sent, on the call span.
 	AttemptsKey = attribute.Key("idempotency.attempts")
 	// AttemptKey is the number of the attempt that failed, on a
