@@ -151,9 +151,9 @@ func fill(opts []grpc.CallOption, header, trailer http.Header) {
 	for _, o := range opts {
 		switch o := o.(type) {
 		case grpc.HeaderCallOption:
-			*o.HeaderAddr = responseMD(metadata.MD{}, header)
+			*o.HeaderAddr = clientMD(metadata.MD{}, header)
 		case grpc.TrailerCallOption:
-			*o.TrailerAddr = responseMD(metadata.MD{}, trailer)
+			*o.TrailerAddr = clientMD(metadata.MD{}, trailer)
 		}
 	}
 }

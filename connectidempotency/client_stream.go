@@ -206,11 +206,11 @@ func (a *attempt) Context() context.Context { return a.ctx }
 
 // Header is the attempt's header, nil when it got none.
 func (a *attempt) Header() (metadata.MD, error) {
-	return responseMD(nil, a.conn.ResponseHeader()), nil
+	return clientMD(nil, a.conn.ResponseHeader()), nil
 }
 
 func (a *attempt) Trailer() metadata.MD {
-	return responseMD(nil, a.conn.ResponseTrailer())
+	return clientMD(nil, a.conn.ResponseTrailer())
 }
 
 func (a *attempt) SendMsg(m any) error { return a.result(a.conn.Send(m)) }

@@ -29,8 +29,10 @@
 // the stored answer: the same response message, the headers the handler
 // set (on the response and on the call's context) and its trailers; or
 // its error's code, message, details and metadata; with the replay marker
-// ([idempotency.ReplayedKey]: true) in the header of a response, and in
-// the metadata of an error ([Replayed] reads it). The library's refusals
+// in the header of a response, and in the metadata of an error ([Replayed]
+// reads it): [ReplayedHeader] (Idempotent-Replayed: true) on the Connect
+// protocol, as httpidempotency's answers carry it, and the gRPC metadata
+// [idempotency.ReplayedKey] on gRPC and gRPC-Web. The library's refusals
 // are *connect.Errors of the gRPC interceptors' codes, with the same
 // google.rpc.ErrorInfo (and RetryInfo, with Grpc-Retry-Pushback-Ms in the
 // error's metadata, when a retry is to wait).

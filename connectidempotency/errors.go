@@ -2,12 +2,15 @@ package connectidempotency
 
 import (
 	"errors"
+	"strings"
 
 	"connectrpc.com/connect"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/grpc-idempotency/idempotency"
 )
 
 // connect-go's codes are gRPC's, number for number, so a *connect.Error is
@@ -60,7 +63,16 @@ func fromStatus(err error) error {
 	if !ok || st.Code() == codes.OK {
 		return err
 	}
-	ce := connect.NewError(connect.Code(st.Code()), &message{text: st.Message(), err: err})
+	text := st.Message()
+	if idempotency.Reason(err) == idempotency.ErrKeyMissing.Reason {
+		// The server names where a grpc-go client puts its key, its
+		// metadata; connect-go carries that as headers on every protocol,
+		// and calls them so.
+		if t, ok := strings.CutSuffix(text, " metadata"); ok {
+			text = t + " header"
+		}
+	}
+	ce := connect.NewError(connect.Code(st.Code()), &message{text: text, err: err})
 	for _, d := range st.Proto().GetDetails() {
 		if cd, derr := connect.NewErrorDetail(d); derr == nil {
 			ce.AddDetail(cd)

@@ -30,7 +30,7 @@ var _ grpc.ServerStream = (*serverStream)(nil)
 func newServerStream(ctx context.Context, conn connect.StreamingHandlerConn) *serverStream {
 	s := &serverStream{conn: conn}
 	s.tr.method, s.tr.conn = conn.Spec().Procedure, conn
-	s.ctx = s.tr.install(ctx, conn.RequestHeader())
+	s.ctx = s.tr.install(ctx, conn.RequestHeader(), conn.Peer().Protocol)
 	return s
 }
 

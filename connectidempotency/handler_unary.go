@@ -90,17 +90,17 @@ func (c *unaryCall) answer(ctx context.Context, out any, err error) (connect.Any
 	if err != nil {
 		err = fromStatus(err)
 		if ce, ok := err.(*connect.Error); ok {
-			addMD(ce.Meta(), c.tr.trailer)
+			addReplayMD(ce.Meta(), c.tr.trailer, c.tr.marker)
 			if info, ok := connect.CallInfoForHandlerContext(ctx); ok && len(c.tr.header) > 0 {
-				addMD(info.ResponseHeader(), c.tr.header)
+				addReplayMD(info.ResponseHeader(), c.tr.header, c.tr.marker)
 			}
 		}
 		return nil, err
 	}
 	msg, _ := out.(proto.Message)
 	resp := connect.NewResponse(&replayedMessage{msg})
-	addMD(resp.Header(), c.tr.header)
-	addMD(resp.Trailer(), c.tr.trailer)
+	addReplayMD(resp.Header(), c.tr.header, c.tr.marker)
+	addReplayMD(resp.Trailer(), c.tr.trailer, c.tr.marker)
 	return resp, nil
 }
 

@@ -44,7 +44,7 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		c := &unaryCall{next: next, req: req}
 		c.tr.method = spec.Procedure
-		ctx = c.tr.install(ctx, req.Header())
+		ctx = c.tr.install(ctx, req.Header(), req.Peer().Protocol)
 		out, err := i.unary(ctx, msg, &grpc.UnaryServerInfo{FullMethod: spec.Procedure}, c.handle)
 		return c.answer(ctx, out, err)
 	}

@@ -1,6 +1,7 @@
 package connectidempotency
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/httpidempotency"
 )
 
 // A connect-go call's headers are gRPC metadata to the interceptors: the
@@ -127,24 +129,71 @@ func isProtocolHeader(k string) bool {
 	return protocolHeaders[http.CanonicalHeaderKey(k)]
 }
 
-// stripMarker removes the replay marker from h, under any spelling: only a
+// stripMarker removes the replay marker from h, under either of its names
+// ([idempotency.ReplayedKey], [ReplayedHeader]) and any spelling: only a
 // replay sets it, never a handler.
 func stripMarker(hs ...http.Header) {
 	for _, h := range hs {
 		for k := range h {
-			if strings.EqualFold(k, idempotency.ReplayedKey) {
+			if isMarker(k) {
 				delete(h, k)
 			}
 		}
 	}
 }
 
+func isMarker(k string) bool {
+	return strings.EqualFold(k, idempotency.ReplayedKey) || strings.EqualFold(k, ReplayedHeader)
+}
+
+// ReplayedHeader is the name of the replay marker on the Connect
+// protocol: the HTTP header ([httpidempotency.ReplayedHeader]) that
+// httpidempotency and gatewayidempotency answers carry, so that one HTTP
+// client reads one name from every server. On gRPC and gRPC-Web the
+// marker is the gRPC metadata [idempotency.ReplayedKey], as grpc-go
+// servers send it.
+const ReplayedHeader = httpidempotency.ReplayedHeader
+
+// markerName returns the name the replay marker goes under on protocol, a
+// connect.Peer's Protocol.
+func markerName(protocol string) string {
+	if protocol == connect.ProtocolConnect {
+		return ReplayedHeader
+	}
+	return idempotency.ReplayedKey
+}
+
+// addReplayMD is addMD with the replay marker of md, if any, under
+// marker ([markerName]).
+func addReplayMD(h http.Header, md metadata.MD, marker string) {
+	if vs, ok := md[idempotency.ReplayedKey]; ok && marker != idempotency.ReplayedKey {
+		md = maps.Clone(md)
+		delete(md, idempotency.ReplayedKey)
+		h[http.CanonicalHeaderKey(marker)] = append(h[http.CanonicalHeaderKey(marker)], vs...)
+	}
+	addMD(h, md)
+}
+
+// clientMD returns h, a response's header or trailer, appended to md
+// (which may be nil) as the client interceptors read metadata: the replay
+// marker of the Connect protocol ([ReplayedHeader]) under its gRPC name,
+// [idempotency.ReplayedKey].
+func clientMD(md metadata.MD, h http.Header) metadata.MD {
+	md = responseMD(md, h)
+	if vs, ok := md[strings.ToLower(ReplayedHeader)]; ok {
+		delete(md, strings.ToLower(ReplayedHeader))
+		md[idempotency.ReplayedKey] = append(md[idempotency.ReplayedKey], vs...)
+	}
+	return md
+}
+
 // Replayed reports whether h, the header of a connect-go response or the
 // metadata of a *connect.Error (its Meta), carries the replay marker
-// ([idempotency.ReplayedKey]: true): the answer came from the store, not
-// from a run of the handler. A response carries it in its header, an error
-// in its metadata. A client that calls through [NewClientInterceptor] sees
-// the marker of the attempt that answered.
+// ([ReplayedHeader]: true on the Connect protocol, [idempotency.ReplayedKey]:
+// true on gRPC and gRPC-Web): the answer came from the store, not from a
+// run of the handler. A response carries it in its header, an error in its
+// metadata. A client that calls through [NewClientInterceptor] sees the
+// marker of the attempt that answered.
 func Replayed(h http.Header) bool {
-	return h.Get(idempotency.ReplayedKey) == "true"
+	return h.Get(ReplayedHeader) == "true" || h.Get(idempotency.ReplayedKey) == "true"
 }

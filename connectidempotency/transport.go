@@ -20,6 +20,7 @@ import (
 type transport struct {
 	method string
 	conn   connect.StreamingHandlerConn // nil for a unary call
+	marker string                       // the replay marker's name on the call's protocol ([markerName])
 
 	mu              sync.Mutex
 	header, trailer metadata.MD // of a unary call
@@ -39,8 +40,10 @@ var _ grpc.ServerTransportStream = (*transport)(nil)
 var errHeaderSent = status.Error(codes.Internal, "transport: SendHeader called multiple times")
 
 // install returns ctx carrying t as its transport stream, with h, the
-// request's headers, as its incoming metadata.
-func (t *transport) install(ctx context.Context, h map[string][]string) context.Context {
+// request's headers, as its incoming metadata; protocol is the call's
+// (connect.Peer's Protocol).
+func (t *transport) install(ctx context.Context, h map[string][]string, protocol string) context.Context {
+	t.marker = markerName(protocol)
 	ctx = metadata.NewIncomingContext(ctx, incomingMD(h))
 	return grpc.NewContextWithServerTransportStream(ctx, t)
 }
@@ -57,7 +60,7 @@ func (t *transport) SetHeader(md metadata.MD) error {
 		t.header = join(t.header, md)
 		return nil
 	}
-	addMD(t.conn.ResponseHeader(), md)
+	addReplayMD(t.conn.ResponseHeader(), md, t.marker)
 	return nil
 }
 
@@ -81,7 +84,7 @@ func (t *transport) SetTrailer(md metadata.MD) error {
 	case t.conn == nil:
 		t.trailer = join(t.trailer, md)
 	default:
-		addMD(t.conn.ResponseTrailer(), md)
+		addReplayMD(t.conn.ResponseTrailer(), md, t.marker)
 	}
 	return nil
 }

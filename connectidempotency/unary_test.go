@@ -217,11 +217,14 @@ func TestLiveAnswerNeverMarked(t *testing.T) {
 			if req.Msg.GetAmount() == 1 {
 				ce := connect.NewError(connect.CodeAborted, errors.New("no"))
 				ce.Meta().Set(idempotency.ReplayedKey, "true")
+				ce.Meta().Set(connectidempotency.ReplayedHeader, "true")
 				return nil, ce
 			}
 			resp := connect.NewResponse(&testingv1.DoResponse{})
 			resp.Header().Set(idempotency.ReplayedKey, "true")
+			resp.Header()["idempotent-replayed"] = []string{"true"}
 			resp.Trailer().Set(idempotency.ReplayedKey, "true")
+			resp.Trailer().Set(connectidempotency.ReplayedHeader, "true")
 			return resp, nil
 		}})
 		for _, key := range []string{"", "k1"} {

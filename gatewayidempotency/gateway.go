@@ -63,14 +63,19 @@ func ServeMuxOptions(opts ...Option) []runtime.ServeMuxOption {
 
 // checkKeys answers a request whose Idempotency-Key header lines carry a
 // key that [idempotency.ValidateKey] refuses with a 400 problem, so that
-// no such key reaches gRPC metadata.
+// no such key reaches gRPC metadata. The answer to a request with one
+// valid key line echoes that line, as httpidempotency's answers do.
 func checkKeys(next runtime.HandlerFunc) runtime.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, pathParams map[string]string) {
-		for _, line := range r.Header.Values(KeyHeader) {
+		lines := r.Header.Values(KeyHeader)
+		for _, line := range lines {
 			if err := idempotency.ValidateKey(httpidempotency.ParseKey(line)); err != nil {
 				httpidempotency.WriteProblem(w, err)
 				return
 			}
+		}
+		if len(lines) == 1 {
+			w.Header()[KeyHeader] = []string{lines[0]}
 		}
 		next(w, r, pathParams)
 	}

@@ -371,3 +371,33 @@ func TestReplayMarkedOnce(t *testing.T) {
 		})
 	}
 }
+
+// Through the gateway, the replay marker is the HTTP header
+// Idempotent-Replayed, as httpidempotency and a Connect-protocol service
+// send it; every answer to a request with a valid key echoes its key line
+// (the handler's, a replay, a refusal); and a missing key is asked for in
+// a header.
+func TestMarkerAndKeyEcho(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, setup{})
+	first := g.post(t, required, charge, "order-1")
+	retry := g.post(t, required, charge, `"order-1"`)
+	if got := retry.Header["Idempotent-Replayed"]; len(got) != 1 || got[0] != "true" {
+		t.Fatalf("replay headers %v, want Idempotent-Replayed: true", retry.Header)
+	}
+	reused := g.post(t, required, `{"payload":"another"}`, "order-1")
+	wantProblem(t, reused, http.StatusUnprocessableEntity, idempotency.ErrKeyReused.Reason)
+	for _, c := range []struct {
+		what string
+		r    response
+		line string
+	}{{"executed", first, "order-1"}, {"replayed", retry, `"order-1"`}, {"refused as reused", reused, "order-1"}} {
+		if got := c.r.Header.Values(gatewayidempotency.KeyHeader); len(got) != 1 || got[0] != c.line {
+			t.Errorf("%s (%d): %s %q, want %q", c.what, c.r.Status, gatewayidempotency.KeyHeader, got, c.line)
+		}
+	}
+	missing := g.post(t, required, charge)
+	if p := wantProblem(t, missing, http.StatusBadRequest, idempotency.ErrKeyMissing.Reason); !strings.HasSuffix(p.Detail, "header") || len(missing.Header.Values(gatewayidempotency.KeyHeader)) != 0 {
+		t.Fatalf("missing key: %q, echo %q; want a detail naming the header, no echo", p.Detail, missing.Header.Values(gatewayidempotency.KeyHeader))
+	}
+}

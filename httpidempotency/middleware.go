@@ -27,8 +27,11 @@ import (
 // headers the handler set, not those of the layers in front, and the
 // whole body even when the client has left. A retry gets the stored
 // status, headers and body byte for byte with [ReplayedHeader]: true,
-// beside the headers its own layers in front set. Requests of other
-// methods, and keyless requests unless [WithKeyRequired], pass through.
+// beside the headers its own layers in front set. Every answer to a
+// request with a valid key, its handler's, a replay or a refusal, echoes
+// the request's key header line, as Stripe's API does (stripe-go reads it
+// back). Requests of other methods, and keyless requests unless
+// [WithKeyRequired], pass through.
 //
 // Refusals are RFC 9457 problems ([WriteProblem]): 400 for a missing or
 // invalid key, 409 with Retry-After while the key is in flight (also to a
@@ -74,7 +77,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	key, err := h.c.keyOf(r)
+	key, line, err := h.c.keyOf(r)
 	switch {
 	case err != nil:
 		h.writeProblem(w, r, err)
@@ -85,6 +88,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(rec, r)
 		return
 	}
+	// Every answer to a keyed request echoes its key line, as Stripe's
+	// do: set before the handler runs, it is a header of the layers in
+	// front, which the stored copy does not hold.
+	w.Header()[h.c.header] = []string{line}
 	req, err := h.c.request(r)
 	if err != nil {
 		writeRequestError(w, err)
@@ -139,21 +146,21 @@ func (h *handler) writeProblem(w http.ResponseWriter, r *http.Request, err error
 // Its lines are found under any spelling of the header's name: net/http's
 // server gives them under the canonical one, but a handler called in
 // another way (a serverless adapter, a test) may not.
-func (c *config) keyOf(r *http.Request) (string, error) {
+func (c *config) keyOf(r *http.Request) (key, line string, err error) {
 	lines, _ := keyLines(r.Header, c.header)
 	switch {
 	case len(lines) == 0 && c.required:
-		return "", &idempotency.KeyError{Err: idempotency.ErrKeyMissing, Detail: "send it in the " + c.header + " header"}
+		return "", "", &idempotency.KeyError{Err: idempotency.ErrKeyMissing, Detail: "send it in the " + c.header + " header"}
 	case len(lines) == 0:
-		return "", nil
+		return "", "", nil
 	case len(lines) > 1:
-		return "", &idempotency.KeyError{Err: idempotency.ErrKeyInvalid, Detail: "more than one " + c.header + " header"}
+		return "", "", &idempotency.KeyError{Err: idempotency.ErrKeyInvalid, Detail: "more than one " + c.header + " header"}
 	}
-	key := ParseKey(lines[0])
+	key = ParseKey(lines[0])
 	if err := idempotency.ValidateKey(key); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return key, nil
+	return key, lines[0], nil
 }
 
 // errFingerprint is a WithFingerprint function's failure.

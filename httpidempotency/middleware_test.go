@@ -39,6 +39,7 @@ func TestReplayByteForByte(t *testing.T) {
 		h = maps.Clone(h)
 		delete(h, "Date") // each answer's own
 		delete(h, httpidempotency.ReplayedHeader)
+		delete(h, httpidempotency.KeyHeader) // each request's own line, echoed (TestKeyEchoed)
 		return h
 	}
 	if a, b := strip(first.Header), strip(retry.Header); !equalHeaders(a, b) {
@@ -380,5 +381,40 @@ func TestMiddlewareKeyAnySpelling(t *testing.T) {
 	}
 	if two := serve(http.Header{"idempotency-key": {"k2"}, httpidempotency.KeyHeader: {"k2"}}); two.Code != http.StatusBadRequest || runs != 1 {
 		t.Fatalf("two spellings: %d after %d runs, want 400 and no run", two.Code, runs)
+	}
+}
+
+// Every answer to a request with a valid key echoes its key header line,
+// as Stripe's API does and stripe-go reads back: the handler's answer, a
+// replay (the retry's own line, not the stored one), and a refusal of the
+// key; with WithKeyHeader, under that header. A key refused as invalid,
+// and a missing one, are not echoed.
+func TestKeyEchoed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithKeyRequired()}})
+	wantEcho := func(t *testing.T, what string, r response, line string) {
+		t.Helper()
+		if got := r.Header.Values(httpidempotency.KeyHeader); line == "" && len(got) != 0 || line != "" && (len(got) != 1 || got[0] != line) {
+			t.Fatalf("%s (%d): %s %q, want %q", what, r.Status, httpidempotency.KeyHeader, got, line)
+		}
+	}
+	live := e.post(t, "/orders", `{"amount":1}`, "k1")
+	wantEcho(t, "executed", live, "k1")
+	replay := e.post(t, "/orders", `{"amount":1}`, `"k1"`)
+	if replay.Header.Get(httpidempotency.ReplayedHeader) != "true" {
+		t.Fatalf("the retry got %d, not a replay", replay.Status)
+	}
+	wantEcho(t, "replayed", replay, `"k1"`)
+	reused := e.post(t, "/orders", `{"amount":2}`, "k1")
+	wantProblem(t, reused, http.StatusUnprocessableEntity, idempotency.ErrKeyReused.Reason)
+	wantEcho(t, "refused as reused", reused, "k1")
+	wantEcho(t, "refused as invalid", e.post(t, "/orders", `{"amount":1}`, "a key"), "")
+	wantEcho(t, "refused as missing", e.post(t, "/orders", `{"amount":1}`), "")
+
+	hooks := newEnv(t, setup{mw: []httpidempotency.Option{httpidempotency.WithKeyHeader("webhook-id")}})
+	req := hooks.request(t, http.MethodPost, "/webhooks", `{}`)
+	req.Header.Set("webhook-id", "msg_1")
+	if r := hooks.send(t, req); r.Header.Get("Webhook-Id") != "msg_1" || r.Header.Get(httpidempotency.KeyHeader) != "" {
+		t.Fatalf("WithKeyHeader: headers %v, want Webhook-Id: msg_1 alone", r.Header)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/httpidempotency"
 	"github.com/grpc-idempotency/idempotency/internal/behaviourtest"
 	"github.com/grpc-idempotency/idempotency/internal/connecttest/gen/idempotency/testing/v1/testingv1connect"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
@@ -107,8 +108,11 @@ func (c *entry) Call(ctx context.Context, key string, req int, id string) behavi
 	return res
 }
 
-// Replayed reports whether h carries the replay marker.
-func Replayed(h http.Header) bool { return h.Get(idempotency.ReplayedKey) == "true" }
+// Replayed reports whether h carries the replay marker: Idempotent-Replayed
+// on the Connect protocol, idempotency-replayed on gRPC and gRPC-Web.
+func Replayed(h http.Header) bool {
+	return h.Get(httpidempotency.ReplayedHeader) == "true" || h.Get(idempotency.ReplayedKey) == "true"
+}
 
 // ErrorInfo returns the google.rpc.ErrorInfo of the library's domain and
 // the google.rpc.RetryInfo that ce's details hold, nil for none.
