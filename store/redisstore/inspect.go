@@ -116,7 +116,8 @@ const statsSample = 1000
 // Stats implements [store.Inspector.Stats] with one read-only script per
 // master (each Cluster master in turn), which scans the master's key space
 // from its start until it has examined 1,000 keys, of this store or not,
-// and counts this store's entries among them by state, with their bytes
+// and counts this store's entries among them (the keys under its prefix
+// with no ':' after it: see [WithPrefix]) by state, with their bytes
 // (key and value, as Info.Size counts them). A master that holds no more
 // keys than that is counted exactly. Otherwise the counts are estimated
 // (Stats.Estimated): scaled by DBSIZE over the keys examined. SCAN visits

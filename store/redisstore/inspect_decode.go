@@ -143,14 +143,14 @@ func decodeListReply(prefix string, reply any) (uint64, []store.Info, error) {
 
 // decodeListEntry reads one entry of a list reply: {key, 's', header,
 // length, expiry} or {key, 'h', s, f, o, size, expiry}. It reports false
-// for anything else, and for a key outside the store's prefix.
+// for anything else, and for a key that is not the store's (ownKey).
 func decodeListEntry(prefix string, item any) (store.Info, bool) {
 	e, _ := item.([]any)
 	if len(e) < 2 {
 		return store.Info{}, false
 	}
 	rkey, _ := e[0].(string)
-	key, ok := strings.CutPrefix(rkey, prefix)
+	key, ok := ownKey(prefix, rkey)
 	if !ok {
 		return store.Info{}, false
 	}
@@ -178,4 +178,15 @@ func decodeListEntry(prefix string, item any) (store.Info, bool) {
 		return store.Info{}, false
 	}
 	return info, err == nil
+}
+
+// ownKey returns the store key of rkey, a Redis key, and whether it is
+// one of this store's: rkey starts with prefix, and the rest holds no ':'.
+// The store keys the server derives are unpadded base64url, which has no
+// ':', and Redis prefixes are written with ':' between their parts, so a
+// key with a ':' after the prefix belongs to a store whose prefix extends
+// this one (prefix+"orders:"), and List and Stats leave it out.
+func ownKey(prefix, rkey string) (string, bool) {
+	key, ok := strings.CutPrefix(rkey, prefix)
+	return key, ok && !strings.Contains(key, ":")
 }

@@ -55,19 +55,22 @@ end
 return {verdict, d}
 `)
 
-// listScript: ARGV = SCAN cursor, MATCH pattern, COUNT. One SCAN step;
-// replies {next cursor, entry...}, each entry {key, 's', header, length,
-// expiry} for a layout 2 string (header: the entry up to the end of its
-// fingerprint, as far as it is well formed; length: STRLEN) or {key, 'h',
-// s, f, o, size, expiry} for a layout 1 hash (size: the key and its
-// fields). Keys of other types, and keys that expired meanwhile, are left
-// out.
+// listScript: ARGV = SCAN cursor, MATCH pattern, COUNT, prefix length.
+// One SCAN step; replies {next cursor, entry...}, each entry {key, 's',
+// header, length, expiry} for a layout 2 string (header: the entry up to
+// the end of its fingerprint, as far as it is well formed; length: STRLEN)
+// or {key, 'h', s, f, o, size, expiry} for a layout 1 hash (size: the key
+// and its fields). Keys with a ':' after the prefix (another store's,
+// under a longer prefix: see ownKey), keys of other types, and keys that
+// expired meanwhile, are left out.
 var listScript = newScript("#!lua flags=no-writes,allow-oom,allow-cross-slot-keys\n" + `
 local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
 local out = {r[1]}
 for _, k in ipairs(r[2]) do
-  local h = redis.pcall('GETRANGE', k, 0, 261)
-  if type(h) == 'table' then
+  local h = false
+  if not string.find(k, ':', tonumber(ARGV[4]) + 1, true) then h = redis.pcall('GETRANGE', k, 0, 261) end
+  if not h then
+  elseif type(h) == 'table' then
     if redis.call('TYPE', k).ok == 'hash' then
       local f = redis.call('HMGET', k, 's', 'f', 'o')
       local size = #k
@@ -90,8 +93,8 @@ return out
 
 // statsScript: ARGV = key prefix, sample size. It scans the master's keys
 // from the start of its key space until it has examined the sample size
-// or every key, and counts, among those under the prefix, the entries and
-// their bytes (key and value) by state. Replies {examined, whole (1 when
+// or every key, and counts, among those under the prefix with no ':' after
+// it (see ownKey), the entries and their bytes (key and value) by state. Replies {examined, whole (1 when
 // the scan reached its end), DBSIZE, in-flight entries, their bytes,
 // completed entries, their bytes}.
 var statsScript = newScript("#!lua flags=no-writes,allow-oom,allow-cross-slot-keys\n" + `
@@ -103,7 +106,7 @@ repeat
   cursor = r[1]
   for _, k in ipairs(r[2]) do
     examined = examined + 1
-    if string.sub(k, 1, #prefix) == prefix then
+    if string.sub(k, 1, #prefix) == prefix and not string.find(k, ':', #prefix + 1, true) then
       local s, size = redis.pcall('GETRANGE', k, 1, 1), 0
       if type(s) == 'table' then
         if redis.call('TYPE', k).ok == 'hash' then

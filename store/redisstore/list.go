@@ -11,7 +11,9 @@ import (
 )
 
 // List implements [store.Inspector.List]: each call is one SCAN step (COUNT
-// opts.Limit, MATCH the prefix), with the header of each entry it finds
+// opts.Limit, MATCH the prefix, its glob characters escaped), with the
+// header of each of the store's entries it finds (a key under the prefix
+// with a ':' after it is another store's: see [WithPrefix])
 // (state, owner token, fingerprint: no data) read in the same read-only
 // script, one round trip. The entries come in SCAN's order, which is no
 // order at all: oldest first would need an index that every claim would
@@ -53,7 +55,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 	if ms[i].addr != c.addr {
 		c = listCursor{addr: ms[i].addr, scan: 0}
 	}
-	reply, err := s.eval(ctx, ms[i].c, listScript, nil, c.scan, matchPrefix(s.prefix), limit)
+	reply, err := s.eval(ctx, ms[i].c, listScript, nil, c.scan, matchPrefix(s.prefix), limit, len(s.prefix))
 	if err != nil {
 		return store.Page{}, fmt.Errorf("redisstore: list %s: %w", ms[i].nameOf(), err)
 	}

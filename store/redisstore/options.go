@@ -32,6 +32,13 @@ func newConfig(opts []Option) config {
 // [DefaultPrefix] ("idempotency:"). In a Redis Cluster, a prefix with a
 // hash tag such as "{idempotency}:" would put every key in one slot and on
 // one node; leave hash tags out so keys spread over the cluster.
+//
+// [Store.List] and [Store.Stats] take as the store's the keys under the
+// prefix with no ':' after it (the store keys the server derives are
+// base64url), so two stores on one Redis keep their listings apart when
+// one's prefix extends the other's with a ':' in the part it adds:
+// "idempotency:" and "idempotency:orders:" do; "app" and "apps" do not,
+// and each of those would list and count the other's entries.
 func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
