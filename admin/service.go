@@ -351,7 +351,7 @@ func (svc *Service) storeError(ctx context.Context, op string, err error) error 
 	case errors.Is(err, store.ErrChanged):
 		return status.Error(codes.Aborted, "the entry changed since it was looked at (completed, or purged and claimed again): look it up again")
 	case errors.Is(err, store.ErrCursor):
-		return status.Error(codes.InvalidArgument, "page_token is not a token of this store's listing")
+		return status.Error(codes.InvalidArgument, "page_token is not a token of this store's listing (a token of an earlier release is refused: start the walk again)")
 	case errors.Is(err, store.ErrCorrupt):
 		return status.Error(codes.DataLoss, "the value under the key is not an entry of this store")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -169,8 +170,29 @@ func (o ListOptions) Matches(i Info, now time.Time) bool {
 type Page struct {
 	// Entries are the entries of the page that match, without their Data.
 	Entries []Info
-	// Next is the cursor of the next page; "" when the walk is over.
+	// Next is the cursor of the next page; "" when the walk is over. It is
+	// opaque, and a shell word as it is ([ShellSafe]), so that a person
+	// can paste it on a command line.
 	Next string
+}
+
+// ShellSafe reports whether s is a cursor that a shell reads as one word,
+// as it is written: a letter or a digit, then ASCII letters, digits and
+// the characters - _ . : / + = only. Every [Page.Next] of a store is
+// ShellSafe.
+func ShellSafe(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && strings.IndexByte("-_.:/+=", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // PurgeOptions fences [Inspector.Purge].

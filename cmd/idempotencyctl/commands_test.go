@@ -95,11 +95,13 @@ func rigOf(ts *testscript.TestScript) *rig { return ts.Value(rigKey{}).(*rig) }
 // (with the shop service's descriptor set), then args; and checks its exit
 // code.
 //
-//	ctl [-exit N] [-as OPERATOR] [-nodesc] [-bare] args...
+//	ctl [-exit N] [-as OPERATOR] [-nodesc] [-bare] [-sh] args...
 //
 // -exit is the exit code expected (0); -as the operator the admin service
 // is called as (” for none); -nodesc leaves out --descriptor-set; -bare
-// leaves out every flag of the way in.
+// leaves out every flag of the way in; -sh runs the command line through
+// sh -c, args written as they are (a shell splits them as an operator's
+// would), the flags of the way in quoted.
 func cmdCtl(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("use ctl -exit N rather than ! ctl")
@@ -110,6 +112,7 @@ func cmdCtl(ts *testscript.TestScript, neg bool, args []string) {
 	as := fs.String("as", alice, "")
 	nodesc := fs.Bool("nodesc", false, "")
 	bare := fs.Bool("bare", false, "")
+	sh := fs.Bool("sh", false, "")
 	if err := fs.Parse(args); err != nil {
 		ts.Fatalf("ctl: %v", err)
 	}
@@ -128,8 +131,16 @@ func cmdCtl(ts *testscript.TestScript, neg bool, args []string) {
 			full = append(full, "--header", "x-operator="+*as)
 		}
 	}
-	full = append(full, fs.Args()...)
-	err := ts.Exec("idempotencyctl", full...)
+	var err error
+	if *sh {
+		line := "idempotencyctl"
+		for _, a := range full {
+			line += " '" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		err = ts.Exec("sh", "-c", line+" "+strings.Join(fs.Args(), " "))
+	} else {
+		err = ts.Exec("idempotencyctl", append(full, fs.Args()...)...)
+	}
 	got := 0
 	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		got = ee.ExitCode()

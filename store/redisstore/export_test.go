@@ -62,3 +62,9 @@ func (s *Store) SetStallAfter(d time.Duration) {
 // DecodeListEntry reads one entry of a reply of the list script, for the
 // fuzz test.
 var DecodeListEntry = decodeListEntry
+
+// CursorMaster returns the address of the master a cursor of List names.
+func CursorMaster(cursor string) (string, error) {
+	c, err := parseListCursor(cursor)
+	return c.addr, err
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -95,7 +94,10 @@ func TestListClusterEveryMaster(t *testing.T) {
 			seen[info.Key] = true
 		}
 		if page.Next != "" {
-			addr, _, _ := strings.Cut(strings.TrimPrefix(page.Next, "r1:"), " ")
+			addr, err := redisstore.CursorMaster(page.Next)
+			if err != nil {
+				t.Fatal(err)
+			}
 			masters[addr] = true
 		}
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -99,11 +100,17 @@ type listCursor struct {
 	scan uint64
 }
 
-// listCursorPrefix starts every cursor of this store.
-const listCursorPrefix = "r1:"
+// Cursors of this store start with listCursorPrefix, then SCAN's cursor,
+// a dot, and the master's address in unpadded base64url: one shell word,
+// as [store.Page] promises. A cursor of an earlier release ("r1:" and a
+// space) is refused.
+const (
+	listCursorPrefix = "r2."
+	oldCursorPrefix  = "r1:"
+)
 
 func (c listCursor) String() string {
-	return listCursorPrefix + c.addr + " " + strconv.FormatUint(c.scan, 10)
+	return listCursorPrefix + strconv.FormatUint(c.scan, 10) + "." + base64.RawURLEncoding.EncodeToString([]byte(c.addr))
 }
 
 // parseListCursor reads a cursor of String; "" is the start of a walk.
@@ -111,14 +118,21 @@ func parseListCursor(s string) (listCursor, error) {
 	if s == "" {
 		return listCursor{}, nil
 	}
+	if strings.HasPrefix(s, oldCursorPrefix) {
+		return listCursor{}, fmt.Errorf("redisstore: list cursor %q is of an earlier release: start the walk again: %w", s, store.ErrCursor)
+	}
 	rest, ok := strings.CutPrefix(s, listCursorPrefix)
-	i := strings.LastIndexByte(rest, ' ')
-	if !ok || i < 0 {
+	scan, addr, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
 		return listCursor{}, fmt.Errorf("redisstore: list cursor %q: %w", s, store.ErrCursor)
 	}
-	scan, err := strconv.ParseUint(rest[i+1:], 10, 64)
+	n, err := strconv.ParseUint(scan, 10, 64)
 	if err != nil {
 		return listCursor{}, fmt.Errorf("redisstore: list cursor %q: %w", s, store.ErrCursor)
 	}
-	return listCursor{addr: rest[:i], scan: scan}, nil
+	a, err := base64.RawURLEncoding.Strict().DecodeString(addr)
+	if err != nil {
+		return listCursor{}, fmt.Errorf("redisstore: list cursor %q: %w", s, store.ErrCursor)
+	}
+	return listCursor{addr: string(a), scan: n}, nil
 }

@@ -32,9 +32,10 @@ func listCases() []testCase {
 }
 
 // listWalksEveryEntry makes three in-flight and three completed entries
-// and walks the store with small pages: by state, by age and unfiltered;
-// then it purges each with the Token the walk gave. The store may be
-// shared with other cases, whose keys are left out.
+// and walks the store with small pages: by state, by age and unfiltered,
+// each cursor one shell word ([store.ShellSafe]); then it purges each with
+// the Token the walk gave. The store may be shared with other cases, whose
+// keys are left out.
 func listWalksEveryEntry(t *testing.T, e *env) {
 	prefix := e.key() + "/"
 	type made struct {
@@ -61,6 +62,7 @@ func listWalksEveryEntry(t *testing.T, e *env) {
 		keep func(made) bool
 	}{
 		{"every entry", store.ListOptions{Limit: 7}, func(made) bool { return true }},
+		{"pages of 5", store.ListOptions{Limit: 5}, func(made) bool { return true }},
 		{"in flight", store.ListOptions{Limit: 7, State: store.StateInFlight}, func(m made) bool { return m.state == store.StateInFlight }},
 		{"completed", store.ListOptions{Limit: 7, State: store.StateCompleted}, func(m made) bool { return m.state == store.StateCompleted }},
 		{"claimed an hour ago", store.ListOptions{Limit: 7, MinAge: time.Hour}, func(made) bool { return false }},

@@ -148,6 +148,9 @@ func (e *env) walk(prefix string, opts store.ListOptions) []store.Info {
 		if page.Next == "" {
 			return got
 		}
+		if !store.ShellSafe(page.Next) {
+			e.t.Fatalf("List gave the cursor %q, which is not one shell word (store.ShellSafe)", page.Next)
+		}
 		opts.Cursor = page.Next
 	}
 }

@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,10 +87,12 @@ func (s *refStore) List(_ context.Context, opts store.ListOptions) (store.Page, 
 	if err != nil {
 		return store.Page{}, err
 	}
-	after, ok := strings.CutPrefix(opts.Cursor, "ref:")
-	if opts.Cursor != "" && !ok {
+	h, ok := strings.CutPrefix(opts.Cursor, "ref:")
+	b, err := hex.DecodeString(h)
+	if opts.Cursor != "" && (!ok || err != nil) {
 		return store.Page{}, fmt.Errorf("cursor %q: %w", opts.Cursor, store.ErrCursor)
 	}
+	after := string(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var keys []string
@@ -102,7 +105,10 @@ func (s *refStore) List(_ context.Context, opts store.ListOptions) (store.Page, 
 	var page store.Page
 	if len(keys) > limit {
 		keys = keys[:limit]
-		page.Next = "ref:" + keys[limit-1]
+		page.Next = "ref:" + hex.EncodeToString([]byte(keys[limit-1]))
+		if s.bug == "list-cursor-unsafe" {
+			page.Next = "ref: " + page.Next[len("ref:"):]
+		}
 	}
 	now := time.Now()
 	for i, k := range keys {

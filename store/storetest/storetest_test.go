@@ -88,6 +88,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"list-skips-last", []string{"Inspect/ListWalksEveryEntry"}},
 		{"list-ignores-state", []string{"Inspect/ListWalksEveryEntry"}},
 		{"list-data", []string{"Inspect/ListWalksEveryEntry"}},
+		{"list-cursor-unsafe", []string{"Inspect/ListWalksEveryEntry"}},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			t.Parallel()
