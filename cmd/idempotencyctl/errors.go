@@ -12,7 +12,7 @@ import (
 // with what it means for the operator.
 func callError(cn *conn, err error) error {
 	st := status.Convert(err)
-	msg := st.Message()
+	msg := escape(st.Message())
 	switch st.Code() {
 	case codes.NotFound:
 		return &codedError{code: exitNotFound, err: fmt.Errorf("not found: %s", msg)}

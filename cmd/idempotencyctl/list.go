@@ -135,7 +135,7 @@ func (c *cli) list(cmd *cobra.Command, cn *conn, l listFlags, req *adminv1.ListK
 				fmt.Fprintln(c.stderr, "no entries matched")
 			}
 			if next != "" {
-				fmt.Fprintf(c.stderr, "more entries may follow: go on with --page-token %s, or walk them all with --all\n", next)
+				fmt.Fprintf(c.stderr, "more entries may follow: go on with --page-token %s, or walk them all with --all\n", escape(next))
 			}
 			return nil
 		}
@@ -154,8 +154,8 @@ func (c *cli) printEntries(tw *tabwriter.Writer, entries []*adminv1.Entry) error
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.GetStoreKey(), stateName(e.GetState()),
-			age(e.GetClaimTime(), now), left(e.GetExpireTime(), now), size(e.GetSizeBytes()), e.GetEtag())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", escape(e.GetStoreKey()), stateName(e.GetState()),
+			age(e.GetClaimTime(), now), left(e.GetExpireTime(), now), size(e.GetSizeBytes()), escape(e.GetEtag()))
 	}
 	return tw.Flush()
 }

@@ -98,14 +98,15 @@ func size(n int64) string {
 }
 
 // fields writes "label  value" lines, and blocks of text indented under
-// them.
+// them, every value and line of text through escape: whatever a value
+// holds, it stays on its line, and a block's lines under their label.
 type fields struct{ w io.Writer }
 
-func (f fields) line(label, value string) { fmt.Fprintf(f.w, "%-12s %s\n", label, value) }
+func (f fields) line(label, value string) { fmt.Fprintf(f.w, "%-12s %s\n", label, escape(value)) }
 
 func (f fields) block(text string) {
 	for l := range strings.SplitSeq(strings.TrimRight(text, "\n"), "\n") {
-		fmt.Fprintf(f.w, "  %s\n", l)
+		fmt.Fprintf(f.w, "  %s\n", escape(l))
 	}
 }
 

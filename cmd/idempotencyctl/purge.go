@@ -67,9 +67,9 @@ func (c *cli) purge(ctx context.Context, cn *conn, ref keyRef, etag string, forc
 		}
 		printEntry(c.stderr, e, time.Now())
 		if e.GetState() != adminv1.State_STATE_IN_FLIGHT {
-			return told("--force purges an entry in flight, and this one is %s: purge it without --force, with the same connection flags:\n  idempotencyctl … purge %s --etag %s%s", stateName(e.GetState()), e.GetStoreKey(), e.GetEtag(), ref.scopeArg())
+			return told("--force purges an entry in flight, and this one is %s: purge it without --force, with the same connection flags:\n  idempotencyctl … purge %s --etag %s%s", stateName(e.GetState()), escape(e.GetStoreKey()), escape(e.GetEtag()), ref.scopeArg())
 		}
-		return told("--force needs the --etag of the entry you looked at (above). Once its handler is known to be gone, run, with the same connection flags:\n  idempotencyctl … purge %s --force --etag %s%s", e.GetStoreKey(), e.GetEtag(), ref.scopeArg())
+		return told("--force needs the --etag of the entry you looked at (above). Once its handler is known to be gone, run, with the same connection flags:\n  idempotencyctl … purge %s --force --etag %s%s", escape(e.GetStoreKey()), escape(e.GetEtag()), ref.scopeArg())
 	}
 	cctx, cancel := c.call(ctx)
 	resp, err := cn.PurgeKey(cctx, ref.purgeRequest(etag, force))
@@ -84,7 +84,7 @@ func (c *cli) purge(ctx context.Context, cn *conn, ref keyRef, etag string, forc
 		return printJSON(c.stdout, resp)
 	}
 	e := resp.GetEntry()
-	fmt.Fprintf(c.stdout, "purged %s (%s): the next call with its key runs the handler again\n", e.GetStoreKey(), stateName(e.GetState()))
+	fmt.Fprintf(c.stdout, "purged %s (%s): the next call with its key runs the handler again\n", escape(e.GetStoreKey()), stateName(e.GetState()))
 	printEntry(c.stdout, e, time.Now())
 	return nil
 }
@@ -110,7 +110,7 @@ retry run the handler again beside it. If its server died, its lease ends by
 itself (above) and the next retry runs the handler. Force it only once its
 handler is known to be gone, with the same connection flags:
   idempotencyctl … purge %s --force --etag %s%s
-`, e.GetStoreKey(), e.GetEtag(), ref.scopeArg())
+`, escape(e.GetStoreKey()), escape(e.GetEtag()), ref.scopeArg())
 }
 
 // told is a usage error that says what to run.
