@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -381,11 +383,20 @@ func (svc *Service) entry(ctx context.Context, info store.Info, scope string, wi
 		CompleteTime: timestamp(info.Completed),
 		ExpireTime:   timestamp(info.Expires),
 	}
+	if !utf8.ValidString(info.Key) {
+		// A store holds whatever bytes were put in it: a key copied or
+		// written by hand. A proto string must be UTF-8, and one such key
+		// must not fail the page that lists it.
+		e.StoreKey, e.KeyError = strconv.Quote(info.Key), keyNotUTF8
+	}
 	if withOutcome && info.State == store.StateCompleted {
 		e.Outcome, e.SealedBy, e.OutcomeError, e.SealedUnopened = svc.outcome(ctx, info, scope)
 	}
 	return e
 }
+
+// keyNotUTF8 is the key_error of an entry whose store key is not UTF-8.
+const keyNotUTF8 = "the store key is not UTF-8, so it is not a key the server derives: store_key is it quoted and escaped, and cannot be named in GetKey or PurgeKey"
 
 // outcome reads the record of info, a completed entry, as the server reads
 // it for scope: opened with the server's sealing keys

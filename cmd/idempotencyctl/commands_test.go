@@ -39,6 +39,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"grab":       cmdGrab,
 	"sealcall":   cmdSealCall,
 	"emptytable": cmdEmptyTable,
+	"plant":      cmdPlant,
 }
 
 // cmdEmptyTable makes TABLE a store table, holding nothing, beside the
@@ -86,6 +87,22 @@ func cmdSealCall(ts *testscript.TestScript, neg bool, args []string) {
 	_, err := idempotency.Once(ctx, srv, "ledger.seal", args[0], nil, func(context.Context) error { return nil })
 	ts.Check(err)
 	fmt.Fprintf(ts.Stdout(), "sealed %s\n", args[0])
+}
+
+// cmdPlant completes an entry under a store key that is not UTF-8, as a
+// key copied by hand may be, in the script's store itself.
+//
+//	plant
+func cmdPlant(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: plant")
+	}
+	st := rigOf(ts).store
+	ctx := context.Background()
+	const key = "copied-\xff\xfe-key"
+	c, err := st.Claim(ctx, key, []byte("fp"), time.Minute)
+	ts.Check(err)
+	ts.Check(st.Complete(ctx, key, c.Token, []byte("x"), time.Hour))
 }
 
 func rigOf(ts *testscript.TestScript) *rig { return ts.Value(rigKey{}).(*rig) }

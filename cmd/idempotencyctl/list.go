@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,9 @@ five minutes. With --json it prints each entry as one line of protojson
 printed (100; a Redis page may add a few) or the walk ends, and then says
 how to go on (--page-token); --all walks to the end. --fingerprint keeps the
 entries claimed with that fingerprint (as get prints it): the same request,
-under whatever key.`,
+under whatever key. An entry whose store key is not UTF-8 (copied or written
+by hand: no key the server derives) is printed with its key quoted and
+escaped, and named on stderr once the walk stops.`,
 		Example: `  idempotencyctl --addr admin:9090 -H x-operator-token=$TOKEN list --state in_flight --older-than 5m
   idempotencyctl --postgres postgres://ops@db/shop list --state completed --all --fingerprint 'fZ1…='`,
 		Args: maxArgs(0),
@@ -106,6 +109,7 @@ func (c *cli) list(cmd *cobra.Command, cn *conn, l listFlags, req *adminv1.ListK
 		fmt.Fprintln(tw, "STORE KEY\tSTATE\tAGE\tEXPIRES IN\tSIZE\tETAG")
 	}
 	printed := 0
+	var unreadable []string // the keys that are not UTF-8, quoted
 	for {
 		// A page holds at most the entries it examines: asking for no
 		// more than are still to print keeps the page token exact.
@@ -125,6 +129,11 @@ func (c *cli) list(cmd *cobra.Command, cn *conn, l listFlags, req *adminv1.ListK
 			kept = slices.DeleteFunc(kept, func(e *adminv1.Entry) bool { return !bytes.Equal(e.GetFingerprint(), fp) })
 		}
 		printed += len(kept)
+		for _, e := range kept {
+			if e.GetKeyError() != "" {
+				unreadable = append(unreadable, e.GetStoreKey())
+			}
+		}
 		next := resp.GetNextPageToken()
 		done := next == "" || (!l.all && printed >= l.limit)
 		if err := c.printEntries(tw, kept); err != nil {
@@ -134,6 +143,7 @@ func (c *cli) list(cmd *cobra.Command, cn *conn, l listFlags, req *adminv1.ListK
 			if printed == 0 && !c.json {
 				fmt.Fprintln(c.stderr, "no entries matched")
 			}
+			printUnreadable(c.stderr, unreadable)
 			if next != "" {
 				fmt.Fprintf(c.stderr, "more entries may follow: go on with --page-token %s, or walk them all with --all\n", escape(next))
 			}
@@ -158,4 +168,17 @@ func (c *cli) printEntries(tw *tabwriter.Writer, entries []*adminv1.Entry) error
 			age(e.GetClaimTime(), now), left(e.GetExpireTime(), now), size(e.GetSizeBytes()), escape(e.GetEtag()))
 	}
 	return tw.Flush()
+}
+
+// printUnreadable says which entries listed have a store key that is not
+// UTF-8: the admin service lists them quoted and escaped, with a key_error
+// (keyError in --json), so that one such key stops no listing.
+func printUnreadable(w io.Writer, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d listed entries have a store key that is not UTF-8, so no key the server derives (a key copied or written by hand); they are listed quoted and escaped, with keyError in --json, and cannot be named in get or purge:\n", len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s\n", escape(k))
+	}
 }

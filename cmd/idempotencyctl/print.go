@@ -115,6 +115,9 @@ func printEntry(w io.Writer, e *adminv1.Entry, now time.Time) {
 	f := fields{w}
 	o := e.GetOutcome()
 	f.line("store key", e.GetStoreKey())
+	if e.GetKeyError() != "" {
+		f.line("key error", e.GetKeyError())
+	}
 	f.line("state", stateName(e.GetState()))
 	f.line("etag", e.GetEtag())
 	f.line("fingerprint", base64.StdEncoding.EncodeToString(e.GetFingerprint()))

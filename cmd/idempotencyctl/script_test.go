@@ -116,7 +116,8 @@ func TestScripts(t *testing.T) {
 // rig is the server of one script.
 type rig struct {
 	ledger *ledger
-	// store is the server's store, which sealcall's server shares.
+	// store is the server's store, which sealcall's server shares and
+	// plant writes to.
 	store store.Store
 	tb    testing.TB
 	shop  *grpc.ClientConn

@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"GetSealed", getSealed},
 		{"GetSealedScope", getSealedScope},
 		{"List", list},
+		{"ListUnreadableKey", listUnreadableKey},
 		{"PurgeCompleted", purgeCompleted},
 		{"PurgeInFlight", purgeInFlight},
 		{"PurgeCompletedSinceLooked", purgeCompletedSinceLooked},

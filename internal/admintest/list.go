@@ -1,10 +1,12 @@
 package admintest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -89,4 +91,41 @@ func list(t *testing.T, st store.Store) {
 	}
 	r.unblock()
 	wait(t, running)
+}
+
+// badKey is a store key that is not valid UTF-8, as a copied key or a
+// binary one may be: the server never derives such a key, but a store
+// holds whatever bytes were put in it.
+const badKey = "copied-\xff\xfe-key"
+
+// A store key that is not UTF-8 stops no listing: the walk goes on page
+// after page, lists the good entries, and lists that one escaped, saying
+// that its key could not be read.
+func listUnreadableKey(t *testing.T, st store.Store) {
+	r := newRig(t, st)
+	r.call(t, "k-before", "p")
+	claim, err := st.Claim(t.Context(), badKey, []byte("fp"), time.Minute)
+	if err != nil || !claim.Won() {
+		t.Fatalf("Claim = %+v, %v", claim, err)
+	}
+	if err := st.Complete(t.Context(), badKey, claim.Token, []byte("x"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r.call(t, "k-after", "p")
+	got := walk(t, r, &adminv1.ListKeysRequest{})
+	for _, k := range []string{r.storeKey(t, "k-before"), r.storeKey(t, "k-after")} {
+		if e, ok := got[k]; !ok || e.GetKeyError() != "" {
+			t.Fatalf("the walk listed %v for %s; want it, readable (listed: %v)", e, k, got)
+		}
+	}
+	e, ok := got[`"copied-\xff\xfe-key"`]
+	if !ok || e.GetState() != adminv1.State_STATE_COMPLETED || !strings.Contains(e.GetKeyError(), "not UTF-8") {
+		t.Fatalf("the walk listed %v; want the key that is not UTF-8, quoted, completed, with a key_error", got)
+	}
+	// Such a key cannot be named: GetKey and PurgeKey take store keys of
+	// the server's shape only.
+	_, err = r.admin.GetKey(as(t.Context(), Reader), &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_StoreKey{StoreKey: e.GetStoreKey()}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("GetKey of the quoted key = %v, want INVALID_ARGUMENT", err)
+	}
 }

@@ -823,7 +823,10 @@ func (x *Count) GetSizeBytes() int64 {
 // Entry is one live entry of the store.
 type Entry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// store_key is the key in the store.
+	// store_key is the key in the store; a key that is not valid UTF-8 (a
+	// store holds whatever bytes were put in it, and the server never
+	// derives such a key) is given quoted and escaped, as Go's strconv.Quote
+	// writes it, and key_error says so.
 	StoreKey string `protobuf:"bytes,1,opt,name=store_key,json=storeKey,proto3" json:"store_key,omitempty"`
 	// state is the entry's state.
 	State State `protobuf:"varint,2,opt,name=state,proto3,enum=idempotency.admin.v1.State" json:"state,omitempty"`
@@ -868,8 +871,14 @@ type Entry struct {
 	// longer the key that sealed it. A sealed record opens only through the
 	// admin service of a server that holds its key, for its scope.
 	SealedUnopened bool `protobuf:"varint,12,opt,name=sealed_unopened,json=sealedUnopened,proto3" json:"sealed_unopened,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// key_error says why store_key is not the key itself: the key in the
+	// store is not valid UTF-8, and store_key is its quoted, escaped form.
+	// Such an entry is listed, so that a listing goes on past it, but it
+	// cannot be named in GetKey or PurgeKey; empty for every key the server
+	// derives.
+	KeyError      string `protobuf:"bytes,13,opt,name=key_error,json=keyError,proto3" json:"key_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -984,6 +993,13 @@ func (x *Entry) GetSealedUnopened() bool {
 		return x.SealedUnopened
 	}
 	return false
+}
+
+func (x *Entry) GetKeyError() string {
+	if x != nil {
+		return x.KeyError
+	}
+	return ""
 }
 
 // Outcome is a stored outcome as a person reads it: what every retry of the
@@ -1523,7 +1539,7 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\x05Count\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\x89\x04\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xa6\x04\n" +
 	"\x05Entry\x12\x1b\n" +
 	"\tstore_key\x18\x01 \x01(\tR\bstoreKey\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.idempotency.admin.v1.StateR\x05state\x12\x12\n" +
@@ -1540,7 +1556,8 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\routcome_error\x18\n" +
 	" \x01(\tR\foutcomeError\x12\x1b\n" +
 	"\tsealed_by\x18\v \x01(\tR\bsealedBy\x12'\n" +
-	"\x0fsealed_unopened\x18\f \x01(\bR\x0esealedUnopened\"\xd9\x04\n" +
+	"\x0fsealed_unopened\x18\f \x01(\bR\x0esealedUnopened\x12\x1b\n" +
+	"\tkey_error\x18\r \x01(\tR\bkeyError\"\xd9\x04\n" +
 	"\aOutcome\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.idempotency.admin.v1.KindR\x04kind\x12#\n" +
 	"\rresponse_type\x18\x02 \x01(\tR\fresponseType\x129\n" +
