@@ -116,7 +116,7 @@ func snippets(f string) ([]snippet, error) {
 	}
 	var out []snippet
 	var cur *snippet
-	var fence, indent, prev string // prev: the last non-blank line before a fence
+	var fence, indent, prev string // prev: the last non-blank line since the last fence
 	var body []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -136,6 +136,8 @@ func snippets(f string) ([]snippet, error) {
 				}
 				body = body[:0]
 			}
+			// A marker covers the block right after it, and no other.
+			prev = ""
 		case fence != "" && m != nil && strings.HasPrefix(m[2], fence) && m[3] == "":
 			if cur != nil {
 				cur.code = strings.Join(body, "\n") + "\n"
