@@ -3,6 +3,8 @@ package jetstreamidempotency_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,16 +22,19 @@ import (
 // TermWithReason): after the Term the consumer holds nothing pending, and
 // no delivery comes back within several AckWaits. Its MSG_TERMINATED
 // advisory carries the error as its reason when WithConn says the server
-// is 2.10.4 or later, and no reason otherwise.
+// is 2.10.4 or later, and no reason otherwise. What is expected of the
+// advisory follows the version the server reports, not the machine it is
+// expected on: a machine whose nats-server binary is 2.10.4 or later
+// (a later Debian, NATS's own package) answers the binary's WithConn runs
+// with a reason.
 func TestFinalNotRedelivered(t *testing.T) {
 	t.Parallel()
 	brokers := []struct {
-		name    string
-		start   func(*testing.T) *broker
-		reasons bool // the server is 2.10.4 or later
+		name  string
+		start func(*testing.T) *broker
 	}{
-		{"embedded", startBroker, true},
-		{"binary", startBinaryBroker, false},
+		{"embedded", startBroker},
+		{"binary", startBinaryBroker},
 	}
 	messages := []struct {
 		name    string
@@ -87,8 +92,10 @@ func TestFinalNotRedelivered(t *testing.T) {
 						t.Fatal(err)
 					}
 					want := ""
-					if withConn && br.reasons {
+					if version := nc.ConnectedServerVersion(); withConn && termsWithReason(t, version) {
 						want = first.Err.Error()
+					} else if br.name == "binary" && termsWithReason(t, version) {
+						t.Logf("the nats-server binary is %s: a server before 2.10.4 is not tested on this machine", version)
 					}
 					if got.Reason != want {
 						t.Errorf("advisory reason %q, want %q", got.Reason, want)
@@ -117,5 +124,27 @@ func waitSettled(t *testing.T, cons jetstream.Consumer, limit time.Duration) *je
 			t.Fatalf("after %v the message is still pending: ack pending %d, redelivered %d", limit, info.NumAckPending, info.NumRedelivered)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// termsWithReason reports whether a server of version ("2.9.10",
+// "2.11.0-beta.1") honours TermWithReason: 2.10.4 and later, pre-releases
+// of 2.10.4 itself excepted.
+func termsWithReason(t *testing.T, version string) bool {
+	t.Helper()
+	base, pre, _ := strings.Cut(version, "-")
+	var v [3]int
+	if n, err := fmt.Sscanf(base, "%d.%d.%d", &v[0], &v[1], &v[2]); n != 3 || err != nil {
+		t.Fatalf("server version %q: %v", version, err)
+	}
+	switch first := [3]int{2, 10, 4}; {
+	case v == first:
+		return pre == ""
+	case v[0] != first[0]:
+		return v[0] > first[0]
+	case v[1] != first[1]:
+		return v[1] > first[1]
+	default:
+		return v[2] > first[2]
 	}
 }
