@@ -87,7 +87,11 @@ func unlessNotFound(err error) error {
 // alone) and the purge has succeeded; an error of the old store then is
 // returned, with the new store's entry purged and the old one's kept,
 // which answers as Claim answers it (an outcome replayed, a claim in
-// flight until its lease ends): the purge can be made again.
+// flight until its lease ends): the purge can be made again. Two purges
+// fenced by one Lookup's Token purge the key once, and only one succeeds;
+// without a fence, a purge that looks at the key between another's purge
+// of the new store and its purge of the old one finds the old store's
+// entry alone and purges it, and both succeed.
 //
 // With opts.Token, a fence from Lookup or List: a store that held no
 // entry when it was looked at is left alone, a store whose entry a

@@ -226,6 +226,49 @@ func TestPurgeWindows(t *testing.T) {
 	})
 }
 
+// TestTwoPurgesOfOneKey: two purges of one completed key. Fenced by one
+// lookup (an etag), only one succeeds. Without a fence, one that looks at
+// the key after the other has purged the new store's entry and before it
+// has purged the old one's finds the old store's entry alone, as a lookup
+// then does, and purges it: both succeed, and the key is purged once.
+func TestTwoPurgesOfOneKey(t *testing.T) {
+	t.Parallel()
+	fp := []byte("fp")
+	for name, tc := range map[string]struct {
+		fenced  bool
+		wantErr error // of the purge that comes second
+	}{
+		"fenced by one lookup": {fenced: true, wantErr: store.ErrNotFound},
+		"without a fence":      {fenced: false, wantErr: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			from, to := newHooked(t), newHooked(t)
+			s := migratestore.New(from, to)
+			c, err := s.Claim(ctx, "k", fp, minute)
+			must(t, err)
+			must(t, s.Complete(ctx, "k", c.Token, []byte("answer"), minute))
+			var opts store.PurgeOptions
+			if tc.fenced {
+				opts.Token = lookup(t, s, "k").Token
+			}
+			// The second purge runs whole between the first one's purge of
+			// the new store and its purge of the old one.
+			var secondErr error
+			from.once("purge", func() { _, secondErr = s.Purge(ctx, "k", opts) })
+			if _, err := s.Purge(ctx, "k", opts); err != nil {
+				t.Fatalf("first Purge: %v", err)
+			}
+			if !errors.Is(secondErr, tc.wantErr) || (tc.wantErr == nil && secondErr != nil) {
+				t.Fatalf("second Purge: %v, want %v", secondErr, tc.wantErr)
+			}
+			wantGone(t, "new store", to, "k")
+			wantGone(t, "old store", from, "k")
+		})
+	}
+}
+
 // wantGone checks that key holds no entry in one store.
 func wantGone(t *testing.T, what string, in store.Inspector, key string) {
 	t.Helper()
