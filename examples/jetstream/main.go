@@ -11,7 +11,9 @@
 //  2. an order whose first run fails with a retryable error: nakked,
 //     redelivered, shipped;
 //  3. an order for a product that does not exist: a deterministic error,
-//     stored, and the message is terminated with it as the reason;
+//     stored, and the message is terminated (a plain Term: the example
+//     gives no WithConn, which puts the error in the MSG_TERMINATED
+//     advisory as its reason on nats-server 2.10.4 or later);
 //  4. an order that takes longer than AckWait to ship: kept in progress,
 //     delivered once.
 //
