@@ -93,6 +93,10 @@ func unlessNotFound(err error) error {
 // of the new store and its purge of the old one finds the old store's
 // entry alone and purges it, and both succeed.
 //
+// A Token that is not a fence of this Store names no entry: the purge is
+// refused with store.ErrChanged when either store holds the key (the old
+// store's own token of its entry among such tokens), and changes nothing.
+//
 // With opts.Token, a fence from Lookup or List: a store that held no
 // entry when it was looked at is left alone, a store whose entry a
 // listing did not see is looked at now, and when the new store's entry
@@ -107,9 +111,14 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	if opts.Token != "" {
 		var ok bool
 		if f, ok = parseFence(opts.Token); !ok {
-			// Not a fence of this Store: it names no entry, and each
-			// store answers it as the foreign token it is.
-			f = fence{newPart: tokenPart(opts.Token), oldPart: tokenPart(opts.Token)}
+			// Not a fence of this Store: it names no entry, so the purge
+			// is refused when either store holds the key, and changes
+			// nothing.
+			info, err := s.Lookup(ctx, key)
+			if err != nil {
+				return store.Info{}, fmt.Errorf("migratestore: purge %q: %w", key, err)
+			}
+			return info, fmt.Errorf("migratestore: purge %q: the token is not one of this store's: %w", key, store.ErrChanged)
 		}
 	}
 	newSeen, err := look(ctx, to, "new", key, f.newPart, opts.InFlight)

@@ -276,3 +276,31 @@ func wantGone(t *testing.T, what string, in store.Inspector, key string) {
 		t.Fatalf("%s: %s, %v; want no entry", what, info.State, err)
 	}
 }
+
+// TestPurgeForeignToken: a token that is not one of the adapter's names
+// no entry, and a purge fenced by it is refused with store.ErrChanged
+// whenever either store holds the key, as the store contract says, and
+// changes nothing. Among such tokens is the old store's own token of the
+// entry, as an operator read it from a server on the old store alone
+// before the move. A key only the old store held (completed before the
+// move) used to be answered store.ErrNotFound, as if it held nothing.
+func TestPurgeForeignToken(t *testing.T) {
+	t.Parallel()
+	fp := []byte("fp")
+	ctx := t.Context()
+	from, to := newMemory(t), newMemory(t)
+	s := migratestore.New(from, to)
+	c := claim(t, from, fp) // before the move
+	must(t, from.Complete(ctx, "k", c.Token, []byte("answer"), minute))
+	for _, token := range []string{"not-a-token", lookup(t, from, "k").Token} {
+		info, err := s.Purge(ctx, "k", store.PurgeOptions{Token: token})
+		if !errors.Is(err, store.ErrChanged) || string(info.Data) != "answer" {
+			t.Fatalf("Purge fenced by %q: %s %q, %v; want store.ErrChanged and the entry", token, info.State, info.Data, err)
+		}
+		wantState(t, "old store", from, "k", store.StateCompleted)
+		wantGone(t, "new store", to, "k")
+	}
+	if _, err := s.Purge(ctx, "gone", store.PurgeOptions{Token: "not-a-token"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Purge of a key neither store holds: %v, want store.ErrNotFound", err)
+	}
+}
