@@ -75,7 +75,9 @@ for f in "${files[@]}"; do
       broken=$((broken + 1))
       continue
     fi
-    if [ -n "$anchor" ] && [[ "$file" == *.md ]] && ! anchors "$file" | grep -qxF -- "$anchor"; then
+    # grep reads every anchor (no -q): with -q it stops at the first match,
+    # awk then dies of SIGPIPE, and pipefail made a found anchor "broken".
+    if [ -n "$anchor" ] && [[ "$file" == *.md ]] && ! anchors "$file" | grep -xF -- "$anchor" >/dev/null; then
       echo "$f:$line: $target: no heading or <a id> with that anchor" >&2
       broken=$((broken + 1))
     fi
