@@ -51,7 +51,7 @@ const (
 // one whose prefix it had), and every key ran exactly once.
 func TestChaosSoakStreams(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), soakDeadline)
 	defer cancel()
 	insts := newSoakInstances(t, ctx)
 
@@ -112,16 +112,16 @@ func TestChaosSoakStreams(t *testing.T) {
 
 	storeFaults := startChaos(8*time.Millisecond, cutNewLinks, storeProxies(insts)...)
 	linkFaults := startChaos(40*time.Millisecond, liveLinksOnly, links...)
-	tally := runSoak(streamSoakCalls, streamSoakCallers, func(i int) (*soakProblem, error) { return call(client, i) })
+	tally := runSoak(streamSoakCalls, streamSoakCallers, soakBudget, func(i int) (*soakProblem, error) { return call(client, i) })
 	linkFaults.Stop()
 	storeFaults.Stop()
 
 	lost := leaseLostKeys(insts)
 	tally.excuse(t, lost, streamSoakKey)
-	tally.report(t, streamSoakCalls, insts, streamSoakKey)
+	tally.report(t, insts, streamSoakKey)
 	doubles, rerun := execs.doubles(t, insts, lost)
 	t.Logf("stream soak: %d calls (%d downloads, %d uploads) from %d goroutines in %v: %d answers, %d give-ups %v, %d retries (%d resuming mid-stream); %d double executions, %d keys run again after a lost claim, %d missing or repeated, %d wrong",
-		streamSoakCalls, streamSoakCalls-streamSoakCalls/streamSoakUploads, streamSoakCalls/streamSoakUploads, streamSoakCallers,
+		tally.calls, tally.calls-uploads(tally.calls), uploads(tally.calls), streamSoakCallers,
 		tally.elapsed.Round(time.Millisecond), tally.answers, len(tally.gaveUp), tally.giveUps(), retries.Load(), resumed.Load(),
 		doubles, rerun, tally.count(problemMissing), tally.count(problemWrong))
 	t.Logf("store faults: %v", storeFaults)
@@ -139,7 +139,7 @@ func TestChaosSoakStreams(t *testing.T) {
 	// its whole answer from its one execution; a key whose claim was lost
 	// may get it from a later execution than the one it had a prefix of
 	// (decision 9).
-	for i := range prefixes {
+	for i := range prefixes[:tally.calls] {
 		if lost[streamSoakKey(i)] {
 			prefixes[i] = 0
 		}
@@ -154,14 +154,17 @@ func TestChaosSoakStreams(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if executed := execs.once(t, insts, leaseLostKeys(insts)); executed != streamSoakCalls {
-		t.Fatalf("%d keys executed exactly once (or again after a lost claim), want all %d", executed, streamSoakCalls)
+	if executed := execs.once(t, insts, leaseLostKeys(insts)); executed != tally.calls {
+		t.Fatalf("%d keys executed exactly once (or again after a lost claim), want all %d", executed, tally.calls)
 	}
 }
 
 // streamSoakUpload reports whether call i is an Upload (every sixth),
 // else a Download.
 func streamSoakUpload(i int) bool { return i%streamSoakUploads == streamSoakUploads-1 }
+
+// uploads is the number of Uploads among calls 0 to n-1.
+func uploads(n int) int { return n / streamSoakUploads }
 
 // streamSoakKey is the key of call i: up-i for an Upload, down-i for a
 // Download.

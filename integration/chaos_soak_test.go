@@ -39,7 +39,7 @@ const (
 // TestMain's goleak check, nothing leaks. The harness is soak_harness_test.go.
 func TestChaosSoak(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), soakDeadline)
 	defer cancel()
 	insts := newSoakInstances(t, ctx)
 
@@ -84,14 +84,14 @@ func TestChaosSoak(t *testing.T) {
 	}
 
 	faults := startChaos(8*time.Millisecond, cutNewLinks, storeProxies(insts)...)
-	tally := runSoak(soakCalls, soakCallers, func(i int) (*soakProblem, error) { return call(client, i) })
+	tally := runSoak(soakCalls, soakCallers, soakBudget, func(i int) (*soakProblem, error) { return call(client, i) })
 	faults.Stop()
 
-	tally.report(t, soakCalls, insts, soakKey)
+	tally.report(t, insts, soakKey)
 	lost := leaseLostKeys(insts)
 	doubles, rerun := execs.doubles(t, insts, lost)
 	t.Logf("soak: %d calls from %d goroutines in %v: %d answers, %d give-ups %v, %d double executions, %d keys run again after a lost claim, %d wrong",
-		soakCalls, soakCallers, tally.elapsed.Round(time.Millisecond), tally.answers, len(tally.gaveUp), tally.giveUps(), doubles, rerun, len(tally.problems))
+		tally.calls, soakCallers, tally.elapsed.Round(time.Millisecond), tally.answers, len(tally.gaveUp), tally.giveUps(), doubles, rerun, len(tally.problems))
 	t.Logf("faults: %v", faults)
 	t.Logf("instance A outcomes: %v", &insts[0].observed)
 	t.Logf("instance B outcomes: %v", &insts[1].observed)
@@ -114,8 +114,8 @@ func TestChaosSoak(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if executed := execs.once(t, insts, leaseLostKeys(insts)); executed != soakCalls {
-		t.Fatalf("%d keys executed exactly once (or again after a lost claim), want all %d", executed, soakCalls)
+	if executed := execs.once(t, insts, leaseLostKeys(insts)); executed != tally.calls {
+		t.Fatalf("%d keys executed exactly once (or again after a lost claim), want all %d", executed, tally.calls)
 	}
 }
 

@@ -259,19 +259,31 @@ type soakGiveUp struct {
 	err error
 }
 
+// soakBudget is how long a soak starts calls for: a soak stops at its
+// count of calls or at its budget, whichever comes first, so a loaded
+// machine makes it shorter, never wrong. The calls started by then run to
+// their end, and every check counts those.
+const soakBudget = 45 * time.Second
+
+// soakDeadline bounds a whole soak (its calls, then their healing): it only
+// stops a soak that hangs, well after soakBudget.
+const soakDeadline = 4 * time.Minute
+
 // soakTally is how the calls of a soak ended.
 type soakTally struct {
+	calls    int // the calls started: 0 to calls-1
 	elapsed  time.Duration
 	answers  int
 	gaveUp   []soakGiveUp
 	problems []soakProblem
 }
 
-// runSoak runs calls 0 to calls-1 from callers goroutines and tallies how
-// each ended: call returns a problem when the answer was not its own, else
-// the call's error: nil for an answer, a retryable one for a give-up, any
-// other a problem.
-func runSoak(calls, callers int, call func(i int) (*soakProblem, error)) *soakTally {
+// runSoak runs calls 0 to calls-1 from callers goroutines, starting none
+// after budget has passed, and tallies how each started call ended: call
+// returns a problem when the answer was not its own, else the call's
+// error: nil for an answer, a retryable one for a give-up, any other a
+// problem.
+func runSoak(calls, callers int, budget time.Duration, call func(i int) (*soakProblem, error)) *soakTally {
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
@@ -281,7 +293,7 @@ func runSoak(calls, callers int, call func(i int) (*soakProblem, error)) *soakTa
 	start := time.Now()
 	for range callers {
 		wg.Go(func() {
-			for {
+			for time.Since(start) < budget {
 				i := int(next.Add(1) - 1)
 				if i >= calls {
 					return
@@ -305,19 +317,20 @@ func runSoak(calls, callers int, call func(i int) (*soakProblem, error)) *soakTa
 	}
 	wg.Wait()
 	tl.elapsed = time.Since(start)
+	tl.calls = min(int(next.Load()), calls)
 	return &tl
 }
 
 // report reports the first ten problems as errors, each with what the
 // instances observed of its call's key (keyOf), and checks that every
-// call ended.
-func (tl *soakTally) report(t *testing.T, calls int, insts [2]*soakInstance, keyOf func(i int) string) {
+// call started ended.
+func (tl *soakTally) report(t *testing.T, insts [2]*soakInstance, keyOf func(i int) string) {
 	t.Helper()
 	for _, p := range tl.problems[:min(len(tl.problems), 10)] {
 		t.Errorf("%s: %s; %s", p.kind, p.detail, keyHistory(insts, keyOf(p.call)))
 	}
-	if got := tl.answers + len(tl.gaveUp) + len(tl.problems); got != calls {
-		t.Fatalf("%d calls ended, want %d", got, calls)
+	if got := tl.answers + len(tl.gaveUp) + len(tl.problems); got != tl.calls {
+		t.Fatalf("%d calls ended, want %d", got, tl.calls)
 	}
 }
 
