@@ -46,7 +46,9 @@ check-core-deps:
 ## statements, the README's examples run
 ## when copied into an empty module, the README's quickstart runs as written
 ## (fetching options.proto from the module cache, buf generate, go run), and
-## every relative link between the Markdown files resolves, anchors included.
+## every relative link between the Markdown files, and every link of the Go
+## files to the repository's files (docs/semantics/<topic>.md#decision-N),
+## resolves, anchors included.
 check-docs:
 	GOWORK=off go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	go run ./internal/cmd/gosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)

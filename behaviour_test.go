@@ -7,7 +7,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// TestBehaviour runs docs/semantics.md's table against every entry point
+// TestBehaviour runs the table of docs/semantics/README.md against every entry point
 // on the memory store; the integration module runs it on Redis and
 // PostgreSQL.
 func TestBehaviour(t *testing.T) {

@@ -76,10 +76,10 @@
 // [the streaming guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/streaming.md
 // [the proto guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/proto.md
 // [the server guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/server.md
-// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md
+// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics/README.md
 // [the functions guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/functions.md
 // [the client guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/client.md
 // [the stores guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/stores.md
 // [the operations guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#moving-to-another-store
-// [the chaining decisions]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md#chaining-decisions
+// [the chaining decisions]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics/operations.md#chaining-decisions
 package idempotency

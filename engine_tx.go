@@ -24,7 +24,7 @@ var ErrNoClaim = errors.New("idempotency: the context carries no claim")
 // recorded, or a retryable error when the commit fails. What the
 // interceptor then does is in [the behaviour contract].
 //
-// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md#decision-37
+// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics/stores.md#decision-37
 type TxOutcome struct {
 	// StoreKey is the store key of the call (see [Claim.StoreKey]).
 	StoreKey string

@@ -63,7 +63,7 @@ func (s *Server) Close() error {
 // method cache and in-flight waiters with [Do] and [Once]. What it does in
 // every situation is in [the behaviour contract].
 //
-// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics.md#server-situation--outcome
+// [the behaviour contract]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/semantics/README.md#server-situation--outcome
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return s.e.intercept
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
-// TestBehaviour runs docs/semantics.md's table against the handler
+// TestBehaviour runs the table of docs/semantics/README.md against the handler
 // interceptor, over real connect-go servers of the Connect, gRPC and
 // gRPC-Web protocols, on the memory store; the integration module runs it
 // on Redis and PostgreSQL.

@@ -77,7 +77,7 @@
 // replayed by the other. The behaviour the library promises is one code
 // path, whatever the framework; this package converts what connect-go
 // says into grpc-go's terms and back (the reasoning is in decisions 200 to
-// 209 of docs/semantics.md).
+// 209 of docs/semantics/connect.md).
 //
 // # Interceptors outside this one
 //

@@ -10,7 +10,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestBehaviour runs docs/semantics.md's table against every entry point
+// TestBehaviour runs the table of docs/semantics/README.md against every entry point
 // on Redis, PostgreSQL and MySQL (MariaDB), as the root package's
 // TestBehaviour does on the memory store. Each backend is one server shared by the suite's
 // subtests, which use keys of their own.

@@ -12,7 +12,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestConnectBehaviour runs docs/semantics.md's table against the
+// TestConnectBehaviour runs the table of docs/semantics/README.md against the
 // connect-go handler interceptor (connectidempotency) over the Connect,
 // gRPC and gRPC-Web protocols, on Redis and on PostgreSQL, as
 // connectidempotency's TestBehaviour does on the memory store.

@@ -3,14 +3,14 @@
 // message's key is claimed in the idempotency store, the handler runs
 // under the claim, and the message is acknowledged only after its outcome
 // is stored, or the store failed to take it until the server's store
-// timeout (docs/semantics.md, decision 270). Every instance of the consumer, in any process, shares the
+// timeout (docs/semantics/consumers.md, decision 270). Every instance of the consumer, in any process, shares the
 // store, so the handler runs once among them.
 //
 // It is a module of its own so that the core module requires no NATS
 // client. Its name pairs the ecosystem it adapts to with this library's,
 // as otelidempotency does. The guide is docs/consumers.md in the
 // repository; the rules every consumer package follows are in
-// docs/semantics.md (decisions 81 to 84, 127, 150, 158).
+// docs/semantics/consumers.md (decisions 81 to 84, 127, 150, 158).
 //
 // # Processing
 //

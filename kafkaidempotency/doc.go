@@ -4,13 +4,13 @@
 // every member shares, the handler runs under the claim, and the record's
 // offset is committed only after its outcome, and the outcome of every
 // record before it in its partition, is stored, or the store failed to take
-// it until the server's store timeout (docs/semantics.md, decision 270).
+// it until the server's store timeout (docs/semantics/consumers.md, decision 270).
 //
 // It is a module of its own so that the core module requires no Kafka
 // client. Its name pairs the ecosystem it adapts to with this library's,
 // as otelidempotency does. The guide is docs/consumers.md in the
 // repository; the rules every consumer package follows are in
-// docs/semantics.md (decisions 81 to 84, 127, 150 to 153, 158).
+// docs/semantics/consumers.md (decisions 81 to 84, 127, 150 to 153, 158).
 //
 // # Processing
 //

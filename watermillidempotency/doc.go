@@ -4,7 +4,7 @@
 // that every consumer shares, the handler runs under the claim, and the
 // router acknowledges the message only after the outcome is stored, or
 // after the store failed to take it until the server's store timeout
-// (docs/semantics.md, decision 270). Every
+// (docs/semantics/consumers.md, decision 270). Every
 // broker watermill reaches (Kafka, AMQP, NATS, SQL, cloud queues) gets the
 // guarantee.
 //
@@ -17,7 +17,7 @@
 //
 // It is a module of its own so that the core module requires no watermill.
 // The guide is docs/consumers.md in the repository; the rules every
-// consumer package follows are in docs/semantics.md (decisions 81 to 84,
+// consumer package follows are in docs/semantics/consumers.md (decisions 81 to 84,
 // 127, 150, 154 to 158).
 //
 //	router.AddMiddleware(watermillidempotency.Middleware(idem))

@@ -1,4 +1,4 @@
-// Package behaviourtest is the behaviour contract of docs/semantics.md as
+// Package behaviourtest is the behaviour contract of docs/semantics/README.md as
 // one table, run against every entry point of the library: the unary
 // server interceptor (over bufconn), [idempotency.Do], [idempotency.Once]
 // and the net/http middleware (over httptest), and those of modules of

@@ -10,7 +10,7 @@ import (
 // situations where the outcome is too large.
 const sizeLimit = 1024
 
-// situation is one row of docs/semantics.md's table: the server's
+// situation is one row of the table of docs/semantics/README.md: the server's
 // options and the store's faults, the script of the work's executions,
 // the calls with what every entry point answers, and how many times the
 // work runs in all.

@@ -82,7 +82,7 @@ func comparisons() []comparison {
 	}
 	pg := comparison{
 		title: "PostgreSQL replays: a claim of a completed key against a SELECT (`BenchmarkClaimCompleted`)",
-		about: "One completed key claimed again and again (the store step of a replay); the bare row is a plain `SELECT` of the row, claim-old the claim statement before the replay became a read (decision 50 of `docs/semantics.md`), on a table of its own. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
+		about: "One completed key claimed again and again (the store step of a replay); the bare row is a plain `SELECT` of the row, claim-old the claim statement before the replay became a read (decision 50 of `docs/semantics/stores-sql.md`), on a table of its own. The paired row, in All results, alternates a SELECT and a claim and gives their median latencies and `claim/select`.",
 		rate:  "ops/s",
 		bench: "BenchmarkClaimCompleted",
 	}
