@@ -2,12 +2,11 @@ package mysqlstore
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 var _ store.Inspector = (*Store)(nil)
@@ -23,32 +22,22 @@ type row struct {
 	size        int64
 }
 
+// core returns r as the shared code reads it.
+func (r row) core() sqlcore.Row {
+	return sqlcore.Row{
+		Key:         r.key,
+		State:       r.state,
+		Token:       r.token,
+		Fingerprint: r.fingerprint,
+		Data:        r.data,
+		Expires:     time.UnixMicro(r.expires).UTC(),
+		Size:        r.size,
+	}
+}
+
 // info describes r.
 func (s *Store) info(r row) (store.Info, error) {
-	i := store.Info{
-		Key:         string(r.key),
-		Token:       string(r.token),
-		Fingerprint: r.fingerprint,
-		Size:        r.size,
-		Expires:     time.UnixMicro(r.expires).UTC(),
-	}
-	if i.Fingerprint == nil {
-		i.Fingerprint = []byte{}
-	}
-	switch r.state {
-	case stateInFlight:
-		i.State = store.StateInFlight
-	case stateCompleted:
-		i.State = store.StateCompleted
-		i.Data = r.data
-		if i.Data == nil {
-			i.Data = []byte{}
-		}
-	default:
-		return store.Info{}, fmt.Errorf("mysqlstore: key %x in %s: unknown state %d: %w", r.key, s.table, r.state, store.ErrCorrupt)
-	}
-	i.Claimed, _ = store.TokenTime(i.Token)
-	return i, nil
+	return sqlcore.Info("mysqlstore", s.table, r.core())
 }
 
 // lookup reads the key's live row.
@@ -104,15 +93,11 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 			return store.Info{}, s.fail("purge", key, store.ErrNotFound)
 		}
 		info, err := s.info(r)
-		switch {
-		case err != nil:
+		if err != nil {
 			return store.Info{}, err
-		case opts.Token != "" && info.Token != opts.Token:
-			return info, s.fail("purge", key, store.ErrChanged)
-		case info.State == store.StateInFlight && !opts.InFlight:
-			return info, s.fail("purge", key, store.ErrInFlight)
-		case info.State == store.StateCompleted && opts.InFlight:
-			return info, s.fail("purge", key, store.ErrChanged)
+		}
+		if err := sqlcore.PurgeRefusal(info, opts); err != nil {
+			return info, s.fail("purge", key, err)
 		}
 		n, err := s.exec(ctx, s.isql.purge, r.key, r.token, r.state)
 		if err != nil {
@@ -139,7 +124,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 	if err != nil {
 		return store.Page{}, fmt.Errorf("mysqlstore: %w", err)
 	}
-	after, first, err := parseListCursor(opts.Cursor)
+	after, first, err := listCursor.Parse(opts.Cursor)
 	if err != nil {
 		return store.Page{}, err
 	}
@@ -159,12 +144,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		return store.Page{}, fmt.Errorf("mysqlstore: list %s: %w", s.table, err)
 	}
 	defer rows.Close()
-	var (
-		page store.Page
-		n    int
-		last []byte
-		now  = time.Now()
-	)
+	page := sqlcore.Page{Pkg: "mysqlstore", Table: s.table, Cursor: listCursor, Limit: limit, Opts: opts, Now: time.Now()}
 	for rows.Next() {
 		var (
 			r    row
@@ -173,43 +153,17 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live); err != nil {
 			return store.Page{}, fmt.Errorf("mysqlstore: list %s: %w", s.table, err)
 		}
-		n, last = n+1, r.key
-		info, err := s.info(r)
-		if err != nil || live != 1 {
-			continue // a row of an unknown state is reported by Lookup
-		}
-		info.Data = nil
-		if opts.Matches(info, now) {
-			page.Entries = append(page.Entries, info)
-		}
+		page.Add(r.core(), live == 1)
 	}
 	if err := rows.Err(); err != nil {
 		return store.Page{}, fmt.Errorf("mysqlstore: list %s: %w", s.table, err)
 	}
-	if n == limit {
-		page.Next = listCursorPrefix + hex.EncodeToString(last)
-	}
-	return page, nil
+	return page.Page(), nil
 }
 
-// listCursorPrefix starts every cursor of this store; the hex of the last
-// key read follows.
-const listCursorPrefix = "m1:"
-
-// parseListCursor reads a cursor of List: the key to read after, or first
-// for "", the start of a walk.
-func parseListCursor(c string) (after []byte, first bool, err error) {
-	if c == "" {
-		return nil, true, nil
-	}
-	h, ok := strings.CutPrefix(c, listCursorPrefix)
-	if ok {
-		if after, err = hex.DecodeString(h); err == nil {
-			return after, false, nil
-		}
-	}
-	return nil, false, fmt.Errorf("mysqlstore: list cursor %q: %w", c, store.ErrCursor)
-}
+// listCursor reads and writes the cursors of List: "m1:", then the hex of
+// the last key read.
+var listCursor = sqlcore.Cursor{Pkg: "mysqlstore", Prefix: "m1:"}
 
 // Stats implements [store.Inspector.Stats] exactly, with one aggregate
 // query: a scan of the whole table, O(rows); call it every minute or so at
@@ -232,12 +186,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		if err := rows.Scan(&state, &c.Entries, &c.Bytes); err != nil {
 			return store.Stats{}, fmt.Errorf("mysqlstore: stats of %s: %w", s.table, err)
 		}
-		switch state {
-		case stateInFlight:
-			st.InFlight = c
-		case stateCompleted:
-			st.Completed = c
-		}
+		sqlcore.AddStats(&st, state, c)
 	}
 	if err := rows.Err(); err != nil {
 		return store.Stats{}, fmt.Errorf("mysqlstore: stats of %s: %w", s.table, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 // Store is a [store.Store] on MySQL or MariaDB, through database/sql and
@@ -181,15 +182,10 @@ func (s *Store) existing(key string, state int64, fp, data []byte) (store.ClaimR
 	return store.ClaimResult{Existing: e}, nil
 }
 
-// failedClaimRelease bounds the release after a failed claim.
-const failedClaimRelease = 500 * time.Millisecond
-
 // releaseFailedClaim deletes the claim of token, if it landed. It is best
 // effort: its error is dropped, since the claim's own error is reported.
 func (s *Store) releaseFailedClaim(ctx context.Context, key, token string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimRelease)
-	defer cancel()
-	_ = s.Release(rctx, key, token)
+	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return s.Release(ctx, key, token) })
 }
 
 // Complete implements [store.Store.Complete] with one UPDATE fenced by the

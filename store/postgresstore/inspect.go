@@ -2,15 +2,14 @@ package postgresstore
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 var _ store.Inspector = (*Store)(nil)
@@ -26,29 +25,22 @@ type row struct {
 	size        int64
 }
 
+// core returns r as the shared code reads it.
+func (r row) core() sqlcore.Row {
+	return sqlcore.Row{
+		Key:         r.key,
+		State:       int64(r.state),
+		Token:       r.token,
+		Fingerprint: r.fingerprint,
+		Data:        r.data,
+		Expires:     r.expires,
+		Size:        r.size,
+	}
+}
+
 // info describes r.
 func (s *Store) info(r row) (store.Info, error) {
-	i := store.Info{
-		Key:         string(r.key),
-		Token:       string(r.token),
-		Fingerprint: r.fingerprint,
-		Size:        r.size,
-		Expires:     r.expires,
-	}
-	switch r.state {
-	case stateInFlight:
-		i.State = store.StateInFlight
-	case stateCompleted:
-		i.State = store.StateCompleted
-		i.Data = r.data
-		if i.Data == nil {
-			i.Data = []byte{}
-		}
-	default:
-		return store.Info{}, fmt.Errorf("postgresstore: key %x in %s: unknown state %d: %w", r.key, s.table, r.state, store.ErrCorrupt)
-	}
-	i.Claimed, _ = store.TokenTime(i.Token)
-	return i, nil
+	return sqlcore.Info("postgresstore", s.table, r.core())
 }
 
 // Lookup implements [store.Inspector.Lookup] with one SELECT of the key's
@@ -109,16 +101,15 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		return store.Info{}, s.fail("purge", key, err)
 	}
 	info, err := s.info(r)
-	switch {
-	case err != nil || purged:
-	case opts.Token != "" && info.Token != opts.Token:
-		err = s.fail("purge", key, store.ErrChanged)
-	case info.State == store.StateInFlight && !opts.InFlight:
-		err = s.fail("purge", key, store.ErrInFlight)
-	default:
-		err = s.fail("purge", key, store.ErrChanged)
+	if err != nil || purged {
+		return info, err
 	}
-	return info, err
+	// Not purged: the row the statement read tells why.
+	refusal := sqlcore.PurgeRefusal(info, opts)
+	if refusal == nil {
+		refusal = store.ErrChanged
+	}
+	return info, s.fail("purge", key, refusal)
 }
 
 // List implements [store.Inspector.List] with one SELECT per page, which
@@ -136,7 +127,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 	if err != nil {
 		return store.Page{}, fmt.Errorf("postgresstore: %w", err)
 	}
-	after, first, err := parseListCursor(opts.Cursor)
+	after, first, err := listCursor.Parse(opts.Cursor)
 	if err != nil {
 		return store.Page{}, err
 	}
@@ -154,12 +145,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
 	}
 	defer rows.Close()
-	var (
-		page store.Page
-		n    int
-		last []byte
-		now  = time.Now()
-	)
+	page := sqlcore.Page{Pkg: "postgresstore", Table: s.table, Cursor: listCursor, Limit: limit, Opts: opts, Now: time.Now()}
 	for rows.Next() {
 		var (
 			r    row
@@ -168,43 +154,17 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live); err != nil {
 			return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
 		}
-		n, last = n+1, r.key
-		info, err := s.info(r)
-		if err != nil || !live {
-			continue // a row of an unknown state is reported by Lookup
-		}
-		info.Data = nil
-		if opts.Matches(info, now) {
-			page.Entries = append(page.Entries, info)
-		}
+		page.Add(r.core(), live)
 	}
 	if err := rows.Err(); err != nil {
 		return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
 	}
-	if n == limit {
-		page.Next = listCursorPrefix + hex.EncodeToString(last)
-	}
-	return page, nil
+	return page.Page(), nil
 }
 
-// listCursorPrefix starts every cursor of this store; the hex of the last
-// key read follows.
-const listCursorPrefix = "p1:"
-
-// parseListCursor reads a cursor of List: the key to read after, or first
-// for "", the start of a walk.
-func parseListCursor(c string) (after []byte, first bool, err error) {
-	if c == "" {
-		return nil, true, nil
-	}
-	h, ok := strings.CutPrefix(c, listCursorPrefix)
-	if ok {
-		if after, err = hex.DecodeString(h); err == nil {
-			return after, false, nil
-		}
-	}
-	return nil, false, fmt.Errorf("postgresstore: list cursor %q: %w", c, store.ErrCursor)
-}
+// listCursor reads and writes the cursors of List: "p1:", then the hex of
+// the last key read.
+var listCursor = sqlcore.Cursor{Pkg: "postgresstore", Prefix: "p1:"}
 
 // Stats implements [store.Inspector.Stats] exactly, with one aggregate
 // query: a sequential scan of the whole table, O(rows), whose time this
@@ -228,12 +188,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		if err := rows.Scan(&state, &c.Entries, &c.Bytes); err != nil {
 			return store.Stats{}, fmt.Errorf("postgresstore: stats of %s: %w", s.table, err)
 		}
-		switch state {
-		case stateInFlight:
-			st.InFlight = c
-		case stateCompleted:
-			st.Completed = c
-		}
+		sqlcore.AddStats(&st, int64(state), c)
 	}
 	if err := rows.Err(); err != nil {
 		return store.Stats{}, fmt.Errorf("postgresstore: stats of %s: %w", s.table, err)

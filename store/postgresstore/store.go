@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 // Store is a [store.Store] on PostgreSQL. Each method is one SQL
@@ -131,15 +132,10 @@ func mayHaveLanded(err error) bool {
 	return !pgconn.SafeToRetry(err) && !errors.As(err, &pgErr)
 }
 
-// failedClaimRelease bounds the release after a failed claim.
-const failedClaimRelease = 500 * time.Millisecond
-
 // releaseFailedClaim deletes the claim of token, if it landed. It is best
 // effort: its error is dropped, since the claim's own error is reported.
 func (s *Store) releaseFailedClaim(ctx context.Context, key, token string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimRelease)
-	defer cancel()
-	_ = s.Release(rctx, key, token)
+	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return s.Release(ctx, key, token) })
 }
 
 // Complete implements [store.Store.Complete] with one UPDATE fenced by the

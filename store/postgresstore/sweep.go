@@ -3,8 +3,8 @@ package postgresstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"time"
+
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 // Sweep deletes one batch of expired rows ([WithSweepBatch], oldest first)
@@ -25,33 +25,5 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 // until one comes back short or the next run is due.
 func (s *Store) sweepLoop(ctx context.Context) {
 	defer s.sweeping.Done()
-	interval := s.cfg.sweepInterval
-	t := time.NewTimer(jitter(interval))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		due := time.Now().Add(interval)
-		for ctx.Err() == nil && time.Now().Before(due) {
-			n, err := s.Sweep(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			if s.cfg.sweepReport != nil {
-				s.cfg.sweepReport(n, err)
-			}
-			if err != nil || n < int64(s.cfg.sweepBatch) {
-				break
-			}
-		}
-		t.Reset(jitter(interval))
-	}
-}
-
-// jitter returns d plus up to 10% of random jitter.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+	sqlcore.SweepLoop(ctx, s.cfg.sweepInterval, s.cfg.sweepBatch, s.Sweep, s.cfg.sweepReport)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 // CompleteTx records resp as the outcome of the call whose claim ctx (the
@@ -70,12 +71,12 @@ func (s *Store) completeTx(ctx context.Context, tx pgx.Tx, resp proto.Message, h
 		return err
 	}
 	if ctx.Err() != nil {
-		return s.fail("complete in transaction", o.StoreKey, ended(ctx))
+		return s.fail("complete in transaction", o.StoreKey, sqlcore.Ended(ctx))
 	}
 	tag, err := tx.Exec(ctx, s.sql.completeTx, []byte(o.StoreKey), []byte(o.Token), o.Data, us)
 	if err != nil {
 		if ctx.Err() != nil {
-			return s.fail("complete in transaction", o.StoreKey, ended(ctx))
+			return s.fail("complete in transaction", o.StoreKey, sqlcore.Ended(ctx))
 		}
 		return s.txFailed(o.StoreKey, err)
 	}
@@ -84,20 +85,6 @@ func (s *Store) completeTx(ctx context.Context, tx pgx.Tx, resp proto.Message, h
 	}
 	o.Recorded()
 	return nil
-}
-
-// ended returns the error of a CompleteTx whose context ended: the
-// context's error, wrapping its cause as well when it has one of its own.
-// The interceptor cancels a handler's context with a cause matching
-// [store.ErrLeaseLost] when the claim was lost (taken over, or its lease
-// ran out unrenewed), so that CompleteTx then reports the lost lease, as
-// it would had the UPDATE run and found the claim gone.
-func ended(ctx context.Context) error {
-	err, cause := ctx.Err(), context.Cause(ctx)
-	if cause == nil || cause == err {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, cause)
 }
 
 // txFailed wraps the error of CompleteTx's UPDATE, saying what it means
