@@ -38,7 +38,6 @@ func newStoreOn(tb testing.TB, db *sql.DB, table string, opts ...mysqlstore.Opti
 	tb.Helper()
 	s := mysqlstore.New(db, append([]mysqlstore.Option{mysqlstore.WithTable(table)}, opts...)...)
 	tb.Cleanup(func() { _ = s.Close() })
-	pools.Store(s, db)
 	tables.Store(s, table)
 	if err := s.Migrate(tb.Context()); err != nil {
 		tb.Fatal(err)
@@ -46,9 +45,8 @@ func newStoreOn(tb testing.TB, db *sql.DB, table string, opts ...mysqlstore.Opti
 	return s, db
 }
 
-// pools and tables remember the pool and table of each store newStore
-// made.
-var pools, tables sync.Map
+// tables remembers the table of each store newStore made.
+var tables sync.Map
 
 func tableOf(tb testing.TB, s *mysqlstore.Store) string {
 	name, ok := tables.Load(s)
@@ -56,12 +54,4 @@ func tableOf(tb testing.TB, s *mysqlstore.Store) string {
 		tb.Fatal("store not made by newStore")
 	}
 	return name.(string)
-}
-
-func poolOf(tb testing.TB, s *mysqlstore.Store) *sql.DB {
-	db, ok := pools.Load(s)
-	if !ok {
-		tb.Fatal("store not made by newStore")
-	}
-	return db.(*sql.DB)
 }

@@ -1,178 +1,49 @@
 package postgresstore_test
 
 import (
-	"fmt"
-	"sync"
-	"sync/atomic"
+	"context"
 	"testing"
-	"time"
 
+	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 
-// fill writes n keys named prefix-i that expire after ttl: every other one
-// a claim with a lease of ttl, the others completed with a retention of ttl
-// (claimed with a minute's lease, so that a slow machine cannot lose it
-// before the Complete).
-func fill(t *testing.T, s *postgresstore.Store, prefix string, n int, ttl time.Duration) {
-	t.Helper()
-	for i := range n {
-		key := fmt.Sprintf("%s-%d", prefix, i)
-		lease := ttl
-		if i%2 == 0 {
-			lease = time.Minute
-		}
-		c, err := s.Claim(t.Context(), key, []byte("fp"), lease)
-		if err != nil || !c.Won() {
-			t.Fatalf("Claim %s: %v won=%v", key, err, c.Won())
-		}
-		if i%2 == 0 {
-			if err := s.Complete(t.Context(), key, c.Token, []byte("data"), ttl); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
-func rows(t *testing.T, s *postgresstore.Store, table string) int {
-	t.Helper()
-	var n int
-	if err := poolOf(t, s).QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// TestSweepDeletesOnlyExpired: one Sweep deletes at most a batch of
-// expired rows, in flight and completed, and never a live one.
-func TestSweepDeletesOnlyExpired(t *testing.T) {
+// TestSweep runs storetest's sweep suite, each case on a table of its own.
+func TestSweep(t *testing.T) {
 	t.Parallel()
-	s, table := sweepStore(t, 4, postgresstore.WithSweepBatch(30))
-	fill(t, s, "short", 50, 100*time.Millisecond)
-	fill(t, s, "long", 20, time.Hour)
-	time.Sleep(300 * time.Millisecond)
-	var got []int64
-	for {
-		n, err := s.Sweep(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, n)
-		if n < 30 {
-			break
-		}
-	}
-	if fmt.Sprint(got) != "[30 20]" {
-		t.Fatalf("batches deleted %v rows, want [30 20]", got)
-	}
-	if n := rows(t, s, table); n != 20 {
-		t.Fatalf("%d rows left, want the 20 live ones", n)
-	}
-	for i := range 20 {
-		c, err := s.Claim(t.Context(), fmt.Sprintf("long-%d", i), []byte("fp"), time.Hour)
-		if err != nil || c.Won() {
-			t.Fatalf("live key long-%d after the sweep: won=%v err=%v", i, c.Won(), err)
-		}
-	}
-}
-
-// TestSweepersRaceOnManyServers: four servers sweep the same table at once
-// while others claim and take over expired keys: together they delete
-// every expired row exactly once, and no live row.
-func TestSweepersRaceOnManyServers(t *testing.T) {
-	t.Parallel()
-	s, table := sweepStore(t, 8, postgresstore.WithSweepBatch(25))
-	const expired = 400
-	fill(t, s, "old", expired, 50*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
-
-	var deleted atomic.Int64
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				n, err := s.Sweep(t.Context())
+	storetest.RunSweep(t, func(t *testing.T, o storetest.SweepOptions) storetest.SweepRig {
+		s, pool := newStore(t, int32(o.MaxConns),
+			postgresstore.WithSweepInterval(o.Interval),
+			postgresstore.WithSweepBatch(o.Batch),
+			postgresstore.WithSweepReport(o.Report))
+		table := tableOf(t, s)
+		return storetest.SweepRig{
+			Store: s,
+			Rows: func(t *testing.T) int {
+				t.Helper()
+				var n int
+				if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			},
+			Sweeper: func(t *testing.T, batch int) storetest.SweepStore {
+				sweeper := postgresstore.New(pgtest.Pool(t, 2), postgresstore.WithTable(table), postgresstore.WithSweepInterval(0), postgresstore.WithSweepBatch(batch))
+				t.Cleanup(func() { _ = sweeper.Close() })
+				return sweeper
+			},
+			Hold: func(t *testing.T, key string) func() {
+				holder, err := pool.Begin(t.Context())
 				if err != nil {
-					t.Error(err)
-					return
+					t.Fatal(err)
 				}
-				deleted.Add(n)
-				if n == 0 {
-					return
+				if _, err := holder.Exec(t.Context(), "UPDATE "+table+" SET data = 'held' WHERE key = $1", []byte(key)); err != nil {
+					_ = holder.Rollback(t.Context())
+					t.Fatal(err)
 				}
-			}
-		})
-	}
-	// Meanwhile, take over some expired keys: they are live again.
-	var retaken atomic.Int64
-	wg.Go(func() {
-		for i := 0; i < expired; i += 10 {
-			c, err := s.Claim(t.Context(), fmt.Sprintf("old-%d", i), []byte("new"), time.Hour)
-			if err != nil || !c.Won() {
-				t.Errorf("Claim of an expired key: won=%v err=%v", c.Won(), err)
-				return
-			}
-			retaken.Add(1)
+				return func() { _ = holder.Rollback(context.WithoutCancel(t.Context())) }
+			},
 		}
 	})
-	wg.Wait()
-	if t.Failed() {
-		return
-	}
-	// A key taken over before the sweep reached it is live and kept; one
-	// swept first was claimed anew. Either way it is one live row.
-	if got := rows(t, s, table); got != int(retaken.Load()) {
-		t.Fatalf("%d rows left, want the %d keys claimed again", got, retaken.Load())
-	}
-	if d := deleted.Load(); d < expired-retaken.Load() || d > expired {
-		t.Fatalf("sweepers deleted %d rows, want between %d and %d", d, expired-retaken.Load(), expired)
-	}
-}
-
-// TestSweeperRunsInTheBackground: the store's own sweeper clears a backlog
-// larger than a batch in one run, and Close stops it.
-func TestSweeperRunsInTheBackground(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var reports []int64
-	s, table := sweepStore(t, 4,
-		postgresstore.WithSweepInterval(100*time.Millisecond),
-		postgresstore.WithSweepBatch(40),
-		postgresstore.WithSweepReport(func(n int64, err error) {
-			if err != nil {
-				t.Errorf("sweep: %v", err)
-			}
-			mu.Lock()
-			reports = append(reports, n)
-			mu.Unlock()
-		}))
-	fill(t, s, "k", 100, 50*time.Millisecond)
-	deadline := time.Now().Add(10 * time.Second)
-	for rows(t, s, table) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d expired rows still there after 10s", rows(t, s, table))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = s.Close()
-	mu.Lock()
-	defer mu.Unlock()
-	var total int64
-	for _, n := range reports {
-		if n > 40 {
-			t.Fatalf("a sweep deleted %d rows, over the batch of 40", n)
-		}
-		total += n
-	}
-	if total != 100 {
-		t.Fatalf("sweeper reported %d rows deleted (%v), want 100", total, reports)
-	}
-}
-
-// sweepStore returns a store on a table of its own and the table's name.
-func sweepStore(t *testing.T, maxConns int32, opts ...postgresstore.Option) (*postgresstore.Store, string) {
-	t.Helper()
-	opts = append([]postgresstore.Option{postgresstore.WithSweepInterval(0)}, opts...)
-	s, _ := newStore(t, maxConns, opts...)
-	return s, tableOf(t, s)
 }
