@@ -5,48 +5,27 @@ import (
 	"database/sql/driver"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 
-// TestMigrateManyServersAtOnce: eight servers, each with a pool of its
-// own, migrate the same table at the same moment, then again: every call
-// succeeds and the table works.
-func TestMigrateManyServersAtOnce(t *testing.T) {
+// TestMigrate runs storetest's migration suite on a table of its own.
+func TestMigrate(t *testing.T) {
 	t.Parallel()
-	const servers = 8
-	table := newTableName()
-	stores := make([]*mysqlstore.Store, servers)
-	for i := range stores {
-		stores[i] = mysqlstore.New(mysqltest.DB(t, 1), mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(0))
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	for round := range 2 {
-		errs := make([]error, servers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, s := range stores {
-			wg.Go(func() {
-				<-start
-				errs[i] = s.Migrate(t.Context())
-			})
+	storetest.RunMigrate(t, func(t *testing.T, n int) []storetest.MigrateStore {
+		table := newTableName()
+		stores := make([]storetest.MigrateStore, n)
+		for i := range stores {
+			s := mysqlstore.New(mysqltest.DB(t, 1), mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(0))
+			t.Cleanup(func() { _ = s.Close() })
+			stores[i] = s
 		}
-		close(start)
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("round %d, server %d: Migrate: %v", round, i, err)
-			}
-		}
-	}
-	c, err := stores[0].Claim(t.Context(), "k", []byte("fp"), time.Minute)
-	if err != nil || !c.Won() {
-		t.Fatalf("Claim on the migrated table: %v, won=%v", err, c.Won())
-	}
+		return stores
+	})
 }
 
 // TestMigrateTableNames: Migrate creates exactly the table WithTable names,

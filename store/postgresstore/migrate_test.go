@@ -2,49 +2,28 @@ package postgresstore_test
 
 import (
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/grpc-idempotency/idempotency/internal/pgtest"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 
-// TestMigrateManyServersAtOnce: eight servers, each with a pool of its
-// own, migrate the same table at the same moment, then again: every call
-// succeeds and the table works.
-func TestMigrateManyServersAtOnce(t *testing.T) {
+// TestMigrate runs storetest's migration suite on a table of its own.
+func TestMigrate(t *testing.T) {
 	t.Parallel()
-	const servers = 8
-	table := newSchema(t, pgtest.Pool(t, 1)) + ".records"
-	stores := make([]*postgresstore.Store, servers)
-	for i := range stores {
-		stores[i] = postgresstore.New(pgtest.Pool(t, 1), postgresstore.WithTable(table), postgresstore.WithSweepInterval(0))
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	for round := range 2 {
-		errs := make([]error, servers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, s := range stores {
-			wg.Go(func() {
-				<-start
-				errs[i] = s.Migrate(t.Context())
-			})
+	storetest.RunMigrate(t, func(t *testing.T, n int) []storetest.MigrateStore {
+		table := newSchema(t, pgtest.Pool(t, 1)) + ".records"
+		stores := make([]storetest.MigrateStore, n)
+		for i := range stores {
+			s := postgresstore.New(pgtest.Pool(t, 1), postgresstore.WithTable(table), postgresstore.WithSweepInterval(0))
+			t.Cleanup(func() { _ = s.Close() })
+			stores[i] = s
 		}
-		close(start)
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Fatalf("round %d, server %d: Migrate: %v", round, i, err)
-			}
-		}
-	}
-	c, err := stores[0].Claim(t.Context(), "k", []byte("fp"), 60e9)
-	if err != nil || !c.Won() {
-		t.Fatalf("Claim on the migrated table: %v, won=%v", err, c.Won())
-	}
+		return stores
+	})
 }
 
 // TestMigrateTableNames: Migrate creates exactly the table WithTable names,
