@@ -304,7 +304,13 @@ func renewalBlocked(t *testing.T, newRig func(*testing.T) Rig) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, newRig, func(ctx context.Context, f *fixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			extending := make(chan struct{}, 1)
+			signalling := func(t *testing.T) Rig {
+				r := newRig(t)
+				r.Store = signalExtend{Store: r.Store, entered: extending}
+				return r
+			}
+			f := newFixture(t, signalling, func(ctx context.Context, f *fixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 				tx, err := f.Begin(ctx)
 				if err != nil {
 					return nil, err
@@ -313,7 +319,11 @@ func renewalBlocked(t *testing.T, newRig func(*testing.T) Rig) {
 				if err := tx.CompleteTx(ctx, resp); err != nil {
 					return nil, err
 				}
-				time.Sleep(lease / 2) // the renewal comes at lease/3 and waits
+				// The renewal (at lease/3) has begun, and waits for the
+				// row the transaction holds, or finds it once the
+				// transaction ends: either way it sees what the
+				// transaction left.
+				<-extending
 				if !tc.commit {
 					_ = tx.Rollback(ctx)
 					return nil, status.Error(codes.Unavailable, "rolled back")
@@ -341,6 +351,20 @@ func renewalBlocked(t *testing.T, newRig func(*testing.T) Rig) {
 			}
 		})
 	}
+}
+
+// signalExtend is a store that says on entered when an Extend begins.
+type signalExtend struct {
+	store.Store
+	entered chan<- struct{}
+}
+
+func (s signalExtend) Extend(ctx context.Context, key, token string, lease time.Duration) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	return s.Store.Extend(ctx, key, token, lease)
 }
 
 // afterTakeover: the handler's lease ran out while its transaction (begun
