@@ -12,21 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// StreamClientInterceptor returns the client interceptor of streaming
-// calls: each client-streaming or server-streaming call gets one key and
-// is retried with it as [UnaryClientInterceptor] does a unary call, with
-// the same options, so that the caller sees one stream. A cut server
-// stream resumes after the messages received ([ResumeAfterKey]; the server
-// needs [Server.StreamServerInterceptor]); a client stream is resent from
-// copies held up to [WithMaxStreamRetryBuffer]. Bidirectional streams pass
-// through. It panics on a configuration error. The rest is in
-// [the streaming guide].
-//
-// [the streaming guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/streaming.md#the-client-side
-func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor {
-	return newClientInterceptor(opts).interceptStream
-}
-
 func (c *clientInterceptor) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	replayed := replayedDst(opts)
 	if desc.ClientStreams && desc.ServerStreams {
