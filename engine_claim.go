@@ -10,35 +10,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// Claim identifies the claim a handler runs under, as [ClaimFromContext]
-// returns it. (The result of a store's Claim call is a
-// [store.ClaimResult].)
-type Claim struct {
-	// StoreKey is the key the store holds the claim under: a hash of the
-	// method (or its namespace, or the operation of [Do]), the scope and the
-	// client's idempotency key, never the client's key itself.
-	StoreKey string
-	// Token is the owner token the store issued for this execution. A
-	// handler can pass it to its own systems to fence side effects: a
-	// system that accepts writes only under the token of the key's latest
-	// claim refuses an execution whose lease was lost and taken over. Tokens
-	// are unique per claim; only the memory store's are also ordered.
-	Token string
-}
-
-type claimKey struct{}
-
-// ClaimFromContext returns the claim the handler (or the function [Do] and
-// [Once] run) runs under. It reports false when the call is not
-// deduplicated (no key, method disabled, or failing open).
-func ClaimFromContext(ctx context.Context) (Claim, bool) {
-	c, ok := ctx.Value(claimKey{}).(*call)
-	if !ok {
-		return Claim{}, false
-	}
-	return c.claim, true
-}
-
 // States of [nesting]: whether the claim's work runs, and whether a
 // call nested in it has passed through under the claim.
 const (

@@ -42,10 +42,6 @@ func (e *engine) execute(ctx context.Context, c *call) (any, error) {
 	return resp, herr
 }
 
-// ErrHandlerTimeout is the cause (context.Cause) of a detached handler's
-// context ending at its handler timeout ([WithHandlerTimeout]).
-var ErrHandlerTimeout = errors.New("idempotency: the handler timeout passed")
-
 // errHandlerPanicked is reported to the observer with the release that
 // follows a panic.
 var errHandlerPanicked = errors.New("idempotency: the handler panicked")

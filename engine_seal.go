@@ -330,14 +330,6 @@ func parseSealed(data []byte) (id, nonce, ct []byte, ok bool) {
 	return id, nonce, data[sealHeader+n+sealNonce:], true
 }
 
-// SealedBy returns the ID of the key that sealed data, a stored record
-// ([WithSealing]), without opening it; ok is false when data is not a
-// sealed record. It reads untrusted bytes and never panics.
-func SealedBy(data []byte) (keyID string, ok bool) {
-	id, _, _, ok := parseSealed(data)
-	return string(id), ok
-}
-
 // sameRequest returns nil when fp, the fingerprint of a stored entry of
 // c's key whose record is data (nil while in flight), is that of c's
 // request: c's own, or, with sealing, the one an older key of c's

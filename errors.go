@@ -270,3 +270,12 @@ func (e *hookFailure) status() error {
 	}
 	return status.Error(codes.Internal, "idempotency: computing the request fingerprint failed")
 }
+
+// ErrNoClaim is returned by [NewTxOutcome] when the context carries no
+// claim: the call is not deduplicated (no key, method disabled, failing
+// open), or the context is not a handler's.
+var ErrNoClaim = errors.New("idempotency: the context carries no claim")
+
+// ErrHandlerTimeout is the cause (context.Cause) of a detached handler's
+// context ending at its handler timeout ([WithHandlerTimeout]).
+var ErrHandlerTimeout = errors.New("idempotency: the handler timeout passed")

@@ -115,3 +115,11 @@ func (s *Server) SealedRecords() map[string]uint64 {
 	})
 	return out
 }
+
+// SealedBy returns the ID of the key that sealed data, a stored record
+// ([WithSealing]), without opening it; ok is false when data is not a
+// sealed record. It reads untrusted bytes and never panics.
+func SealedBy(data []byte) (keyID string, ok bool) {
+	id, _, _, ok := parseSealed(data)
+	return string(id), ok
+}

@@ -9,11 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// ErrNoClaim is returned by [NewTxOutcome] when the context carries no
-// claim: the call is not deduplicated (no key, method disabled, failing
-// open), or the context is not a handler's.
-var ErrNoClaim = errors.New("idempotency: the context carries no claim")
-
 // TxOutcome is the outcome of the call a handler runs under, encoded
 // exactly as the interceptor would store it, for a store that shares a
 // database with the handler's side effects (postgresstore's CompleteTx):
