@@ -146,20 +146,9 @@ func (e *engine) prepare(ctx context.Context, c *call, name, ns string, m *metho
 // call nested in running work that holds the same claim passes through
 // under it ([engine.claimedOutside]).
 func (e *engine) run(ctx context.Context, c *call) (any, error) {
-	claimCtx := ctx
-	switch outer, err := e.claimedOutside(ctx, c); {
-	case outer != nil && err == nil:
-		defer outer.nesting.leave()
-		return c.t.bypass(ctx)
-	case outer != nil && !errors.Is(err, errNotNested):
-		return nil, err
-	case outer != nil:
-		// The outer work has returned, and ctx is its context, kept by a
-		// goroutine: it ended with the work, not because a caller gave
-		// up, so the claim's store call does not follow it, on any store
-		// (a replay needs no live context). ctx still decides whether
-		// anything runs (decision 97).
-		claimCtx = context.WithoutCancel(ctx)
+	claimCtx, resp, done, err := e.nested(ctx, c)
+	if done {
+		return resp, err
 	}
 	var until time.Time
 	for attempt := 0; ; attempt++ {
@@ -181,42 +170,87 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 			return e.claimFailed(ctx, c, err)
 		}
 		if cl.Won() {
-			c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
-			c.caller = ctx
-			if err := ctx.Err(); err != nil {
-				// The caller gave up while the claim was under way (a slow
-				// store): nobody would get the answer, so don't run it.
-				e.release(ctx, c, err)
-				return nil, err
-			}
-			return e.execute(ctx, c)
+			return e.won(ctx, c, cl, start)
 		}
 		if err := e.sameRequest(c, cl.Existing.Fingerprint, cl.Existing.Data); err != nil {
 			return nil, err
 		}
 		if cl.Existing.State == store.StateCompleted {
-			rec, resp, err := e.replay(ctx, c, cl.Existing.Data)
-			if !errors.Is(err, ErrRecordCorrupt) {
-				if e.cache != nil {
-					e.cache.put(c.key, c.fingerprint, cl.Existing.Data, rec.GetCompletedAt(), c.cfg.retention, c.cacheGen)
-				}
-				e.observe(ctx, &c.subject, DecisionReplayed, c.storeTime, nil)
-			}
-			return resp, err
+			return e.replayStored(ctx, c, cl.Existing.Data)
 		}
-		if e.cfg.wait <= 0 {
-			return nil, ErrKeyInUse
-		}
-		if attempt == 0 {
-			until = time.Now().Add(e.cfg.wait)
-		}
-		if !e.flights.wait(ctx, c.key, until, attempt) {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, ErrKeyInUse
+		if err := e.awaitInFlight(ctx, c, attempt, &until); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// nested handles a call nested in running work: when that work holds
+// the same claim, the call passes through under it and done is true;
+// otherwise it returns the context the claim's store call runs under.
+func (e *engine) nested(ctx context.Context, c *call) (claimCtx context.Context, resp any, done bool, err error) {
+	switch outer, err := e.claimedOutside(ctx, c); {
+	case outer != nil && err == nil:
+		defer outer.nesting.leave()
+		resp, err := c.t.bypass(ctx)
+		return nil, resp, true, err
+	case outer != nil && !errors.Is(err, errNotNested):
+		return nil, nil, true, err
+	case outer != nil:
+		// The outer work has returned, and ctx is its context, kept by a
+		// goroutine: it ended with the work, not because a caller gave
+		// up, so the claim's store call does not follow it, on any store
+		// (a replay needs no live context). ctx still decides whether
+		// anything runs (decision 97).
+		return context.WithoutCancel(ctx), nil, false, nil
+	}
+	return ctx, nil, false, nil
+}
+
+// won executes the call whose claim, made at start, was won, unless the
+// caller gave up while the claim was under way.
+func (e *engine) won(ctx context.Context, c *call, cl store.ClaimResult, start time.Time) (any, error) {
+	c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
+	c.caller = ctx
+	if err := ctx.Err(); err != nil {
+		// The caller gave up while the claim was under way (a slow
+		// store): nobody would get the answer, so don't run it.
+		e.release(ctx, c, err)
+		return nil, err
+	}
+	return e.execute(ctx, c)
+}
+
+// replayStored replays the completed record data of c's key, and keeps
+// it in the replay cache unless it is corrupt.
+func (e *engine) replayStored(ctx context.Context, c *call, data []byte) (any, error) {
+	rec, resp, err := e.replay(ctx, c, data)
+	if !errors.Is(err, ErrRecordCorrupt) {
+		if e.cache != nil {
+			e.cache.put(c.key, c.fingerprint, data, rec.GetCompletedAt(), c.cfg.retention, c.cacheGen)
+		}
+		e.observe(ctx, &c.subject, DecisionReplayed, c.storeTime, nil)
+	}
+	return resp, err
+}
+
+// awaitInFlight waits, up to [WithWaitForInFlight] from the first
+// attempt, for the call in flight under c's key to end, so that the
+// claim is tried again; it returns [ErrKeyInUse] without a wait, or
+// when the wait runs out, and the caller's error when the caller gives up.
+func (e *engine) awaitInFlight(ctx context.Context, c *call, attempt int, until *time.Time) error {
+	if e.cfg.wait <= 0 {
+		return ErrKeyInUse
+	}
+	if attempt == 0 {
+		*until = time.Now().Add(e.cfg.wait)
+	}
+	if !e.flights.wait(ctx, c.key, *until, attempt) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return ErrKeyInUse
+	}
+	return nil
 }
 
 // claim claims c's key, bounded by the store timeout and the caller's
