@@ -3,11 +3,12 @@ package idempotency_test
 import (
 	"testing"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // WithDefaultMode(ModeDisabled) sends no key and makes no retry for
@@ -52,5 +53,110 @@ func TestClientDefaultMode(t *testing.T) {
 				t.Fatalf("attempt carried keys %q, want none", attempts[0].keys)
 			}
 		})
+	}
+}
+
+// On a method whose idempotency.v1.method option names a key_field
+// (AIP-155 request_id), the client interceptor sends the field's value as
+// the call's key instead of minting one, so two calls with the same
+// request_id run the handler once.
+func TestClientKeyFieldIsTheKey(t *testing.T) {
+	t.Parallel()
+	rig := newClientRig(t, rigConfig{})
+	client := rig.client(t, idempotency.UnaryClientInterceptor())
+	req := &testingv1.DoRequest{RequestId: "req-155", Payload: "p"}
+	var first *testingv1.DoResponse
+	for i := range 2 {
+		resp, err := client.Keyed(t.Context(), req)
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if first == nil {
+			first = resp
+		}
+		if resp.GetExecution() != first.GetExecution() {
+			t.Fatalf("call %d got execution %d, want the first call's %d", i+1, resp.GetExecution(), first.GetExecution())
+		}
+	}
+	if n := rig.executions(); n != 1 {
+		t.Fatalf("handler ran %d times for two calls with one request_id, want 1", n)
+	}
+	if key := wantOneKey(t, rig.attempts.all()); key != req.GetRequestId() {
+		t.Fatalf("calls carried key %q, want the request_id %q", key, req.GetRequestId())
+	}
+}
+
+// The key field and the other key sources together: a key given with
+// WithKey or in the outgoing metadata must equal a non-empty field value
+// (the server would silently prefer the metadata key), an empty field
+// leaves the key to the usual sources, and an invalid field value fails
+// locally like any invalid key.
+func TestClientKeyFieldPrecedence(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		requestID  string
+		opts       []grpc.CallOption
+		metadata   string
+		wantCode   codes.Code
+		wantReason string
+		wantKey    string // "" with wantCode OK: a minted key
+	}{
+		{name: "field alone", requestID: "r-1", wantKey: "r-1"},
+		{name: "WithKey equal to the field", requestID: "r-1", opts: []grpc.CallOption{idempotency.WithKey("r-1")}, wantKey: "r-1"},
+		{name: "metadata key equal to the field", requestID: "r-1", metadata: "r-1", wantKey: "r-1"},
+		{name: "WithKey different from the field", requestID: "r-1", opts: []grpc.CallOption{idempotency.WithKey("other")},
+			wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
+		{name: "metadata key different from the field", requestID: "r-1", metadata: "other",
+			wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
+		{name: "empty field, WithKey", opts: []grpc.CallOption{idempotency.WithKey("k-1")}, wantKey: "k-1"},
+		{name: "empty field, metadata key", metadata: "k-1", wantKey: "k-1"},
+		{name: "empty field, minted key"},
+		{name: "invalid field", requestID: "bad id", wantCode: codes.InvalidArgument, wantReason: idempotency.ErrKeyInvalid.Reason},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rig := newClientRig(t, rigConfig{})
+			client := rig.client(t, idempotency.UnaryClientInterceptor())
+			ctx := t.Context()
+			if tt.metadata != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, tt.metadata)
+			}
+			_, err := client.Keyed(ctx, &testingv1.DoRequest{RequestId: tt.requestID}, tt.opts...)
+			if status.Code(err) != tt.wantCode || clientReason(err) != tt.wantReason {
+				t.Fatalf("err = %v (reason %q), want %v with reason %q", err, clientReason(err), tt.wantCode, tt.wantReason)
+			}
+			attempts := rig.attempts.all()
+			if tt.wantCode != codes.OK {
+				if len(attempts) != 0 {
+					t.Fatalf("server saw %d attempts, want none: the client refuses the call", len(attempts))
+				}
+				return
+			}
+			key := wantOneKey(t, attempts)
+			if tt.wantKey != "" && key != tt.wantKey {
+				t.Fatalf("call carried key %q, want %q", key, tt.wantKey)
+			}
+			if tt.wantKey == "" && key == "" {
+				t.Fatal("call carried an empty key, want a minted one")
+			}
+		})
+	}
+}
+
+// The key field is read only on methods that name one: the same request_id
+// on an unannotated method leaves each call its own minted key.
+func TestClientKeyFieldOnlyWhereNamed(t *testing.T) {
+	t.Parallel()
+	rig := newClientRig(t, rigConfig{})
+	client := rig.client(t, idempotency.UnaryClientInterceptor())
+	for range 2 {
+		if _, err := client.Do(t.Context(), &testingv1.DoRequest{RequestId: "r-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rig.executions(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2: Do has no key_field", n)
 	}
 }

@@ -2,18 +2,27 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/grpc-idempotency/idempotency"
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // cacheOpt is a replay cache large enough for every test that does not
@@ -304,4 +313,321 @@ func TestReplayCacheConfigPanics(t *testing.T) {
 			idempotency.NewServer(memStore(t), opt)
 		})
 	}
+}
+
+// TestReplayCacheExpiry: a cached entry expires at the record's
+// completion plus the method's retention, or the cache's ttl after it was
+// filled, whichever comes first. The test runs on synctest's clock: the
+// servers and the memory store live in the bubble.
+func TestReplayCacheExpiry(t *testing.T) {
+	t.Parallel()
+	const retention = time.Hour
+	cases := []struct {
+		name string
+		ttl  time.Duration
+		// fillAt is when the cached server first replays the key, filling
+		// its cache; 0: it ran the call itself.
+		fillAt time.Duration
+		// expiresAt is when its entry expires; rerun: the store's
+		// retention has ended then too, so the handler runs again.
+		expiresAt time.Duration
+		rerun     bool
+	}{
+		{name: "ttl first", ttl: 10 * time.Minute, expiresAt: 10 * time.Minute},
+		{name: "ttl first, filled from the store", ttl: 10 * time.Minute, fillAt: 30 * time.Minute, expiresAt: 40 * time.Minute},
+		{name: "retention first", ttl: 3 * time.Hour, expiresAt: retention, rerun: true},
+		// Filled 50 minutes after completion: the entry ends with the
+		// record's retention, not 1h after the fill.
+		{name: "retention first, filled from the store", ttl: 3 * time.Hour, fillAt: 50 * time.Minute, expiresAt: retention, rerun: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				fs := faultstore.New(memStore(t))
+				cached := newFixtureOn(t, fs, nil, idempotency.WithRetention(retention), idempotency.WithReplayCache(100, 1<<20, tc.ttl))
+				first := cached
+				if tc.fillAt > 0 {
+					first = newFixtureOn(t, fs, nil, idempotency.WithRetention(retention))
+				}
+				req := &testingv1.DoRequest{Payload: "charge"}
+				ctx := withKey(t.Context(), "k-expiry")
+				if _, err := first.client.Do(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				if tc.fillAt > 0 {
+					time.Sleep(tc.fillAt)
+					if _, err := cached.client.Do(ctx, req); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(time.Until(start.Add(tc.expiresAt - time.Second)))
+				cached.wantCached(t, "k-expiry", req)
+
+				time.Sleep(time.Until(start.Add(tc.expiresAt + time.Second)))
+				before := fs.Count("claim")
+				resp, err := cached.client.Do(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fs.Count("claim") != before+1 {
+					t.Fatalf("at %v the entry was still cached; want it expired at %v", time.Since(start), tc.expiresAt)
+				}
+				executions := cached.srv.Service.Executions()
+				if first != cached {
+					executions += first.srv.Service.Executions()
+				}
+				if ran := executions == 2; ran != tc.rerun || resp.GetPayload() != "charge" {
+					t.Fatalf("after expiry: %v, %d executions; want the handler run again: %t", resp, executions, tc.rerun)
+				}
+			})
+		})
+	}
+}
+
+// TestReplayCacheConcurrent runs many callers on a hot key and on keys
+// that churn a small cache, through two servers with caches of their own
+// over one store (under -race in CI): every key runs once, every caller
+// gets its key's answer, and each server then replays the hot key from
+// its cache.
+func TestReplayCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	ran := map[string]int{}
+	count := func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		mu.Lock()
+		ran[req.GetPayload()]++
+		mu.Unlock()
+		return testserver.Echo(ctx, m, req)
+	}
+	fs := faultstore.New(memStore(t))
+	opts := []idempotency.ServerOption{idempotency.WithReplayCache(3, 1<<20, time.Hour), idempotency.WithWaitForInFlight(time.Minute)}
+	servers := []*fixture{newFixtureOn(t, fs, count, opts...), newFixtureOn(t, fs, count, opts...)}
+
+	const callers, calls = 8, 25
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	for i := range 2 * callers {
+		f := servers[i%2]
+		wg.Go(func() {
+			for j := range calls {
+				key := "hot"
+				if j%3 == 0 {
+					key = "cold-" + strconv.Itoa((i+j)%6)
+				}
+				resp, err := f.client.Do(withKey(t.Context(), key), &testingv1.DoRequest{Payload: key})
+				if err != nil || resp.GetPayload() != key {
+					t.Errorf("call of %s: %v, %v", key, resp, err)
+					failures.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failures.Load() > 0 {
+		return
+	}
+	mu.Lock()
+	for key, n := range ran {
+		if n != 1 {
+			t.Errorf("%s ran %d times, want once", key, n)
+		}
+	}
+	mu.Unlock()
+	for _, f := range servers {
+		// The churn may have evicted it: the first call refills it.
+		if _, err := f.client.Do(withKey(t.Context(), "hot"), &testingv1.DoRequest{Payload: "hot"}); err != nil {
+			t.Fatal(err)
+		}
+		f.wantCached(t, "hot", &testingv1.DoRequest{Payload: "hot"})
+	}
+}
+
+// lastEvent returns the last event recorded.
+func lastEvent(t *testing.T, ev *events) idempotency.Event {
+	t.Helper()
+	all := ev.All()
+	if len(all) == 0 {
+		t.Fatal("no event")
+	}
+	return all[len(all)-1]
+}
+
+// TestReplayCachePurgedKeyStopsReplaying: two servers over one memory
+// store; A replays a key from its cache, the key is purged from the store
+// (as an operator or another server purges it), and once A has been told,
+// its next call with the key finds it free and runs the handler again
+// instead of replaying the purged outcome from its cache.
+func TestReplayCachePurgedKeyStopsReplaying(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	watch := testkit.NewPurgeWatch(mem, mem)
+	a := testkit.Serve(t, testkit.Config{Store: watch, Options: []idempotency.ServerOption{cacheOpt}})
+	b := testkit.Serve(t, testkit.Config{Store: mem, Options: []idempotency.ServerOption{cacheOpt}})
+	watch.WaitSubscribed(t, 1)
+
+	ctx := withKey(t.Context(), "k-purged")
+	req := &testingv1.DoRequest{Payload: "charge"}
+	for range 2 {
+		if _, err := a.Client(t).Do(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := lastEvent(t, a.Events); e.Decision != idempotency.DecisionReplayed || !e.Cached {
+		t.Fatalf("second call on A: %+v; want a replay from its cache", e)
+	}
+	if _, err := b.Client(t).Do(ctx, req); err != nil { // B caches it too
+		t.Fatal(err)
+	}
+	key := lastEvent(t, a.Events).StoreKey
+	if _, err := mem.Purge(t.Context(), key, store.PurgeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	watch.WaitHandled(t, key)
+
+	resp, err := a.Client(t).Do(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := lastEvent(t, a.Events); e.Decision != idempotency.DecisionExecuted || resp.GetExecution() != 2 {
+		t.Fatalf("call on A after the purge: %+v, execution %d; want the handler run again", e, resp.GetExecution())
+	}
+}
+
+// claimHook runs after each claim that finds a completed entry, before
+// the server sees it.
+type claimHook struct {
+	store.Store
+	after func(key string)
+}
+
+func (h *claimHook) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
+	c, err := h.Store.Claim(ctx, key, fp, lease)
+	if err == nil && !c.Won() && c.Existing.State == store.StateCompleted && h.after != nil {
+		h.after(key)
+	}
+	return c, err
+}
+
+// TestReplayCacheFillRacingPurge: a record read from the store before a
+// purge that the server hears of before it fills its cache is replayed to
+// that call (it was the answer when the call read it) but not cached, so
+// the next call finds the key free.
+func TestReplayCacheFillRacingPurge(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	hook := &claimHook{Store: mem}
+	watch := testkit.NewPurgeWatch(hook, mem)
+	a := testkit.Serve(t, testkit.Config{Store: watch, Options: []idempotency.ServerOption{cacheOpt}})
+	b := testkit.Serve(t, testkit.Config{Store: mem})
+	watch.WaitSubscribed(t, 1)
+
+	ctx := withKey(t.Context(), "k-race")
+	req := &testingv1.DoRequest{Payload: "charge"}
+	if _, err := b.Client(t).Do(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	hook.after = func(key string) { // once: A's first claim
+		hook.after = nil
+		if _, err := mem.Purge(context.Background(), key, store.PurgeOptions{}); err != nil {
+			t.Error(err)
+		}
+		watch.WaitHandled(t, key)
+	}
+	if resp, err := a.Client(t).Do(ctx, req); err != nil || resp.GetExecution() != 1 {
+		t.Fatalf("A's first call = %v, %v; want the replay of execution 1 it read", resp, err)
+	}
+	if _, err := a.Client(t).Do(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if e := lastEvent(t, a.Events); e.Decision != idempotency.DecisionExecuted || a.Service.Executions() != 1 {
+		t.Fatalf("A's second call: %+v, A's handler ran %d times; want it run once, not a cached replay", e, a.Service.Executions())
+	}
+}
+
+// TestReplayCacheSubscription runs on synctest's clock: a subscription
+// the store refuses is asked for again, 100 ms later and then twice as
+// long each time, and the cache is emptied once one is made (purges made
+// before it were not told); a store that cannot tell purges
+// (errors.ErrUnsupported) is not asked again; Close ends the subscription
+// and empties the cache for good.
+func TestReplayCacheSubscription(t *testing.T) {
+	t.Parallel()
+	errDown := faultstore.ErrDown
+	tests := []struct {
+		name     string
+		refuse   int
+		err      error
+		attempts []int // Invalidations calls at 0, 100 ms, 300 ms and 10 min
+		cleared  bool  // a subscription made after the cache was filled emptied it
+	}{
+		{"subscribed at once", 0, nil, []int{1, 1, 1, 1}, false},
+		{"refused twice", 2, errDown, []int{1, 2, 3, 3}, true},
+		{"unsupported", 1, errors.ErrUnsupported, []int{1, 1, 1, 1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				mem := memorystore.New()
+				defer mem.Close()
+				watch := testkit.NewPurgeWatch(mem, mem)
+				watch.Refuse(tt.refuse, tt.err)
+				ev := &events{}
+				srv := idempotency.NewServer(watch, idempotency.WithObserver(ev), idempotency.WithReplayCache(10, 1<<20, time.Hour))
+				defer srv.Close()
+				once := func() idempotency.Event {
+					_, err := idempotency.Once(t.Context(), srv, "op", "k", wrapperspb.Int64(1), func(context.Context) error { return nil })
+					if err != nil {
+						t.Fatal(err)
+					}
+					return lastEvent(t, ev)
+				}
+				synctest.Wait()
+				once()
+				if e := once(); !e.Cached {
+					t.Fatalf("second call: %+v; want a replay from the cache", e)
+				}
+				for i, at := range []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, 10 * time.Minute} {
+					time.Sleep(at - time.Since(start))
+					synctest.Wait()
+					if got := watch.Attempts(); got != tt.attempts[i] {
+						t.Fatalf("%v after start: %d subscriptions asked for, want %d", at, got, tt.attempts[i])
+					}
+				}
+				if e := once(); e.Cached == tt.cleared {
+					t.Fatalf("after the subscriptions: %+v; want cached %v", e, !tt.cleared)
+				}
+				if err := srv.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if e := once(); e.Cached {
+					t.Fatalf("after Close: %+v; want no cached replay", e)
+				}
+				if e := once(); e.Cached {
+					t.Fatalf("after Close, again: %+v; want no cached replay", e)
+				}
+			})
+		})
+	}
+}
+
+// TestReplayCacheSubscriptionEndsWithServer: a Server dropped without
+// Close, whose interceptor is dropped too, ends its subscription once the
+// garbage collector has reclaimed it.
+func TestReplayCacheSubscriptionEndsWithServer(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	watch := testkit.NewPurgeWatch(mem, mem)
+	func() {
+		srv := idempotency.NewServer(watch, cacheOpt)
+		_ = srv.UnaryServerInterceptor()
+	}()
+	watch.WaitSubscribed(t, 1)
+	waitFor(t, func() bool {
+		runtime.GC()
+		return watch.Ended() == 1
+	})
 }

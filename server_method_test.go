@@ -1,26 +1,36 @@
 package idempotency_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency"
+	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	"github.com/grpc-idempotency/idempotency/internal/faultstore"
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	"github.com/grpc-idempotency/idempotency"
-	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
 )
 
 func TestDurationsFromProtoAndCode(t *testing.T) {
@@ -345,3 +355,318 @@ func badFiles(t *testing.T, bidi bool, keyField string) *protoregistry.Files {
 
 var _ = grpc.ChainUnaryInterceptor
 var _ = testserver.Echo
+
+// gRPC's own services (here the real health service) are left alone by
+// both interceptors: the client sends no key and the server neither claims
+// nor stores anything, even for a call that carries a key, unless the
+// server names the method with WithMethodPolicy.
+func TestHealthCheckLeftAlone(t *testing.T) {
+	t.Parallel()
+	check := healthpb.Health_Check_FullMethodName
+	tests := []struct {
+		name       string
+		server     []idempotency.ServerOption
+		client     bool   // through UnaryClientInterceptor
+		key        string // sent in metadata by the caller
+		wantStored bool
+	}{
+		{name: "through the client interceptor", client: true},
+		{name: "key sent without the client interceptor", key: "k-health"},
+		{name: "WithDefaultMode(ModeRequired) without a key", server: []idempotency.ServerOption{idempotency.WithDefaultMode(idempotency.ModeRequired)}},
+		{name: "named by WithMethodPolicy", key: "k-health", wantStored: true,
+			server: []idempotency.ServerOption{idempotency.WithMethodPolicy(check, idempotency.MethodPolicy{})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			mem := memStore(t)
+			fs := faultstore.New(mem)
+			rig := newClientRig(t, rigConfig{store: fs, server: tt.server, register: func(r grpc.ServiceRegistrar) {
+				healthpb.RegisterHealthServer(r, health.NewServer())
+			}})
+			var dial []grpc.DialOption
+			if tt.client {
+				dial = append(dial, grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor()))
+			}
+			client := healthpb.NewHealthClient(rig.srv.Dial(t, dial...))
+			ctx := t.Context()
+			if tt.key != "" {
+				ctx = withKey(ctx, tt.key)
+			}
+			for i := range 2 {
+				resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+				if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+					t.Fatalf("Check %d = %v, %v; want SERVING", i+1, resp, err)
+				}
+			}
+			if stored := len(fs.Calls()) > 0; stored != tt.wantStored {
+				t.Fatalf("store calls %+v, want any: %v", fs.Calls(), tt.wantStored)
+			}
+			for i, a := range rig.attempts.all() {
+				if want := tt.key != ""; (len(a.keys) > 0) != want {
+					t.Fatalf("attempt %d carried keys %q, want a key: %v", i+1, a.keys, want)
+				}
+			}
+		})
+	}
+}
+
+// WithDefaultMode sets the mode of methods that neither a proto option nor
+// WithMethodPolicy gives one; annotated methods keep theirs, and a
+// NO_SIDE_EFFECTS method stays disabled whatever the default.
+func TestDefaultMode(t *testing.T) {
+	t.Parallel()
+	disabled := idempotency.WithDefaultMode(idempotency.ModeDisabled)
+	required := idempotency.WithDefaultMode(idempotency.ModeRequired)
+	tests := []struct {
+		name      string
+		opts      []idempotency.ServerOption
+		method    string
+		key       string // sent with both calls
+		wantCode  codes.Code
+		wantExecs int64 // after two calls
+	}{
+		{name: "default: unannotated deduplicated", method: "Do", key: "k", wantExecs: 1},
+		{name: "disabled: unannotated untouched", opts: []idempotency.ServerOption{disabled}, method: "Do", key: "k", wantExecs: 2},
+		{name: "disabled: MODE_REQUIRED still deduplicated", opts: []idempotency.ServerOption{disabled}, method: "Required", key: "k", wantExecs: 1},
+		{name: "disabled: annotated without a mode still deduplicated", opts: []idempotency.ServerOption{disabled}, method: "Tuned", key: "k", wantExecs: 1},
+		{name: "disabled: named by WithMethodPolicy deduplicated", method: "Do", key: "k", wantExecs: 1, opts: []idempotency.ServerOption{disabled,
+			idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{})}},
+		{name: "required: unannotated without a key refused", opts: []idempotency.ServerOption{required}, method: "Do",
+			wantCode: codes.InvalidArgument},
+		{name: "required: annotated without a mode runs without a key", opts: []idempotency.ServerOption{required}, method: "Tuned", wantExecs: 2},
+		{name: "required: NO_SIDE_EFFECTS stays disabled", opts: []idempotency.ServerOption{required}, method: "Read", key: "k", wantExecs: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil, tt.opts...)
+			call := methodOf(f.client, tt.method)
+			ctx := t.Context()
+			if tt.key != "" {
+				ctx = withKey(ctx, tt.key)
+			}
+			for range 2 {
+				_, err := call(ctx, &testingv1.DoRequest{Payload: "p"})
+				if status.Code(err) != tt.wantCode {
+					t.Fatalf("err = %v, want %v", err, tt.wantCode)
+				}
+			}
+			if n := f.srv.Service.Executions(); n != tt.wantExecs {
+				t.Fatalf("handler ran %d times, want %d", n, tt.wantExecs)
+			}
+		})
+	}
+}
+
+// A default mode that is not OPTIONAL, REQUIRED or DISABLED is a
+// programming error: building the interceptor panics naming the option.
+func TestDefaultModeInvalidPanics(t *testing.T) {
+	t.Parallel()
+	const want = "idempotency: WithDefaultMode:"
+	mem := memorystore.New()
+	t.Cleanup(func() { _ = mem.Close() }) // an unclosed store's sweeper is a leaked goroutine until GC runs
+	tests := []struct {
+		name  string
+		build func()
+	}{
+		{"server, unspecified", func() {
+			idempotency.UnaryServerInterceptor(mem, idempotency.WithDefaultMode(idempotency.ModeUnspecified))
+		}},
+		{"server, past the last mode", func() {
+			idempotency.UnaryServerInterceptor(mem, idempotency.WithDefaultMode(idempotency.ModeDisabled+1))
+		}},
+		{"client, unspecified", func() {
+			idempotency.UnaryClientInterceptor(idempotency.WithDefaultMode(idempotency.ModeUnspecified))
+		}},
+		{"client, negative", func() { idempotency.UnaryClientInterceptor(idempotency.WithDefaultMode(-1)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			defer func() {
+				p := recover()
+				if msg := fmt.Sprint(p); p == nil || !strings.HasPrefix(msg, want) {
+					t.Fatalf("panic %v, want one starting %q", p, want)
+				}
+			}()
+			tt.build()
+		})
+	}
+}
+
+// A method renamed (proto package, service and messages: dyn.v1.Payments
+// becomes dyn.v2.Billing) keeps its live keys under a namespace, whether
+// the proto option or WithMethodPolicy gives it: the renamed server
+// replays the old one's response, byte for byte, into the renamed
+// response type, and the handler runs once. The fingerprint is the
+// namespace's, or the replay would be refused as a reused key. Without a
+// namespace the rename orphans the key and the handler runs again.
+func TestNamespaceSurvivesRename(t *testing.T) {
+	t.Parallel()
+	const ns = "payments.charge"
+	nsOption := &descriptorpb.MethodOptions{}
+	proto.SetExtension(nsOption, idempotencyv1.E_Method, &idempotencyv1.MethodPolicy{Namespace: ns})
+	for _, tc := range []struct {
+		name       string
+		opts       *descriptorpb.MethodOptions // of the old method
+		policy     bool                        // the renamed server sets the namespace with WithMethodPolicy
+		executions int64
+	}{
+		{"proto option, then WithMethodPolicy", nsOption, true, 1},
+		{"no namespace", nil, false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mem := memStore(t)
+			var ran atomic.Int64
+			oldFiles := dynamicFilesOf(t, "dyn.v1", "Payments", tc.opts)
+			newFiles := dynamicFilesOf(t, "dyn.v2", "Billing", nil)
+			var newOpts []idempotency.ServerOption
+			if tc.policy {
+				newOpts = append(newOpts, idempotency.WithMethodPolicy("/dyn.v2.Billing/Charge", idempotency.MethodPolicy{Namespace: ns}))
+			}
+			var answers [][]byte
+			for _, s := range []struct {
+				files   *protoregistry.Files
+				service string
+				opts    []idempotency.ServerOption
+			}{{oldFiles, "dyn.v1.Payments", nil}, {newFiles, "dyn.v2.Billing", newOpts}} {
+				md := mustFind[protoreflect.ServiceDescriptor](t, s.files, protoreflect.FullName(s.service)).Methods().Get(0)
+				opts := append([]idempotency.ServerOption{idempotency.WithDescriptors(s.files)}, s.opts...)
+				srv := newDynamicServer(t, s.service, md, &ran, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(mem, opts...)))
+				req := dynamicpb.NewMessage(md.Input())
+				req.Set(md.Input().Fields().ByName("amount"), protoreflect.ValueOfInt64(1250))
+				resp := dynamicpb.NewMessage(md.Output())
+				if err := srv.Dial(t).Invoke(withKey(t.Context(), "k-1"), "/"+s.service+"/Charge", req, resp); err != nil {
+					t.Fatalf("%s: %v", s.service, err)
+				}
+				b, err := (proto.MarshalOptions{Deterministic: true}).Marshal(resp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				answers = append(answers, b)
+			}
+			if n := ran.Load(); n != tc.executions {
+				t.Fatalf("handler ran %d times, want %d", n, tc.executions)
+			}
+			if tc.executions == 1 && !bytes.Equal(answers[0], answers[1]) {
+				t.Fatalf("renamed server answered %x, want the old one's %x", answers[1], answers[0])
+			}
+		})
+	}
+}
+
+// A namespace is an operation: a method with a namespace and Do under the
+// same name share their keys (Do replays the method's response), while a
+// method without one never shares a key with Do, not even under an
+// operation spelled as the method without its leading "/" (one with it is
+// refused: TestOperationNamedLikeAMethodRefused).
+func TestNamespaceKeySpace(t *testing.T) {
+	t.Parallel()
+	const method = "/idempotency.testing.v1.TestService/Do"
+	for _, tc := range []struct {
+		name, op  string
+		namespace string
+		shared    bool
+	}{
+		{"namespace shared with Do", "payments.charge", "payments.charge", true},
+		{"method name as op", method[1:], "", false},
+		{"another op", "payments.refund", "payments.charge", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := store.Store(memStore(t))
+			srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(idempotency.UnaryServerInterceptor(st,
+				idempotency.WithMethodPolicy(method, idempotency.MethodPolicy{Namespace: tc.namespace}))))
+			req := &testingv1.DoRequest{Payload: "p", Amount: 5}
+			first, err := srv.Client(t).Do(withKey(t.Context(), "k-1"), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs atomic.Int64
+			resp, replayed, err := idempotency.Do(t.Context(), idempotency.NewServer(st), tc.op, "k-1", req, numbered(&runs, req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if replayed != tc.shared || (tc.shared && !proto.Equal(resp, first)) {
+				t.Fatalf("Do: %v, replayed %v; want replayed %v (the method answered %v)", resp, replayed, tc.shared, first)
+			}
+		})
+	}
+}
+
+// A mode this version does not know (a newer options.proto's, say) fails
+// the method closed rather than running it as OPTIONAL: the annotation may
+// ask for more than OPTIONAL gives. A mode set in code overrides it, and a
+// method named by WithMethodPolicy without one is refused at construction.
+func TestUnknownProtoModeFailsClosed(t *testing.T) {
+	t.Parallel()
+	const method, file = testingv1.TestService_Required_FullMethodName, "idempotency/testing/v1/testing.proto"
+	files := unknownModeFiles(t, 9)
+
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		svc := &testserver.Service{}
+		client := testserver.New(t, svc, grpc.ChainUnaryInterceptor(
+			idempotency.UnaryServerInterceptor(memStore(t), idempotency.WithDescriptors(files)))).Client(t)
+		_, err := client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "p"})
+		wantMisconfigured(t, err, method, file)
+		if n := svc.Executions(); n != 0 {
+			t.Fatalf("the handler ran %d times under an unknown mode", n)
+		}
+	})
+	t.Run("mode set in code", func(t *testing.T) {
+		t.Parallel()
+		svc := &testserver.Service{}
+		client := testserver.New(t, svc, grpc.ChainUnaryInterceptor(
+			idempotency.UnaryServerInterceptor(memStore(t), idempotency.WithDescriptors(files),
+				idempotency.WithMethodPolicy(method, idempotency.MethodPolicy{Mode: idempotency.ModeRequired})))).Client(t)
+		for range 2 {
+			if _, err := client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "p"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := svc.Executions(); n != 1 {
+			t.Fatalf("the handler ran %d times for one key, want 1", n)
+		}
+	})
+	t.Run("validate", func(t *testing.T) {
+		t.Parallel()
+		idem := idempotency.NewServer(memStore(t), idempotency.WithDescriptors(files))
+		srv := testserver.New(t, &testserver.Service{}, grpc.ChainUnaryInterceptor(idem.UnaryServerInterceptor()))
+		err := idem.Validate(srv.GRPC)
+		var ce *idempotency.MethodConfigError
+		if !errors.As(err, &ce) || ce.Method != method || !strings.Contains(ce.Problem, "mode 9") {
+			t.Fatalf("Validate = %v, want a MethodConfigError for %s and its mode 9", err, method)
+		}
+	})
+	t.Run("named without a mode", func(t *testing.T) {
+		t.Parallel()
+		msg := panicOf(func() {
+			idempotency.NewServer(memStore(t), idempotency.WithDescriptors(files),
+				idempotency.WithMethodPolicy(method, idempotency.MethodPolicy{Lease: 1}))
+		})
+		if !strings.Contains(msg, method) || !strings.Contains(msg, "mode 9") {
+			t.Fatalf("panic %q, want one naming %s and its mode 9", msg, method)
+		}
+	})
+}
+
+// unknownModeFiles returns the test service's registry, built from a
+// descriptor set, with the mode of the Required method's option set to
+// mode.
+func unknownModeFiles(t *testing.T, mode int32) *protoregistry.Files {
+	t.Helper()
+	return editedDescriptorFiles(t, func(f *descriptorpb.FileDescriptorProto) {
+		for _, svc := range f.GetService() {
+			for _, m := range svc.GetMethod() {
+				if m.GetName() == "Required" {
+					policy := proto.GetExtension(m.GetOptions(), idempotencyv1.E_Method).(*idempotencyv1.MethodPolicy)
+					policy.Mode = idempotencyv1.Mode(mode)
+					proto.SetExtension(m.GetOptions(), idempotencyv1.E_Method, policy)
+				}
+			}
+		}
+	})
+}
