@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/store/migratestore"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
 
@@ -81,6 +84,36 @@ func TestMaxAllowedPacket(t *testing.T) {
 				if !strings.Contains(msg, want) {
 					t.Fatalf("NewServer with WithMaxResponseBytes(%d) over MaxRecordBytes %d: %v; want a refusal naming %q", tc.max, limit, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestMaxAllowedPacketMigrating: a move to or from MySQL through
+// migratestore keeps the start-up check of max_allowed_packet, since
+// either store may take the outcome: the migratestore's MaxRecordBytes is
+// the smaller bound of the two, so NewServer refuses a WithMaxResponseBytes
+// that MySQL's packet cannot hold.
+func TestMaxAllowedPacketMigrating(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t, 2, mysqlstore.WithSweepInterval(0))
+	limit := s.MaxRecordBytes()
+	for name, m := range map[string]*migratestore.Store{
+		"to MySQL":   migratestore.New(memorystore.New(), s),
+		"from MySQL": migratestore.New(s, memorystore.New()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if l, ok := any(m).(store.RecordLimiter); !ok || l.MaxRecordBytes() != limit {
+				t.Errorf("migratestore as a store.RecordLimiter: %v; want MaxRecordBytes %d, MySQL's", ok, limit)
+			}
+			var got any
+			func() {
+				defer func() { got = recover() }()
+				srv := idempotency.NewServer(m, idempotency.WithMaxResponseBytes(limit))
+				_ = srv.Close()
+			}()
+			if !strings.Contains(fmt.Sprint(got), "max_allowed_packet") {
+				t.Fatalf("NewServer on a migratestore with WithMaxResponseBytes(%d) over MySQL's MaxRecordBytes %d: %v; want a refusal", limit, limit, got)
 			}
 		})
 	}
