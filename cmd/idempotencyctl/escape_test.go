@@ -121,3 +121,25 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+// TestSealedErrorHostile: the error get prints for a sealed record that
+// did not open escapes what the record and the service gave, its key ID
+// (any bytes a stored record holds) and the reason it did not open, on a
+// store reached directly and through an admin service.
+func TestSealedErrorHostile(t *testing.T) {
+	t.Parallel()
+	entry := &adminv1.Entry{
+		StoreKey: "key" + hostile, State: adminv1.State_STATE_COMPLETED,
+		SealedBy: "k" + hostile, OutcomeError: "why" + hostile, SealedUnopened: true,
+	}
+	for _, direct := range []bool{true, false} {
+		err := sealedError(&conn{where: "the admin service at localhost:1", direct: direct}, keyRef{scope: "acme"}, entry)
+		if err == nil {
+			t.Fatal("no error for a sealed record that did not open")
+		}
+		msg := strings.ReplaceAll(err.Error(), "\n  idempotencyctl --addr", " idempotencyctl --addr") // the hint's own line
+		if r, ok := unsafeIn(msg); ok || strings.ContainsRune(msg, '\n') {
+			t.Errorf("direct %v: the error holds %U or a line of its own:\n%s", direct, r, err)
+		}
+	}
+}

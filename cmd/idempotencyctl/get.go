@@ -93,7 +93,7 @@ func sealedError(cn *conn, ref keyRef, e *adminv1.Entry) error {
 		return nil
 	}
 	if cn.direct {
-		return &codedError{code: exitSealed, err: fmt.Errorf("sealed: the record is sealed by key %s, and a store reached directly has no sealing keys: it opens only through the admin service of a server that holds that key, for the scope of its calls:\n  idempotencyctl --addr ADMIN_HOST:PORT … get %s%s", e.GetSealedBy(), e.GetStoreKey(), ref.scopeArg())}
+		return &codedError{code: exitSealed, err: fmt.Errorf("sealed: the record is sealed by key %s, and a store reached directly has no sealing keys: it opens only through the admin service of a server that holds that key, for the scope of its calls:\n  idempotencyctl --addr ADMIN_HOST:PORT … get %s%s", escape(e.GetSealedBy()), escape(e.GetStoreKey()), ref.scopeArg())}
 	}
-	return &codedError{code: exitSealed, err: fmt.Errorf("sealed: %s could not open the record sealed by key %s (%s): it opens only for the scope of its calls (--scope with a store key), through the admin service of a server whose keyring holds that key", cn.where, e.GetSealedBy(), e.GetOutcomeError())}
+	return &codedError{code: exitSealed, err: fmt.Errorf("sealed: %s could not open the record sealed by key %s (%s): it opens only for the scope of its calls (--scope with a store key), through the admin service of a server whose keyring holds that key", cn.where, escape(e.GetSealedBy()), escape(e.GetOutcomeError()))}
 }
