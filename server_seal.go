@@ -89,8 +89,10 @@ type Sealing struct {
 }
 
 // SealedRecords returns, for each key ID, how many records s has sealed
-// with that key since s was built: one per outcome it stored sealed
-// ([WithSealing]); a replay, a record opened, a fingerprint keyed and a
+// with that key since s was built ([WithSealing]): one per nonce drawn,
+// that is per outcome it sealed to store, and per [NewTxOutcome] (whose
+// transaction may roll back, and whose call then seals its outcome again
+// when it returns); a replay, a record opened, a fingerprint keyed and a
 // Complete retried after a store error seal nothing more. It is nil
 // for a server without sealing, and has no entry for a key that sealed
 // nothing here.
