@@ -26,7 +26,9 @@ import (
 // [ContextWithKey] put in the request's context; else, for a request that
 // http.Client sends on after a 307 or 308 redirect, the key the
 // redirected request carried; else a fresh one from the key generator
-// ([WithKeyGenerator], a random UUIDv4 by default), sent as a bare token.
+// ([WithKeyGenerator], a random UUIDv4 by default), sent as a bare token,
+// or as a Structured Field string when the bare token would read as one
+// ("k1" in double quotes), so that the server reads that key.
 // It is chosen once, before the first attempt, so every attempt carries
 // it. A key that [idempotency.ValidateKey] refuses, two header lines
 // (under one spelling of the name or two), or a
@@ -171,15 +173,16 @@ func (t *transport) withKey(req *http.Request) (*http.Request, error) {
 		}
 		line = lines[0] // sent as written, under the canonical name
 	case inCtx:
-		line = ctxKey // checked by ContextWithKey
+		line = keyLine(ctxKey) // checked by ContextWithKey
 	default:
-		line = redirectedKey(req, name)
-		if line == "" {
-			line = t.c.newKey()
+		key := redirectedKey(req, name)
+		if key == "" {
+			key = t.c.newKey()
 		}
-		if err := idempotency.ValidateKey(line); err != nil {
+		if err := idempotency.ValidateKey(key); err != nil {
 			return nil, err
 		}
+		line = keyLine(key)
 	}
 	out := req.WithContext(req.Context()) // a shallow copy
 	out.Header = make(http.Header, len(req.Header)+1)

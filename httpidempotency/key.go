@@ -20,6 +20,28 @@ func ParseKey(line string) string {
 	return line
 }
 
+// keyLine returns the header line that carries key, a key that
+// [idempotency.ValidateKey] accepts: the key as a bare token, or, for a
+// key that [ParseKey] would read as a Structured Field string ("abc" in
+// double quotes), the key as one, so that the server reads the key
+// itself and not what is between its quotes.
+func keyLine(key string) string {
+	if ParseKey(key) == key {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 4)
+	b.WriteByte('"')
+	for i := range len(key) {
+		if c := key[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 // unquote parses a whole line as a Structured Field string: a double quote,
 // printable ASCII (0x20-0x7E) with " and \ escaped by \, a double quote, and
 // nothing after it.
