@@ -5,7 +5,7 @@ TOOL := GOWORK=off go tool -modfile=tools.mod
 # `go test ./...` at the root covers the root module only, even in workspace
 # mode; the go commands below name each module's ./... instead.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-GENERATED_DIRS := gen internal/gen examples internal/gatewaytest/gen internal/connecttest/gen watermillidempotency/internal/gen
+GENERATED_DIRS := gen internal/gen examples internal/test/gatewaytest/gen internal/test/connecttest/gen watermillidempotency/internal/gen
 PROTO_DIRS := proto internal/proto watermillidempotency/internal/proto
 
 .PHONY: all generate check-generate check-docs check-core-deps lint test bench
@@ -50,8 +50,8 @@ check-core-deps:
 ## files to the repository's files (docs/semantics/<topic>.md#decision-N),
 ## resolves, anchors included.
 check-docs:
-	GOWORK=off go run ./internal/cmd/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
-	go run ./internal/cmd/gosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
+	GOWORK=off go run ./internal/tools/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
+	go run ./internal/tools/gosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	./scripts/check-examples.sh
 	./scripts/check-quickstart.sh
 	./scripts/check-links.sh
@@ -60,7 +60,7 @@ check-docs:
 ## (Redis, PostgreSQL) saying whether its tests run or skip, then the tests
 ## of every module of go.work.
 test:
-	go run ./internal/cmd/backends && go test -race -shuffle=on -count=1 $$(go list -m -f '{{.Dir}}/...')
+	go run ./internal/tools/backends && go test -race -shuffle=on -count=1 $$(go list -m -f '{{.Dir}}/...')
 
 ## bench: run the benchmarks and rewrite BENCHMARKS.md.
 bench:

@@ -3,7 +3,7 @@ package idempotency_test
 import (
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/behaviourtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/behaviourtest"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 

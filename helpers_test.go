@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/internal/wait"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 	"github.com/grpc-idempotency/idempotency/store"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -48,8 +48,8 @@ func newFixtureOn(t *testing.T, fs *faultstore.Store, h testserver.HandlerFunc, 
 	return &fixture{srv: r.Server, client: r.Client(t), store: fs, events: r.Events, server: r.Idempotency}
 }
 
-// The rig shared by every module's tests lives in internal/testkit, and
-// waiting in internal/wait.
+// The rig shared by every module's tests lives in internal/test/testkit, and
+// waiting in internal/test/wait.
 var (
 	memStore        = testkit.NewMemoryStore
 	withKey         = testkit.WithKey

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
 )
 
 // BenchmarkDo compares calling a function directly (bare) with the same

@@ -13,7 +13,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

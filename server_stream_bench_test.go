@@ -9,7 +9,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/streamtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/streamtest"
 )
 
 // The stream benchmarks send streams of streamMessages messages of

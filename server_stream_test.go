@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/streamtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/streamtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -12,7 +12,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 )
 
 // The transactional-completion protocol of TxOutcome, store-agnostic: the

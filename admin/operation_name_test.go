@@ -13,8 +13,8 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/admin"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 )
 
 // An operator finds the work of Do by the name Do ran it under, through

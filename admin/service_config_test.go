@@ -12,9 +12,9 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/admin"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 )
 
 func allowAll(context.Context, string) (string, error) { return "test", nil }

@@ -3,12 +3,12 @@ package admin_test
 import (
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/admintest"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/admintest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// The admin service's cases (internal/admintest) on the memory store; the
+// The admin service's cases (internal/test/admintest) on the memory store; the
 // integration module runs them on Redis and PostgreSQL.
 func TestService(t *testing.T) {
 	t.Parallel()

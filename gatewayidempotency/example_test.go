@@ -18,9 +18,9 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
-	testinggw "github.com/grpc-idempotency/idempotency/internal/gatewaytest/gen/idempotency/testing/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	testinggw "github.com/grpc-idempotency/idempotency/internal/test/gatewaytest/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 

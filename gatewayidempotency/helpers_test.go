@@ -14,10 +14,10 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
-	testinggw "github.com/grpc-idempotency/idempotency/internal/gatewaytest/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	testinggw "github.com/grpc-idempotency/idempotency/internal/test/gatewaytest/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/wait"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 )
 
 // A response that cannot be replayed whole reaches the live client in

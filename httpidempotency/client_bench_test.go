@@ -11,7 +11,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/benchtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
 )
 
 // arrivals records every request that reaches the server, before the

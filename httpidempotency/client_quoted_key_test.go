@@ -10,7 +10,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 )
 
 // TestTransportQuotedContextKey: a key of ContextWithKey that reads as a

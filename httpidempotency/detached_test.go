@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/wait"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 )
 
 // liveKey carries the live request's context to the handler, whose own

@@ -12,8 +12,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/benchtest"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 )
 
 // benchBody is the body every benchmark request sends.

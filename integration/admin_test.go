@@ -3,11 +3,11 @@ package idempotency_test
 import (
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/admintest"
+	"github.com/grpc-idempotency/idempotency/internal/test/admintest"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// The admin service's cases (internal/admintest) on Redis and PostgreSQL:
+// The admin service's cases (internal/test/admintest) on Redis and PostgreSQL:
 // look up a response, an error, a stream and an HTTP answer, list by
 // state and age, purge completed and in-flight keys fenced by their etag,
 // authorization, and the counts. The admin package runs them on the

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/streamtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
+	"github.com/grpc-idempotency/idempotency/internal/test/streamtest"
 )
 
 // Stream soak shape: streamSoakCalls logical calls from streamSoakCallers

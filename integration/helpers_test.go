@@ -7,15 +7,15 @@ package idempotency_test
 import (
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/redistest"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/wait"
+	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// The rig shared with the root package's tests lives in internal/testkit,
-// and waiting in internal/wait.
+// The rig shared with the root package's tests lives in internal/test/testkit,
+// and waiting in internal/test/wait.
 var (
 	withKey         = testkit.WithKey
 	errorInfo       = testkit.ErrorInfo

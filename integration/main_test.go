@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/pgtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 )
 
 // TestMain checks for leaked goroutines and drops the PostgreSQL and MySQL

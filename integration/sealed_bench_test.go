@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 )
 
 // pairedCallsPerCaller is how many calls each caller makes in a block of

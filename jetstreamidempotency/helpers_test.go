@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/grpc-idempotency/idempotency/internal/natstest"
+	"github.com/grpc-idempotency/idempotency/internal/test/natstest"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 

@@ -14,11 +14,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
-	"github.com/grpc-idempotency/idempotency/internal/wait"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 	"github.com/grpc-idempotency/idempotency/otelidempotency"
 )
 

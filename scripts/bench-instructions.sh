@@ -2,7 +2,7 @@
 # Counts the instructions one call of BenchmarkUnary executes, row by row,
 # under valgrind's cachegrind, and prints them as benchmark lines
 # ("BenchmarkUnaryInstructions/<row>/callers=<n> 1 <count> instr/op") for
-# internal/benchreport. Wall-clock ratios on a shared 2-core machine move by
+# internal/tools/benchreport. Wall-clock ratios on a shared 2-core machine move by
 # tens of percent from run to run; instruction counts do not: with
 # GOMAXPROCS=1 (one thread runs Go code, so no thread spins waiting for
 # work) and asynchronous preemption off (valgrind cannot follow its

@@ -67,8 +67,8 @@ eval "$cmd5" | tee -a "$out"
 eval "$cmd6" | tee -a "$out"
 eval "$cmd7" | tee -a "$out"
 
-machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1), $(go run ./internal/cmd/backends | sed -n 's/^mysql: found \(.*\) at .*/\1/p')"
-go run ./internal/benchreport -cmd "$cmd1
+machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version | cut -d' ' -f3-), redis $(redis-server --version | cut -d' ' -f3), PostgreSQL $(psql "${IDEMPOTENCY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" -Atc 'SHOW server_version' | cut -d' ' -f1), $(go run ./internal/tools/backends | sed -n 's/^mysql: found \(.*\) at .*/\1/p')"
+go run ./internal/tools/benchreport -cmd "$cmd1
 $cmd1p
 $cmd1m
 $cmd2

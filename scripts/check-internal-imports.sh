@@ -4,7 +4,7 @@
 # (github.com/grpc-idempotency/idempotency/internal/...). A module published
 # on its own must build on the core's public API alone: the core's internals
 # may change in any release. Test files may import the core's test rig, and
-# the modules under internal/ (test-only) and examples/ are not published, so
+# the modules under internal/test/ (test-only) and examples/ are not published, so
 # they are not checked. A module's own internal packages
 # (watermillidempotency/internal/...) are its own business.
 set -euo pipefail

@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/pgtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/pgtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 )
 
 // The -postgres mode tells the same story with the ledger and the store in

@@ -12,9 +12,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/grpc-idempotency/idempotency/internal/benchtest"
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 

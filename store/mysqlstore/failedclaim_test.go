@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-idempotency/idempotency/internal/faultproxy"
-	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
+	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
 

@@ -14,11 +14,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/sqltxtest"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/sqltxtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
 
@@ -150,7 +150,7 @@ func TestDuplicateNotBlockedByTheTransaction(t *testing.T) {
 }
 
 // TestCompleteTxSuite runs the transactional-completion suite of the SQL
-// stores (internal/sqltxtest) on MySQL.
+// stores (internal/test/sqltxtest) on MySQL.
 func TestCompleteTxSuite(t *testing.T) {
 	t.Parallel()
 	sqltxtest.Run(t, func(t *testing.T) sqltxtest.Rig {

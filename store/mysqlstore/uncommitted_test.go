@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 )
 
 // TestDuplicateNeverReadsUncommitted: on a pool whose connections read

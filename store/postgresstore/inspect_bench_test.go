@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-idempotency/idempotency/internal/benchtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )

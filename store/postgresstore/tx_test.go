@@ -15,11 +15,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/faultstore"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/sqltxtest"
-	"github.com/grpc-idempotency/idempotency/internal/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/testserver"
+	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/sqltxtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
@@ -102,7 +102,7 @@ func replayed(header, trailer metadata.MD) bool {
 }
 
 // TestCompleteTxSuite runs the transactional-completion suite of the SQL
-// stores (internal/sqltxtest) on PostgreSQL.
+// stores (internal/test/sqltxtest) on PostgreSQL.
 func TestCompleteTxSuite(t *testing.T) {
 	t.Parallel()
 	sqltxtest.Run(t, func(t *testing.T) sqltxtest.Rig {

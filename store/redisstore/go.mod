@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/redistest v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/internal/test/redistest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
@@ -26,5 +26,5 @@ require (
 // tagged (docs/releasing.md).
 replace (
 	github.com/grpc-idempotency/idempotency => ../..
-	github.com/grpc-idempotency/idempotency/internal/redistest => ../../internal/redistest
+	github.com/grpc-idempotency/idempotency/internal/test/redistest => ../../internal/test/redistest
 )

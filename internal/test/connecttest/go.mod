@@ -1,0 +1,22 @@
+module github.com/grpc-idempotency/idempotency/internal/test/connecttest
+
+go 1.26.0
+
+// Modules of this repository, built from its working tree.
+replace github.com/grpc-idempotency/idempotency => ../../..
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)

@@ -1,0 +1,21 @@
+module github.com/grpc-idempotency/idempotency/internal/test/gatewaytest
+
+go 1.26.0
+
+// Modules of this repository, built from its working tree.
+replace github.com/grpc-idempotency/idempotency => ../../..
+
+require (
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.33.0
+	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e // indirect
+)
