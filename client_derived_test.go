@@ -11,6 +11,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,7 +60,7 @@ func TestDerivedKey(t *testing.T) {
 	}
 	for _, c := range calls {
 		ctx := metadata.AppendToOutgoingContext(withKey(t.Context(), c.key), "tenant", c.tenant)
-		_, err := methodOf(f.client, c.method)(ctx, &testingv1.DoRequest{Payload: c.payload})
+		_, err := methodOf(f.Client, c.method)(ctx, &testingv1.DoRequest{Payload: c.payload})
 		if err != nil && status.Code(err) != codes.Unavailable {
 			t.Fatalf("%s: %v", c.payload, err)
 		}
@@ -104,8 +105,8 @@ func TestDerivedKey(t *testing.T) {
 // handler without a claim (its key from the generator), are unaffected.
 func TestDerivedKeysPerCall(t *testing.T) {
 	t.Parallel()
-	down := newClientRig(t, rigConfig{})
-	downstream := down.client(t, idempotency.UnaryClientInterceptor(
+	down := testkit.Start(t, testkit.Config{})
+	downstream := down.ClientWith(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithDerivedKeys(),
 		idempotency.WithKeyGenerator(func() string { return "generated" }),
 	))
@@ -142,29 +143,29 @@ func TestDerivedKeysPerCall(t *testing.T) {
 		return &testingv1.DoResponse{}, nil
 	}
 	up := newFixture(t, handler)
-	if _, err := up.client.Do(withKey(t.Context(), "order-1"), &testingv1.DoRequest{Payload: "charge"}); err != nil {
+	if _, err := up.Client.Do(withKey(t.Context(), "order-1"), &testingv1.DoRequest{Payload: "charge"}); err != nil {
 		t.Fatalf("Do: %v", err)
 	}
-	if _, err := up.client.Disabled(t.Context(), &testingv1.DoRequest{Payload: "charge"}); err != nil {
+	if _, err := up.Client.Disabled(t.Context(), &testingv1.DoRequest{Payload: "charge"}); err != nil {
 		t.Fatalf("Disabled: %v", err)
 	}
 
-	attempts := down.attempts.all()
+	attempts := down.Attempts.All()
 	if len(attempts) != len(want) {
 		t.Fatalf("downstream saw %d calls, want %d", len(attempts), len(want))
 	}
 	for i, a := range attempts {
 		switch {
-		case want[i] == "" && len(a.keys) != 0:
-			t.Errorf("call %d (%s) carried keys %q, want none", i+1, a.method, a.keys)
-		case want[i] != "" && (len(a.keys) != 1 || a.keys[0] != want[i]):
-			t.Errorf("call %d (%s) carried keys %q, want %q", i+1, a.method, a.keys, want[i])
+		case want[i] == "" && len(a.Keys) != 0:
+			t.Errorf("call %d (%s) carried keys %q, want none", i+1, a.Method, a.Keys)
+		case want[i] != "" && (len(a.Keys) != 1 || a.Keys[0] != want[i]):
+			t.Errorf("call %d (%s) carried keys %q, want %q", i+1, a.Method, a.Keys, want[i])
 		}
 	}
 	if want[0] == want[1] || want[0] == want[4] || want[1] == want[4] {
 		t.Errorf("calls 1, 2 and 5 to one method derived keys %q, %q and %q, want three keys", want[0], want[1], want[4])
 	}
-	if got := down.executions(); got != int64(len(want)) {
+	if got := down.Service.Executions(); got != int64(len(want)) {
 		t.Errorf("downstream ran %d times, want %d (one per call)", got, len(want))
 	}
 }
@@ -181,7 +182,7 @@ const chainLease = 3 * time.Second
 // downstream call: its store is cut, so nothing renews or completes its
 // claim, and it blocks until the test ends, so its lease runs out.
 type chainRig struct {
-	down    *clientRig
+	down    *fixture
 	a, b    *testserver.Server
 	client  testingv1.TestServiceClient
 	release chan struct{}
@@ -189,8 +190,8 @@ type chainRig struct {
 
 func newChainRig(t *testing.T, downstreamOpts ...idempotency.ClientOption) *chainRig {
 	t.Helper()
-	r := &chainRig{down: newClientRig(t, rigConfig{}), release: make(chan struct{})}
-	downstream := r.down.client(t, idempotency.UnaryClientInterceptor(downstreamOpts...))
+	r := &chainRig{down: testkit.Start(t, testkit.Config{}), release: make(chan struct{})}
+	downstream := r.down.ClientWith(t, idempotency.UnaryClientInterceptor(downstreamOpts...))
 	forward := func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		return downstream.Do(ctx, req)
 	}
@@ -270,18 +271,18 @@ func TestDerivedKeysAcrossCrash(t *testing.T) {
 				if a, b := r.a.Service.Executions(), r.b.Service.Executions(); a != 1 || b != 1 {
 					t.Fatalf("upstream ran %d times on A and %d on B, want once on each", a, b)
 				}
-				if got := r.down.executions(); got != c.wantDownstream {
+				if got := r.down.Service.Executions(); got != c.wantDownstream {
 					t.Fatalf("downstream ran %d times, want %d", got, c.wantDownstream)
 				}
 				if resp.GetPayload() != "charge" || resp.GetExecution() != c.wantDownstream {
 					t.Fatalf("answer %v, want downstream execution %d", resp, c.wantDownstream)
 				}
-				attempts := r.down.attempts.all()
-				if len(attempts) != 2 || len(attempts[0].keys) != 1 || len(attempts[1].keys) != 1 {
+				attempts := r.down.Attempts.All()
+				if len(attempts) != 2 || len(attempts[0].Keys) != 1 || len(attempts[1].Keys) != 1 {
 					t.Fatalf("downstream saw %d calls (%v), want two with one key each", len(attempts), attempts)
 				}
-				if same := attempts[0].keys[0] == attempts[1].keys[0]; same != c.wantSameKey {
-					t.Fatalf("downstream keys %q and %q: same %v, want %v", attempts[0].keys[0], attempts[1].keys[0], same, c.wantSameKey)
+				if same := attempts[0].Keys[0] == attempts[1].Keys[0]; same != c.wantSameKey {
+					t.Fatalf("downstream keys %q and %q: same %v, want %v", attempts[0].Keys[0], attempts[1].Keys[0], same, c.wantSameKey)
 				}
 			})
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 )
 
 // wantSentinelStatus fails the test unless err, returned by a client
@@ -47,7 +48,7 @@ func TestClientErrorIsSentinel(t *testing.T) {
 	t.Parallel()
 	t.Run("ReusedOverTheWire", func(t *testing.T) {
 		t.Parallel()
-		client := newClientRig(t, rigConfig{}).client(t, idempotency.UnaryClientInterceptor())
+		client := testkit.Start(t, testkit.Config{}).ClientWith(t, idempotency.UnaryClientInterceptor())
 		if _, err := client.Do(t.Context(), &testingv1.DoRequest{Payload: "a"}, idempotency.WithKey("k")); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestClientErrorIsSentinel(t *testing.T) {
 	})
 	t.Run("RefusedByTheClient", func(t *testing.T) {
 		t.Parallel()
-		client := newClientRig(t, rigConfig{}).client(t, idempotency.UnaryClientInterceptor())
+		client := testkit.Start(t, testkit.Config{}).ClientWith(t, idempotency.UnaryClientInterceptor())
 		_, err := client.Do(t.Context(), &testingv1.DoRequest{}, idempotency.WithKey("bad key"))
 		wantSentinelStatus(t, err, idempotency.ErrKeyInvalid, codes.InvalidArgument)
 		if ke, ok := errors.AsType[*idempotency.KeyError](err); !ok || ke.Err != idempotency.ErrKeyInvalid {
@@ -76,10 +77,10 @@ func TestClientErrorIsSentinel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			want := errorWith(codes.Aborted, tt.domain, idempotency.ErrKeyInUse.Reason, 0)
-			rig := newClientRig(t, rigConfig{fault: func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+			rig := testkit.Start(t, testkit.Config{Outer: []grpc.UnaryServerInterceptor{func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
 				return nil, want
-			}})
-			client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
+			}}})
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
 			_, err := methodOf(client, tt.method)(t.Context(), &testingv1.DoRequest{})
 			wantSentinelStatus(t, err, tt.sentinel, codes.Aborted)
 			if !proto.Equal(status.Convert(err).Proto(), status.Convert(want).Proto()) {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -36,21 +37,21 @@ func TestClientDefaultMode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{fault: loseResponses(1)})
+			rig := testkit.Start(t, testkit.Config{Outer: []grpc.UnaryServerInterceptor{loseResponses(1)}})
 			opts := append([]idempotency.ClientOption{idempotency.WithBackoff(noBackoff)}, tt.opts...)
-			client := rig.client(t, idempotency.UnaryClientInterceptor(opts...))
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(opts...))
 			_, err := methodOf(client, tt.method)(t.Context(), &testingv1.DoRequest{Payload: "p"})
 			if wantErr := tt.wantAttempts == 1; (status.Code(err) == codes.Unavailable) != wantErr {
 				t.Fatalf("err = %v, want UNAVAILABLE: %v", err, wantErr)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			if len(attempts) != tt.wantAttempts {
 				t.Fatalf("server saw %d attempts, want %d", len(attempts), tt.wantAttempts)
 			}
 			if tt.wantKeyed {
 				wantOneKey(t, attempts)
-			} else if len(attempts[0].keys) != 0 {
-				t.Fatalf("attempt carried keys %q, want none", attempts[0].keys)
+			} else if len(attempts[0].Keys) != 0 {
+				t.Fatalf("attempt carried keys %q, want none", attempts[0].Keys)
 			}
 		})
 	}
@@ -62,8 +63,8 @@ func TestClientDefaultMode(t *testing.T) {
 // request_id run the handler once.
 func TestClientKeyFieldIsTheKey(t *testing.T) {
 	t.Parallel()
-	rig := newClientRig(t, rigConfig{})
-	client := rig.client(t, idempotency.UnaryClientInterceptor())
+	rig := testkit.Start(t, testkit.Config{})
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor())
 	req := &testingv1.DoRequest{RequestId: "req-155", Payload: "p"}
 	var first *testingv1.DoResponse
 	for i := range 2 {
@@ -78,10 +79,10 @@ func TestClientKeyFieldIsTheKey(t *testing.T) {
 			t.Fatalf("call %d got execution %d, want the first call's %d", i+1, resp.GetExecution(), first.GetExecution())
 		}
 	}
-	if n := rig.executions(); n != 1 {
+	if n := rig.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times for two calls with one request_id, want 1", n)
 	}
-	if key := wantOneKey(t, rig.attempts.all()); key != req.GetRequestId() {
+	if key := wantOneKey(t, rig.Attempts.All()); key != req.GetRequestId() {
 		t.Fatalf("calls carried key %q, want the request_id %q", key, req.GetRequestId())
 	}
 }
@@ -117,8 +118,8 @@ func TestClientKeyFieldPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{})
-			client := rig.client(t, idempotency.UnaryClientInterceptor())
+			rig := testkit.Start(t, testkit.Config{})
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor())
 			ctx := t.Context()
 			if tt.metadata != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, tt.metadata)
@@ -127,7 +128,7 @@ func TestClientKeyFieldPrecedence(t *testing.T) {
 			if status.Code(err) != tt.wantCode || clientReason(err) != tt.wantReason {
 				t.Fatalf("err = %v (reason %q), want %v with reason %q", err, clientReason(err), tt.wantCode, tt.wantReason)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			if tt.wantCode != codes.OK {
 				if len(attempts) != 0 {
 					t.Fatalf("server saw %d attempts, want none: the client refuses the call", len(attempts))
@@ -149,14 +150,14 @@ func TestClientKeyFieldPrecedence(t *testing.T) {
 // on an unannotated method leaves each call its own minted key.
 func TestClientKeyFieldOnlyWhereNamed(t *testing.T) {
 	t.Parallel()
-	rig := newClientRig(t, rigConfig{})
-	client := rig.client(t, idempotency.UnaryClientInterceptor())
+	rig := testkit.Start(t, testkit.Config{})
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor())
 	for range 2 {
 		if _, err := client.Do(t.Context(), &testingv1.DoRequest{RequestId: "r-1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := rig.executions(); n != 2 {
+	if n := rig.Service.Executions(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2: Do has no key_field", n)
 	}
 }

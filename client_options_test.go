@@ -16,6 +16,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 )
 
@@ -41,11 +42,11 @@ func TestClientMetadataKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			key := idempotency.WithMetadataKey("X-Request-Key") // one Option for both sides
-			rig := newClientRig(t, rigConfig{
-				fault:  loseResponses(1),
-				server: []idempotency.ServerOption{key},
+			rig := testkit.Start(t, testkit.Config{
+				Outer:   []grpc.UnaryServerInterceptor{loseResponses(1)},
+				Options: []idempotency.ServerOption{key},
 			})
-			client := rig.client(t, idempotency.UnaryClientInterceptor(key, idempotency.WithBackoff(noBackoff)))
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(key, idempotency.WithBackoff(noBackoff)))
 			ctx := t.Context()
 			if tt.md != "" {
 				ctx = metadata.AppendToOutgoingContext(ctx, name, tt.md)
@@ -57,23 +58,23 @@ func TestClientMetadataKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rig.executions() != 1 || resp.GetExecution() != 1 {
-				t.Fatalf("handler ran %d times (response from execution %d), want once and a replay", rig.executions(), resp.GetExecution())
+			if rig.Service.Executions() != 1 || resp.GetExecution() != 1 {
+				t.Fatalf("handler ran %d times (response from execution %d), want once and a replay", rig.Service.Executions(), resp.GetExecution())
 			}
 			if got := header.Get(idempotency.ReplayedKey); !slices.Equal(got, []string{"true"}) {
 				t.Fatalf("header %s = %q, want [true]", idempotency.ReplayedKey, got)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			if len(attempts) != 2 {
 				t.Fatalf("server saw %d attempts, want 2", len(attempts))
 			}
 			for i, a := range attempts {
-				got := a.md.Get(name)
-				if len(got) != 1 || (tt.want != "" && got[0] != tt.want) || got[0] != attempts[0].md.Get(name)[0] {
+				got := a.MD.Get(name)
+				if len(got) != 1 || (tt.want != "" && got[0] != tt.want) || got[0] != attempts[0].MD.Get(name)[0] {
 					t.Fatalf("attempt %d carried %s = %q, want one key (%q when set), the same on every attempt", i+1, name, got, tt.want)
 				}
-				if len(a.keys) != 0 {
-					t.Fatalf("attempt %d also carried %s = %q", i+1, idempotency.MetadataKey, a.keys)
+				if len(a.Keys) != 0 {
+					t.Fatalf("attempt %d also carried %s = %q", i+1, idempotency.MetadataKey, a.Keys)
 				}
 			}
 		})
@@ -130,9 +131,9 @@ func TestClientPushbackCap(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{handler: pushbackOnce(tt.trailer, tt.retryInfo)})
+			rig := testkit.Start(t, testkit.Config{Handler: pushbackOnce(tt.trailer, tt.retryInfo)})
 			opts := append([]idempotency.ClientOption{idempotency.WithBackoff(noBackoff)}, tt.opts...)
-			client := rig.client(t, idempotency.UnaryClientInterceptor(opts...))
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(opts...))
 
 			// No deadline: only the cap can stop a huge pushback from parking
 			// the call.
@@ -149,17 +150,17 @@ func TestClientPushbackCap(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				cancel()
 				<-done
-				t.Fatalf("the call was still waiting after 10s (server saw %d attempts); want the pushback refused", len(rig.attempts.all()))
+				t.Fatalf("the call was still waiting after 10s (server saw %d attempts); want the pushback refused", len(rig.Attempts.All()))
 			}
 			if status.Code(err) != tt.wantCode {
 				t.Fatalf("err = %v, want %v", err, tt.wantCode)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			if len(attempts) != tt.wantCalls {
 				t.Fatalf("server saw %d attempts, want %d", len(attempts), tt.wantCalls)
 			}
 			if len(attempts) == 2 {
-				if gap := attempts[1].at.Sub(attempts[0].at); gap < tt.wantWait {
+				if gap := attempts[1].At.Sub(attempts[0].At); gap < tt.wantWait {
 					t.Fatalf("the retry came %v after the first attempt, want at least %v", gap, tt.wantWait)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 )
 
@@ -35,7 +36,7 @@ func TestReplayedFromHeaderAndTrailer(t *testing.T) {
 			ctx := withKey(t.Context(), "k-replayed-"+name)
 			for i, want := range []bool{false, true, true} {
 				var header, trailer metadata.MD
-				_, err := f.client.Do(ctx, &testingv1.DoRequest{Amount: amount}, grpc.Header(&header), grpc.Trailer(&trailer))
+				_, err := f.Client.Do(ctx, &testingv1.DoRequest{Amount: amount}, grpc.Header(&header), grpc.Trailer(&trailer))
 				if (err == nil) != (amount == 2) {
 					t.Fatalf("call %d: %v", i+1, err)
 				}
@@ -88,9 +89,9 @@ func TestReplayedInto(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{handler: declineOdd, fault: tc.fault})
+			rig := testkit.Start(t, testkit.Config{Handler: declineOdd, Outer: []grpc.UnaryServerInterceptor{tc.fault}})
 			opts := append([]idempotency.ClientOption{idempotency.WithBackoff(noBackoff)}, tc.client...)
-			call := methodOf(rig.client(t, idempotency.UnaryClientInterceptor(opts...)), tc.method)
+			call := methodOf(rig.ClientWith(t, idempotency.UnaryClientInterceptor(opts...)), tc.method)
 			for i, want := range tc.want {
 				got := !want // set by the interceptor
 				_, err := call(t.Context(), &testingv1.DoRequest{Amount: tc.amount},

@@ -12,6 +12,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"google.golang.org/grpc"
@@ -24,21 +25,21 @@ import (
 // carries the same key and gets the stored answer, not a second execution.
 func TestClientLostResponse(t *testing.T) {
 	t.Parallel()
-	rig := newClientRig(t, rigConfig{fault: loseResponses(1)})
-	client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff)))
+	rig := testkit.Start(t, testkit.Config{Outer: []grpc.UnaryServerInterceptor{loseResponses(1)}})
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff)))
 
 	var header metadata.MD
 	resp, err := client.Do(t.Context(), &testingv1.DoRequest{Payload: "charge", Amount: 42}, grpc.Header(&header))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetExecution() != 1 || resp.GetAmount() != 42 || rig.executions() != 1 {
-		t.Fatalf("response %v after %d executions, want execution 1 of amount 42 and one execution", resp, rig.executions())
+	if resp.GetExecution() != 1 || resp.GetAmount() != 42 || rig.Service.Executions() != 1 {
+		t.Fatalf("response %v after %d executions, want execution 1 of amount 42 and one execution", resp, rig.Service.Executions())
 	}
 	if got := header.Get(idempotency.ReplayedKey); !slices.Equal(got, []string{"true"}) {
 		t.Fatalf("header %s = %q, want [true]", idempotency.ReplayedKey, got)
 	}
-	if attempts := rig.attempts.all(); len(attempts) != 2 {
+	if attempts := rig.Attempts.All(); len(attempts) != 2 {
 		t.Fatalf("server saw %d attempts, want 2", len(attempts))
 	} else {
 		wantOneKey(t, attempts)
@@ -62,7 +63,7 @@ func TestClientInFlightDuplicate(t *testing.T) {
 		}
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.ServerOption{idempotency.WithRetryAfter(20 * time.Millisecond)}})
+	rig := testkit.Start(t, testkit.Config{Handler: handler, Options: []idempotency.ServerOption{idempotency.WithRetryAfter(20 * time.Millisecond)}})
 	req := &testingv1.DoRequest{Payload: "transfer", Amount: 7}
 
 	type result struct {
@@ -70,7 +71,7 @@ func TestClientInFlightDuplicate(t *testing.T) {
 		err  error
 	}
 	original := make(chan result, 1)
-	holder := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
+	holder := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
 	go func() {
 		resp, err := holder.Do(t.Context(), req, idempotency.WithKey("k-dup"))
 		original <- result{resp, err}
@@ -80,7 +81,7 @@ func TestClientInFlightDuplicate(t *testing.T) {
 	var mu sync.Mutex
 	var retried []error
 	var once sync.Once
-	dup := rig.client(t, idempotency.UnaryClientInterceptor(
+	dup := rig.ClientWith(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithMaxAttempts(200),
 		idempotency.WithBackoff(noBackoff),
 		idempotency.WithOnRetry(func(_ context.Context, _ int, err error) {
@@ -98,16 +99,16 @@ func TestClientInFlightDuplicate(t *testing.T) {
 	if orig.err != nil {
 		t.Fatal(orig.err)
 	}
-	if resp.GetExecution() != orig.resp.GetExecution() || rig.executions() != 1 {
+	if resp.GetExecution() != orig.resp.GetExecution() || rig.Service.Executions() != 1 {
 		t.Fatalf("duplicate got execution %d, original %d, handler ran %d times; want the original's answer and one execution",
-			resp.GetExecution(), orig.resp.GetExecution(), rig.executions())
+			resp.GetExecution(), orig.resp.GetExecution(), rig.Service.Executions())
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(retried) == 0 || status.Code(retried[0]) != codes.Aborted || clientReason(retried[0]) != idempotency.ErrKeyInUse.Reason {
 		t.Fatalf("retried after %v, want ABORTED with %s first", retried, idempotency.ErrKeyInUse.Reason)
 	}
-	wantOneKey(t, rig.attempts.all())
+	wantOneKey(t, rig.Attempts.All())
 }
 
 // Errors that a retry cannot fix, or that are unsafe to retry, come back
@@ -144,12 +145,12 @@ func TestClientNoUnsafeRetries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{handler: tt.handler, fault: tt.fault})
+			rig := testkit.Start(t, testkit.Config{Handler: tt.handler, Outer: []grpc.UnaryServerInterceptor{tt.fault}})
 			chain := []grpc.UnaryClientInterceptor{idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff))}
 			if tt.below != nil {
 				chain = append(chain, tt.below)
 			}
-			client := rig.client(t, chain...)
+			client := rig.ClientWith(t, chain...)
 			call := methodOf(client, tt.method)
 			key := idempotency.WithKey("k-unsafe") // each case has its own store
 			if tt.setup {
@@ -157,13 +158,13 @@ func TestClientNoUnsafeRetries(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := len(rig.attempts.all())
+			before := len(rig.Attempts.All())
 
 			_, err := call(t.Context(), &testingv1.DoRequest{Payload: "second"}, key)
 			if status.Code(err) != tt.wantCode || clientReason(err) != tt.wantReason {
 				t.Fatalf("err = %v (reason %q), want %v with reason %q", err, clientReason(err), tt.wantCode, tt.wantReason)
 			}
-			if n := len(rig.attempts.all()) - before; n != 1 {
+			if n := len(rig.Attempts.All()) - before; n != 1 {
 				t.Fatalf("server saw %d attempts, want exactly 1", n)
 			}
 		})
@@ -187,7 +188,7 @@ func TestClientMaxAttemptsAndOnRetry(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			unavailable := errorWith(codes.Unavailable, idempotency.ErrorDomain, idempotency.ErrStoreUnavailable.Reason, 0)
-			rig := newClientRig(t, rigConfig{handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			rig := testkit.Start(t, testkit.Config{Handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 				return nil, unavailable
 			}})
 			var hooks []int
@@ -200,16 +201,16 @@ func TestClientMaxAttemptsAndOnRetry(t *testing.T) {
 					hooks = append(hooks, attempt) // the hook runs on the calling goroutine
 				}),
 			}, tt.opts...)
-			client := rig.client(t, idempotency.UnaryClientInterceptor(opts...))
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(opts...))
 
 			_, err := client.Do(t.Context(), &testingv1.DoRequest{})
 			if status.Code(err) != codes.Unavailable || clientReason(err) != idempotency.ErrStoreUnavailable.Reason {
 				t.Fatalf("err = %v, want the last UNAVAILABLE with its details", err)
 			}
-			if n := len(rig.attempts.all()); n != tt.want {
+			if n := len(rig.Attempts.All()); n != tt.want {
 				t.Fatalf("server saw %d attempts, want %d", n, tt.want)
 			}
-			wantOneKey(t, rig.attempts.all())
+			wantOneKey(t, rig.Attempts.All())
 			var want []int
 			for a := 2; a <= tt.want; a++ {
 				want = append(want, a)
@@ -237,9 +238,9 @@ func TestClientPerAttemptTimeout(t *testing.T) {
 		}
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.ServerOption{
+	rig := testkit.Start(t, testkit.Config{Handler: handler, Options: []idempotency.ServerOption{
 		idempotency.WithRetryAfter(10 * time.Millisecond), idempotency.WithCallerCancellation()}})
-	client := rig.client(t, idempotency.UnaryClientInterceptor(
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithPerAttemptTimeout(100*time.Millisecond),
 		idempotency.WithMaxAttempts(100),
 		idempotency.WithBackoff(noBackoff),
@@ -252,10 +253,10 @@ func TestClientPerAttemptTimeout(t *testing.T) {
 	if err := <-firstErr; !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		t.Fatalf("first attempt ended with %v, want its context done", err)
 	}
-	if resp.GetPayload() != "p" || rig.executions() != 2 {
-		t.Fatalf("response %v after %d executions, want the second execution's answer", resp, rig.executions())
+	if resp.GetPayload() != "p" || rig.Service.Executions() != 2 {
+		t.Fatalf("response %v after %d executions, want the second execution's answer", resp, rig.Service.Executions())
 	}
-	wantOneKey(t, rig.attempts.all())
+	wantOneKey(t, rig.Attempts.All())
 }
 
 // appendKey is a client interceptor that adds a second key below the
@@ -308,19 +309,19 @@ func TestClientComposesWithMiddlewareRetry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{fault: loseResponses(2)})
-			client := rig.client(t, tt.chain...)
+			rig := testkit.Start(t, testkit.Config{Outer: []grpc.UnaryServerInterceptor{loseResponses(2)}})
+			client := rig.ClientWith(t, tt.chain...)
 
 			var header metadata.MD
 			_, err := client.Do(t.Context(), &testingv1.DoRequest{Payload: "p"}, grpc.Header(&header))
 			if err != nil {
 				t.Fatal(err)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			if len(attempts) != 3 {
 				t.Fatalf("server saw %d attempts, want 3 (two lost responses, then success)", len(attempts))
 			}
-			if got := rig.executions(); got != tt.wantExecutions {
+			if got := rig.Service.Executions(); got != tt.wantExecutions {
 				t.Fatalf("handler ran %d times, want %d", got, tt.wantExecutions)
 			}
 			if tt.wantExecutions > 1 {
@@ -363,8 +364,8 @@ func TestClientComposesWithNativeRetryPolicy(t *testing.T) {
 		}
 		return handler(ctx, req)
 	}
-	rig := newClientRig(t, rigConfig{fault: fault})
-	client := rig.srv.Client(t,
+	rig := testkit.Start(t, testkit.Config{Outer: []grpc.UnaryServerInterceptor{fault}})
+	client := rig.Server.Client(t,
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor(idempotency.WithoutRetry())),
 	)
@@ -374,13 +375,13 @@ func TestClientComposesWithNativeRetryPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	attempts := rig.attempts.all()
+	attempts := rig.Attempts.All()
 	if len(attempts) != 3 {
 		t.Fatalf("server saw %d attempts, want 3", len(attempts))
 	}
 	wantOneKey(t, attempts)
-	if resp.GetExecution() != 1 || rig.executions() != 1 {
-		t.Fatalf("response %v after %d executions, want one execution", resp, rig.executions())
+	if resp.GetExecution() != 1 || rig.Service.Executions() != 1 {
+		t.Fatalf("response %v after %d executions, want one execution", resp, rig.Service.Executions())
 	}
 	if got := header.Get(idempotency.ReplayedKey); !slices.Equal(got, []string{"true"}) {
 		t.Fatalf("header %s = %q, want [true]", idempotency.ReplayedKey, got)
@@ -413,10 +414,10 @@ func TestClientRetriesStoreFull(t *testing.T) {
 			if err != nil || !filler.Won() {
 				t.Fatalf("filling the store: won=%v err=%v", filler.Won(), err)
 			}
-			rig := newClientRig(t, rigConfig{store: mem, server: []idempotency.ServerOption{idempotency.WithRetryAfter(retryAfter)}})
+			rig := testkit.Start(t, testkit.Config{Store: mem, Options: []idempotency.ServerOption{idempotency.WithRetryAfter(retryAfter)}})
 
 			var retriedAfter []error
-			client := rig.client(t, idempotency.UnaryClientInterceptor(
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(
 				idempotency.WithBackoff(noBackoff),
 				idempotency.WithMaxAttempts(3),
 				idempotency.WithOnRetry(func(ctx context.Context, _ int, err error) {
@@ -440,7 +441,7 @@ func TestClientRetriesStoreFull(t *testing.T) {
 				clientReason(retriedAfter[0]) != idempotency.ErrStoreFull.Reason {
 				t.Fatalf("retried after %v, want RESOURCE_EXHAUSTED with %s", retriedAfter, idempotency.ErrStoreFull.Reason)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			wantAttempts := 3
 			if tt.makeRoom {
 				wantAttempts = 2
@@ -449,10 +450,10 @@ func TestClientRetriesStoreFull(t *testing.T) {
 				t.Fatalf("server saw %d attempts, want %d", len(attempts), wantAttempts)
 			}
 			wantOneKey(t, attempts)
-			if gap := attempts[1].at.Sub(attempts[0].at); gap < retryAfter {
+			if gap := attempts[1].At.Sub(attempts[0].At); gap < retryAfter {
 				t.Fatalf("retry came %v after the refusal, want at least the server's RetryInfo %v", gap, retryAfter)
 			}
-			if n := rig.executions(); n != tt.wantExecs {
+			if n := rig.Service.Executions(); n != tt.wantExecs {
 				t.Fatalf("handler ran %d times, want %d", n, tt.wantExecs)
 			}
 		})
@@ -493,21 +494,21 @@ func TestClientWaitsForPushback(t *testing.T) {
 				}
 				return nil, tt.err
 			}
-			rig := newClientRig(t, rigConfig{handler: handler})
+			rig := testkit.Start(t, testkit.Config{Handler: handler})
 			backoff := tt.backoff
 			if backoff == nil {
 				backoff = noBackoff
 			}
-			client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(backoff)))
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(backoff)))
 
 			if _, err := client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
 				t.Fatal(err)
 			}
-			attempts := rig.attempts.all()
+			attempts := rig.Attempts.All()
 			if len(attempts) != 2 {
 				t.Fatalf("server saw %d attempts, want 2", len(attempts))
 			}
-			if gap := attempts[1].at.Sub(attempts[0].at); gap < want {
+			if gap := attempts[1].At.Sub(attempts[0].At); gap < want {
 				t.Fatalf("retry came %v after the first attempt, want at least %v", gap, want)
 			}
 		})
@@ -526,9 +527,9 @@ func TestClientPushbackStopsBeforeDeadline(t *testing.T) {
 		<-release
 		return testserver.Echo(ctx, m, req)
 	}
-	rig := newClientRig(t, rigConfig{handler: handler, server: []idempotency.ServerOption{idempotency.WithRetryAfter(pushback)}})
+	rig := testkit.Start(t, testkit.Config{Handler: handler, Options: []idempotency.ServerOption{idempotency.WithRetryAfter(pushback)}})
 	original := make(chan error, 1)
-	holder := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
+	holder := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithoutRetry()))
 	go func() {
 		_, err := holder.Do(t.Context(), &testingv1.DoRequest{}, idempotency.WithKey("k-deadline"))
 		original <- err
@@ -541,7 +542,7 @@ func TestClientPushbackStopsBeforeDeadline(t *testing.T) {
 		}
 	}()
 
-	client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff), idempotency.WithMaxAttempts(100)))
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff), idempotency.WithMaxAttempts(100)))
 	deadline := time.Now().Add(800 * time.Millisecond)
 	ctx, cancel := context.WithDeadline(t.Context(), deadline)
 	defer cancel()
@@ -550,16 +551,16 @@ func TestClientPushbackStopsBeforeDeadline(t *testing.T) {
 		t.Fatalf("err = %v, want the last ABORTED with %s, returned before the deadline", err, idempotency.ErrKeyInUse.Reason)
 	}
 
-	attempts := rig.attempts.all()[1:] // the first is the original's
+	attempts := rig.Attempts.All()[1:] // the first is the original's
 	if len(attempts) < 2 {
 		t.Fatalf("server saw %d attempts of the duplicate, want at least 2", len(attempts))
 	}
 	for i, a := range attempts {
-		if !a.at.Before(deadline) {
-			t.Fatalf("attempt %d started %v after the deadline", i+1, a.at.Sub(deadline))
+		if !a.At.Before(deadline) {
+			t.Fatalf("attempt %d started %v after the deadline", i+1, a.At.Sub(deadline))
 		}
 		if i > 0 {
-			if gap := a.at.Sub(attempts[i-1].at); gap < pushback {
+			if gap := a.At.Sub(attempts[i-1].At); gap < pushback {
 				t.Fatalf("attempt %d came %v after the one before, want at least the pushback %v", i+1, gap, pushback)
 			}
 		}
@@ -593,10 +594,10 @@ func TestClientDoesNotSleepPastDeadline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+			rig := testkit.Start(t, testkit.Config{Handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 				return nil, tt.err
 			}})
-			client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(tt.backoff)))
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(tt.backoff)))
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 
@@ -605,7 +606,7 @@ func TestClientDoesNotSleepPastDeadline(t *testing.T) {
 			if status.Code(err) != tt.wantCode || clientReason(err) != tt.wantReason {
 				t.Fatalf("err = %v, want %v with %s", err, tt.wantCode, tt.wantReason)
 			}
-			if n := len(rig.attempts.all()); n != 1 {
+			if n := len(rig.Attempts.All()); n != 1 {
 				t.Fatalf("server saw %d attempts, want 1", n)
 			}
 		})
@@ -616,11 +617,11 @@ func TestClientDoesNotSleepPastDeadline(t *testing.T) {
 func TestClientStopsWhenCancelled(t *testing.T) {
 	t.Parallel()
 	seen := make(chan struct{}, 1)
-	rig := newClientRig(t, rigConfig{handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+	rig := testkit.Start(t, testkit.Config{Handler: func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		seen <- struct{}{}
 		return nil, status.Error(codes.Unavailable, "down")
 	}})
-	client := rig.client(t, idempotency.UnaryClientInterceptor(
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithBackoff(func(context.Context, uint) time.Duration { return time.Hour }),
 	))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -634,7 +635,7 @@ func TestClientStopsWhenCancelled(t *testing.T) {
 	if err := <-done; status.Code(err) != codes.Canceled {
 		t.Fatalf("err = %v, want CANCELED", err)
 	}
-	if n := len(rig.attempts.all()); n != 1 {
+	if n := len(rig.Attempts.All()); n != 1 {
 		t.Fatalf("server saw %d attempts, want 1", n)
 	}
 }

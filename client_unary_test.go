@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -36,8 +37,8 @@ func TestClientKeySources(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{})
-			client := rig.client(t, idempotency.UnaryClientInterceptor())
+			rig := testkit.Start(t, testkit.Config{})
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor())
 			ctx := t.Context()
 			for _, k := range tt.md {
 				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, k)
@@ -45,7 +46,7 @@ func TestClientKeySources(t *testing.T) {
 			if _, err := methodOf(client, tt.method)(ctx, &testingv1.DoRequest{Payload: "p"}, tt.opts...); err != nil {
 				t.Fatal(err)
 			}
-			got := wantOneKey(t, rig.attempts.all())
+			got := wantOneKey(t, rig.Attempts.All())
 			switch {
 			case tt.want != "" && got != tt.want:
 				t.Fatalf("server saw key %q, want %q", got, tt.want)
@@ -77,8 +78,8 @@ func TestClientKeyRefusedLocally(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{})
-			client := rig.client(t, idempotency.UnaryClientInterceptor(tt.cfg...))
+			rig := testkit.Start(t, testkit.Config{})
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(tt.cfg...))
 			ctx := t.Context()
 			for _, k := range tt.md {
 				ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, k)
@@ -87,7 +88,7 @@ func TestClientKeyRefusedLocally(t *testing.T) {
 			if status.Code(err) != codes.InvalidArgument || clientReason(err) != idempotency.ErrKeyInvalid.Reason {
 				t.Fatalf("err = %v, want INVALID_ARGUMENT with %s", err, idempotency.ErrKeyInvalid.Reason)
 			}
-			if n := len(rig.attempts.all()); n != 0 {
+			if n := len(rig.Attempts.All()); n != 0 {
 				t.Fatalf("the server saw %d attempts, want none", n)
 			}
 		})
@@ -96,15 +97,15 @@ func TestClientKeyRefusedLocally(t *testing.T) {
 
 func TestClientKeyMintedOncePerCall(t *testing.T) {
 	t.Parallel()
-	rig := newClientRig(t, rigConfig{fault: loseResponses(2)})
+	rig := testkit.Start(t, testkit.Config{Outer: []grpc.UnaryServerInterceptor{loseResponses(2)}})
 	var minted atomic.Int64
 	gen := func() string { minted.Add(1); return uuid.NewString() }
-	client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithKeyGenerator(gen), idempotency.WithBackoff(noBackoff)))
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithKeyGenerator(gen), idempotency.WithBackoff(noBackoff)))
 
 	if _, err := client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	first := rig.attempts.all()
+	first := rig.Attempts.All()
 	if len(first) != 3 {
 		t.Fatalf("server saw %d attempts, want 3 (two lost responses, then the replay)", len(first))
 	}
@@ -116,7 +117,7 @@ func TestClientKeyMintedOncePerCall(t *testing.T) {
 	if _, err := client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	second := rig.attempts.all()[3:]
+	second := rig.Attempts.All()[3:]
 	if minted.Load() != 2 || wantOneKey(t, second) == key {
 		t.Fatalf("a second call reused the key or minted %d keys in all, want a new key", minted.Load())
 	}
@@ -132,8 +133,8 @@ func TestClientUntouchedMethods(t *testing.T) {
 			unavailable := func(context.Context, string, *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 				return nil, status.Error(codes.Unavailable, "down")
 			}
-			rig := newClientRig(t, rigConfig{handler: unavailable})
-			client := rig.client(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff)))
+			rig := testkit.Start(t, testkit.Config{Handler: unavailable})
+			client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(idempotency.WithBackoff(noBackoff)))
 			call := methodOf(client, method)
 			for range 2 { // the second call hits the per-method cache
 				_, err := call(t.Context(), &testingv1.DoRequest{}, idempotency.WithKey("k-ignored"))
@@ -141,13 +142,13 @@ func TestClientUntouchedMethods(t *testing.T) {
 					t.Fatalf("err = %v, want UNAVAILABLE", err)
 				}
 			}
-			attempts := rig.attempts.all()
-			if len(attempts) != 2 || rig.executions() != 2 {
-				t.Fatalf("server saw %d attempts and %d executions for 2 calls, want 2 and 2", len(attempts), rig.executions())
+			attempts := rig.Attempts.All()
+			if len(attempts) != 2 || rig.Service.Executions() != 2 {
+				t.Fatalf("server saw %d attempts and %d executions for 2 calls, want 2 and 2", len(attempts), rig.Service.Executions())
 			}
 			for _, a := range attempts {
-				if len(a.keys) != 0 {
-					t.Fatalf("%s carried keys %q, want none", a.method, a.keys)
+				if len(a.Keys) != 0 {
+					t.Fatalf("%s carried keys %q, want none", a.Method, a.Keys)
 				}
 			}
 		})
@@ -215,12 +216,12 @@ func TestContextWithKeyOverServer(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rig := newClientRig(t, rigConfig{})
+			rig := testkit.Start(t, testkit.Config{})
 			var client testingv1.TestServiceClient
 			if tc.interceptor {
-				client = rig.client(t, idempotency.UnaryClientInterceptor())
+				client = rig.ClientWith(t, idempotency.UnaryClientInterceptor())
 			} else {
-				client = rig.client(t)
+				client = rig.ClientWith(t)
 			}
 			ctx, err := idempotency.ContextWithKey(t.Context(), "order-1042-payment")
 			if err != nil {
@@ -236,22 +237,22 @@ func TestContextWithKeyOverServer(t *testing.T) {
 					t.Fatalf("call %d: execution %d, replayed %q", i+1, resp.GetExecution(), header.Get(idempotency.ReplayedKey))
 				}
 			}
-			for _, a := range rig.attempts.all() {
-				if len(a.keys) != 1 || a.keys[0] != "order-1042-payment" {
-					t.Fatalf("the server saw keys %q, want the context's key", a.keys)
+			for _, a := range rig.Attempts.All() {
+				if len(a.Keys) != 1 || a.Keys[0] != "order-1042-payment" {
+					t.Fatalf("the server saw keys %q, want the context's key", a.Keys)
 				}
 			}
 			if !tc.interceptor {
 				_, err := client.Required(t.Context(), &testingv1.DoRequest{Amount: 42}, idempotency.WithKey("order-1043-payment"))
 				wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
 				// An optional method runs each such call, with no deduplication.
-				before := rig.executions()
+				before := rig.Service.Executions()
 				for range 2 {
 					if _, err := client.Do(t.Context(), &testingv1.DoRequest{Amount: 42}, idempotency.WithKey("order-1044-payment")); err != nil {
 						t.Fatal(err)
 					}
 				}
-				if n := rig.executions() - before; n != 2 {
+				if n := rig.Service.Executions() - before; n != 2 {
 					t.Fatalf("an optional method called twice with WithKey on a plain client ran %d times, want 2 (no key sent)", n)
 				}
 			}

@@ -30,35 +30,35 @@ import (
 var cacheOpt = idempotency.WithReplayCache(1000, 1<<20, time.Hour)
 
 // storeCalls returns how many calls the fixture's store has had.
-func (f *fixture) storeCalls() int { return len(f.store.Calls()) }
+func storeCalls(f *fixture) int { return len(f.Faults.Calls()) }
 
 // wantCached fails the test unless a call with key and req replays its
 // payload with the replay marker and no store call, told to the observer
 // as a replayed event with Cached; it returns the response.
-func (f *fixture) wantCached(t *testing.T, key string, req *testingv1.DoRequest) *testingv1.DoResponse {
+func wantCached(t *testing.T, f *fixture, key string, req *testingv1.DoRequest) *testingv1.DoResponse {
 	t.Helper()
-	before, cachedBefore := f.storeCalls(), f.cachedReplays()
+	before, cachedBefore := storeCalls(f), cachedReplays(f)
 	var hdr metadata.MD
-	resp, err := f.client.Do(withKey(t.Context(), key), req, grpc.Header(&hdr))
+	resp, err := f.Client.Do(withKey(t.Context(), key), req, grpc.Header(&hdr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.GetPayload() != req.GetPayload() || !idempotency.Replayed(hdr, nil) {
 		t.Fatalf("got %v (header %v); want %q replayed", resp, hdr, req.GetPayload())
 	}
-	if calls := f.store.Calls()[before:]; len(calls) != 0 {
+	if calls := f.Faults.Calls()[before:]; len(calls) != 0 {
 		t.Fatalf("a cached replay made store calls %v", calls)
 	}
-	if f.cachedReplays() != cachedBefore+1 {
+	if cachedReplays(f) != cachedBefore+1 {
 		t.Fatal("the observer was not told of a replayed event with Cached")
 	}
 	return resp
 }
 
 // cachedReplays counts the replayed events answered from the cache.
-func (f *fixture) cachedReplays() int {
+func cachedReplays(f *fixture) int {
 	n := 0
-	for _, e := range f.events.All() {
+	for _, e := range f.Events.All() {
 		if e.Decision == idempotency.DecisionReplayed && e.Cached {
 			n++
 		}
@@ -70,18 +70,18 @@ func TestReplayCacheHitMakesNoStoreCall(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, cacheOpt)
 	req := &testingv1.DoRequest{Payload: "charge", Amount: 42}
-	if _, err := f.client.Do(withKey(t.Context(), "k-hot"), req); err != nil {
+	if _, err := f.Client.Do(withKey(t.Context(), "k-hot"), req); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if resp := f.wantCached(t, "k-hot", req); resp.GetExecution() != 1 {
+		if resp := wantCached(t, f, "k-hot", req); resp.GetExecution() != 1 {
 			t.Fatalf("cached replay of execution %d, want 1", resp.GetExecution())
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	for _, e := range f.events.All() {
+	for _, e := range f.Events.All() {
 		if e.Cached && e.StoreTime != 0 {
 			t.Fatalf("cached replay reports store time %v", e.StoreTime)
 		}
@@ -93,35 +93,35 @@ func TestReplayCacheHitMakesNoStoreCall(t *testing.T) {
 func TestReplayCacheFilledFromStore(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil) // no cache: it writes the record
-	g := newFixtureOn(t, f.store, nil, cacheOpt)
+	g := newFixtureOn(t, f.Faults, nil, cacheOpt)
 	req := &testingv1.DoRequest{Payload: "charge"}
-	if _, err := f.client.Do(withKey(t.Context(), "k-fill"), req); err != nil {
+	if _, err := f.Client.Do(withKey(t.Context(), "k-fill"), req); err != nil {
 		t.Fatal(err)
 	}
-	before := f.store.Count("claim")
-	if _, err := g.client.Do(withKey(t.Context(), "k-fill"), req); err != nil {
+	before := f.Faults.Count("claim")
+	if _, err := g.Client.Do(withKey(t.Context(), "k-fill"), req); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.store.Count("claim") - before; n != 1 {
+	if n := f.Faults.Count("claim") - before; n != 1 {
 		t.Fatalf("first replay on the cached server made %d claims, want 1", n)
 	}
-	g.wantCached(t, "k-fill", req)
+	wantCached(t, g, "k-fill", req)
 }
 
 func TestReplayCacheKeyReused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, cacheOpt)
 	ctx := withKey(t.Context(), "k-reused")
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "a"}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	before := f.storeCalls()
-	_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "b"})
+	before := storeCalls(f)
+	_, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "b"})
 	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
-	if f.storeCalls() != before {
-		t.Fatalf("a reused key on a cached key made store calls %v", f.store.Calls()[before:])
+	if storeCalls(f) != before {
+		t.Fatalf("a reused key on a cached key made store calls %v", f.Faults.Calls()[before:])
 	}
-	if f.events.Count(idempotency.DecisionKeyReused) != 1 {
+	if f.Events.Count(idempotency.DecisionKeyReused) != 1 {
 		t.Fatal("observer not told of the reused key")
 	}
 }
@@ -136,15 +136,15 @@ func TestReplayCacheSkipsInFlight(t *testing.T) {
 	req := &testingv1.DoRequest{Payload: "x"}
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client.Do(ctx, req)
+		_, err := f.Client.Do(ctx, req)
 		done <- err
 	}()
 	<-started
 	for range 2 {
-		before := f.store.Count("claim")
-		_, err := f.client.Do(ctx, req)
+		before := f.Faults.Count("claim")
+		_, err := f.Client.Do(ctx, req)
 		wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
-		if f.store.Count("claim") != before+1 {
+		if f.Faults.Count("claim") != before+1 {
 			t.Fatal("a duplicate of an in-flight key did not ask the store")
 		}
 	}
@@ -152,7 +152,7 @@ func TestReplayCacheSkipsInFlight(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	f.wantCached(t, "k-inflight", req)
+	wantCached(t, f, "k-inflight", req)
 }
 
 // TestReplayCacheSkipsReleased: a key released after a retryable error is
@@ -168,16 +168,16 @@ func TestReplayCacheSkipsReleased(t *testing.T) {
 	}, cacheOpt)
 	ctx := withKey(t.Context(), "k-released")
 	req := &testingv1.DoRequest{Payload: "x"}
-	if _, err := f.client.Do(ctx, req); err == nil {
+	if _, err := f.Client.Do(ctx, req); err == nil {
 		t.Fatal("first call succeeded; want its retryable error")
 	}
-	before := f.store.Count("claim")
-	resp, err := f.client.Do(ctx, req)
+	before := f.Faults.Count("claim")
+	resp, err := f.Client.Do(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.GetExecution() != 2 || f.store.Count("claim") != before+1 {
-		t.Fatalf("retry after a release: %v after %d claims; want the handler run again after a store claim", resp, f.store.Count("claim")-before)
+	if resp.GetExecution() != 2 || f.Faults.Count("claim") != before+1 {
+		t.Fatalf("retry after a release: %v after %d claims; want the handler run again after a store claim", resp, f.Faults.Count("claim")-before)
 	}
 }
 
@@ -187,9 +187,9 @@ func TestReplayCacheSkipsLostLease(t *testing.T) {
 	t.Parallel()
 	var f *fixture
 	f = newFixture(t, func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
-		if c, _ := idempotency.ClaimFromContext(ctx); f.srv.Service.Executions() == 1 {
+		if c, _ := idempotency.ClaimFromContext(ctx); f.Service.Executions() == 1 {
 			// Evicted under the handler, as a full Redis would.
-			if err := f.store.Store.Release(context.Background(), c.StoreKey, c.Token); err != nil {
+			if err := f.Faults.Store.Release(context.Background(), c.StoreKey, c.Token); err != nil {
 				return nil, err
 			}
 		}
@@ -197,13 +197,13 @@ func TestReplayCacheSkipsLostLease(t *testing.T) {
 	}, cacheOpt)
 	ctx := withKey(t.Context(), "k-lost")
 	req := &testingv1.DoRequest{Payload: "x"}
-	if _, err := f.client.Do(ctx, req); err != nil {
+	if _, err := f.Client.Do(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if f.events.Count(idempotency.DecisionLeaseLost) != 1 {
+	if f.Events.Count(idempotency.DecisionLeaseLost) != 1 {
 		t.Fatal("the completion was not refused: the test proves nothing")
 	}
-	resp, err := f.client.Do(ctx, req)
+	resp, err := f.Client.Do(ctx, req)
 	if err != nil || resp.GetExecution() != 2 {
 		t.Fatalf("retry after a lost lease: %v, %v; want the handler run again", resp, err)
 	}
@@ -215,7 +215,7 @@ func TestReplayCacheSkipsLostLease(t *testing.T) {
 func TestReplayCacheSharedByEntryPoints(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, cacheOpt, idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Namespace: "shop.charge"}))
-	client, mem, s := f.client, f.store, f.server
+	client, mem, s := f.Client, f.Faults, f.Idempotency
 	req := &testingv1.DoRequest{Payload: "charge"}
 	if _, err := client.Do(withKey(t.Context(), "k-shared"), req); err != nil {
 		t.Fatal(err)
@@ -252,26 +252,26 @@ func TestReplayCacheBounds(t *testing.T) {
 			f := newFixture(t, nil, tc.opt)
 			req := &testingv1.DoRequest{Payload: tc.payload}
 			for _, k := range []string{"k-a", "k-b", "k-c"} { // k-a is evicted
-				if _, err := f.client.Do(withKey(t.Context(), k), req); err != nil {
+				if _, err := f.Client.Do(withKey(t.Context(), k), req); err != nil {
 					t.Fatal(err)
 				}
 			}
-			f.wantCached(t, "k-c", req)
-			f.wantCached(t, "k-b", req) // k-c is now the least recently used
-			before := f.store.Count("claim")
-			if _, err := f.client.Do(withKey(t.Context(), "k-a"), req); err != nil { // evicts k-c
+			wantCached(t, f, "k-c", req)
+			wantCached(t, f, "k-b", req) // k-c is now the least recently used
+			before := f.Faults.Count("claim")
+			if _, err := f.Client.Do(withKey(t.Context(), "k-a"), req); err != nil { // evicts k-c
 				t.Fatal(err)
 			}
-			if f.store.Count("claim") != before+1 {
+			if f.Faults.Count("claim") != before+1 {
 				t.Fatal("an evicted key replayed without a store call")
 			}
-			f.wantCached(t, "k-a", req)
-			f.wantCached(t, "k-b", req)
-			before = f.store.Count("claim")
-			if _, err := f.client.Do(withKey(t.Context(), "k-c"), req); err != nil {
+			wantCached(t, f, "k-a", req)
+			wantCached(t, f, "k-b", req)
+			before = f.Faults.Count("claim")
+			if _, err := f.Client.Do(withKey(t.Context(), "k-c"), req); err != nil {
 				t.Fatal(err)
 			}
-			if f.store.Count("claim") != before+1 {
+			if f.Faults.Count("claim") != before+1 {
 				t.Fatal("the least recently used key was not the one evicted")
 			}
 		})
@@ -285,11 +285,11 @@ func TestReplayCacheLargerThanBound(t *testing.T) {
 	f := newFixture(t, nil, idempotency.WithReplayCache(1000, 1000, time.Hour))
 	req := &testingv1.DoRequest{Payload: strings.Repeat("x", 2000)}
 	for range 3 {
-		before := f.store.Count("claim")
-		if _, err := f.client.Do(withKey(t.Context(), "k-large"), req); err != nil {
+		before := f.Faults.Count("claim")
+		if _, err := f.Client.Do(withKey(t.Context(), "k-large"), req); err != nil {
 			t.Fatal(err)
 		}
-		if f.store.Count("claim") != before+1 {
+		if f.Faults.Count("claim") != before+1 {
 			t.Fatal("a record larger than the cache's bytes was replayed from the cache")
 		}
 	}
@@ -352,31 +352,31 @@ func TestReplayCacheExpiry(t *testing.T) {
 				}
 				req := &testingv1.DoRequest{Payload: "charge"}
 				ctx := withKey(t.Context(), "k-expiry")
-				if _, err := first.client.Do(ctx, req); err != nil {
+				if _, err := first.Client.Do(ctx, req); err != nil {
 					t.Fatal(err)
 				}
 				start := time.Now()
 				if tc.fillAt > 0 {
 					time.Sleep(tc.fillAt)
-					if _, err := cached.client.Do(ctx, req); err != nil {
+					if _, err := cached.Client.Do(ctx, req); err != nil {
 						t.Fatal(err)
 					}
 				}
 				time.Sleep(time.Until(start.Add(tc.expiresAt - time.Second)))
-				cached.wantCached(t, "k-expiry", req)
+				wantCached(t, cached, "k-expiry", req)
 
 				time.Sleep(time.Until(start.Add(tc.expiresAt + time.Second)))
 				before := fs.Count("claim")
-				resp, err := cached.client.Do(ctx, req)
+				resp, err := cached.Client.Do(ctx, req)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if fs.Count("claim") != before+1 {
 					t.Fatalf("at %v the entry was still cached; want it expired at %v", time.Since(start), tc.expiresAt)
 				}
-				executions := cached.srv.Service.Executions()
+				executions := cached.Service.Executions()
 				if first != cached {
-					executions += first.srv.Service.Executions()
+					executions += first.Service.Executions()
 				}
 				if ran := executions == 2; ran != tc.rerun || resp.GetPayload() != "charge" {
 					t.Fatalf("after expiry: %v, %d executions; want the handler run again: %t", resp, executions, tc.rerun)
@@ -416,7 +416,7 @@ func TestReplayCacheConcurrent(t *testing.T) {
 				if j%3 == 0 {
 					key = "cold-" + strconv.Itoa((i+j)%6)
 				}
-				resp, err := f.client.Do(withKey(t.Context(), key), &testingv1.DoRequest{Payload: key})
+				resp, err := f.Client.Do(withKey(t.Context(), key), &testingv1.DoRequest{Payload: key})
 				if err != nil || resp.GetPayload() != key {
 					t.Errorf("call of %s: %v, %v", key, resp, err)
 					failures.Add(1)
@@ -437,10 +437,10 @@ func TestReplayCacheConcurrent(t *testing.T) {
 	mu.Unlock()
 	for _, f := range servers {
 		// The churn may have evicted it: the first call refills it.
-		if _, err := f.client.Do(withKey(t.Context(), "hot"), &testingv1.DoRequest{Payload: "hot"}); err != nil {
+		if _, err := f.Client.Do(withKey(t.Context(), "hot"), &testingv1.DoRequest{Payload: "hot"}); err != nil {
 			t.Fatal(err)
 		}
-		f.wantCached(t, "hot", &testingv1.DoRequest{Payload: "hot"})
+		wantCached(t, f, "hot", &testingv1.DoRequest{Payload: "hot"})
 	}
 }
 

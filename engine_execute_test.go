@@ -12,6 +12,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,9 +42,9 @@ func chargeThenBookkeep(charges *atomic.Int64, d time.Duration) testserver.Handl
 func TestCallerGivingUpChargesOnce(t *testing.T) {
 	t.Parallel()
 	var charges atomic.Int64
-	rig := newClientRig(t, rigConfig{handler: chargeThenBookkeep(&charges, 300*time.Millisecond),
-		server: []idempotency.ServerOption{idempotency.WithRetryAfter(50 * time.Millisecond)}})
-	client := rig.client(t, idempotency.UnaryClientInterceptor(
+	rig := testkit.Start(t, testkit.Config{Handler: chargeThenBookkeep(&charges, 300*time.Millisecond),
+		Options: []idempotency.ServerOption{idempotency.WithRetryAfter(50 * time.Millisecond)}})
+	client := rig.ClientWith(t, idempotency.UnaryClientInterceptor(
 		idempotency.WithPerAttemptTimeout(100*time.Millisecond),
 		idempotency.WithMaxAttempts(50),
 		idempotency.WithBackoff(noBackoff),
@@ -58,7 +59,7 @@ func TestCallerGivingUpChargesOnce(t *testing.T) {
 	if n := charges.Load(); n != 1 {
 		t.Fatalf("%d charges for one logical call, want 1", n)
 	}
-	wantOneKey(t, rig.attempts.all())
+	wantOneKey(t, rig.Attempts.All())
 }
 
 // TestDeadlineThenManualRetryChargesOnce: the same with a plain deadline
@@ -71,18 +72,18 @@ func TestDeadlineThenManualRetryChargesOnce(t *testing.T) {
 	ctx := withKey(t.Context(), "k-deadline")
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err := f.client.Do(short, &testingv1.DoRequest{Payload: "p"})
+	_, err := f.Client.Do(short, &testingv1.DoRequest{Payload: "p"})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("first call: %v, want DEADLINE_EXCEEDED", err)
 	}
-	resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+	resp, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 	if err != nil || resp.GetPayload() != "p" {
 		t.Fatalf("retry: %v %v, want the first execution's answer", resp, err)
 	}
 	if n := charges.Load(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}
-	if n := f.events.Count(idempotency.DecisionReplayed); n != 1 {
+	if n := f.Events.Count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("%d replays, want the retry replayed", n)
 	}
 }
@@ -118,14 +119,14 @@ func TestCallerCancellationOptOut(t *testing.T) {
 			// loaded machine cannot make it leave before the claim).
 			gone, leave := context.WithCancel(ctx)
 			go func() { <-started; leave() }()
-			if _, err := f.client.Do(gone, &testingv1.DoRequest{}); status.Code(err) != codes.Canceled {
+			if _, err := f.Client.Do(gone, &testingv1.DoRequest{}); status.Code(err) != codes.Canceled {
 				t.Fatalf("first call: %v, want CANCELED", err)
 			}
 			if err := <-sawCancel; !errors.Is(err, context.Canceled) {
 				t.Fatalf("handler context ended with %v, want its caller's cancellation", err)
 			}
-			f.events.Wait(t, idempotency.DecisionReleased, 1)
-			if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+			f.Events.Wait(t, idempotency.DecisionReleased, 1)
+			if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 				t.Fatal(err)
 			}
 			if n := charges.Load(); n != 2 {
@@ -162,7 +163,7 @@ func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 			ctx, leave := context.WithCancel(withKey(t.Context(), "k-timeout"))
 			defer leave()
 			go func() {
-				_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
+				_, _ = f.Client.Do(ctx, &testingv1.DoRequest{})
 			}()
 			start := <-started
 			leave()
@@ -178,7 +179,7 @@ func TestHandlerTimeoutBoundsDetachedHandler(t *testing.T) {
 			if took := time.Since(start); took < timeout {
 				t.Fatalf("handler ended after %v, before the handler timeout", took)
 			}
-			f.events.Wait(t, idempotency.DecisionReleased, 1)
+			f.Events.Wait(t, idempotency.DecisionReleased, 1)
 		})
 	}
 }
@@ -207,11 +208,11 @@ func TestCancellationDetachedOverridesServer(t *testing.T) {
 	ctx := withKey(t.Context(), "k-detached")
 	gone, leave := context.WithCancel(ctx)
 	go func() { <-started; leave() }()
-	if _, err := f.client.Do(gone, &testingv1.DoRequest{Payload: "p"}); status.Code(err) != codes.Canceled {
+	if _, err := f.Client.Do(gone, &testingv1.DoRequest{Payload: "p"}); status.Code(err) != codes.Canceled {
 		t.Fatalf("first call: %v, want CANCELED", err)
 	}
-	f.events.Wait(t, idempotency.DecisionExecuted, 1)
-	resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+	f.Events.Wait(t, idempotency.DecisionExecuted, 1)
+	resp, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 	if err != nil || resp.GetPayload() != "p" {
 		t.Fatalf("retry: %v, %v; want the stored response", resp, err)
 	}
@@ -233,7 +234,7 @@ func TestHandlerKeepsLaterCallerDeadline(t *testing.T) {
 	want := time.Now().Add(time.Hour)
 	ctx, cancel := context.WithDeadline(withKey(t.Context(), "k-later"), want)
 	defer cancel()
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-deadlines; got.Before(want.Add(-time.Minute)) {

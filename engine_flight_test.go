@@ -36,13 +36,13 @@ func TestInFlightDuplicateIsAborted(t *testing.T) {
 	ctx := withKey(t.Context(), "k-inflight")
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+		_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 		done <- err
 	}()
 	<-started
 
 	var hdr, tr metadata.MD
-	_, err := f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Header(&hdr), grpc.Trailer(&tr))
+	_, err := f.Client.Do(ctx, &testingv1.DoRequest{}, grpc.Header(&hdr), grpc.Trailer(&tr))
 	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	_, ri := errorInfo(err)
 	if ri.GetRetryDelay().AsDuration() != 750*time.Millisecond {
@@ -58,7 +58,7 @@ func TestInFlightDuplicateIsAborted(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if f.events.Count(idempotency.DecisionInFlight) != 1 {
+	if f.Events.Count(idempotency.DecisionInFlight) != 1 {
 		t.Fatal("observer not told of the in-flight rejection")
 	}
 }
@@ -75,7 +75,7 @@ func TestWaitForInFlightReplaysOriginal(t *testing.T) {
 	}
 	call := func(out chan<- result) {
 		var hdr metadata.MD
-		resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "x"}, grpc.Header(&hdr))
+		resp, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "x"}, grpc.Header(&hdr))
 		out <- result{resp, hdr, err}
 	}
 	first := make(chan result, 1)
@@ -88,7 +88,7 @@ func TestWaitForInFlightReplaysOriginal(t *testing.T) {
 		go call(dups)
 	}
 	// Every waiter has claimed once and found the key in flight.
-	waitFor(t, func() bool { return f.store.Count("claim") == 1+waiters })
+	waitFor(t, func() bool { return f.Faults.Count("claim") == 1+waiters })
 	close(release)
 
 	orig := <-first
@@ -107,12 +107,12 @@ func TestWaitForInFlightReplaysOriginal(t *testing.T) {
 			t.Fatal("waiter's answer not marked replayed")
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 	// Woken by the owner, not by polling: one claim to find the key in
 	// flight and one after the wake-up, per waiter.
-	if n := f.store.Count("claim"); n != 1+2*waiters {
+	if n := f.Faults.Count("claim"); n != 1+2*waiters {
 		t.Fatalf("claims = %d, want %d (no polling among same-process waiters)", n, 1+2*waiters)
 	}
 }
@@ -124,13 +124,13 @@ func TestWaitForInFlightBoundedByDeadline(t *testing.T) {
 	ctx := withKey(t.Context(), "k-wait-deadline")
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+		_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 		done <- err
 	}()
 	<-started
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err := f.client.Do(short, &testingv1.DoRequest{})
+	_, err := f.Client.Do(short, &testingv1.DoRequest{})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("waiter past its deadline: %v, want DEADLINE_EXCEEDED", err)
 	}
@@ -147,11 +147,11 @@ func TestWaitForInFlightGivesUpWithAborted(t *testing.T) {
 	ctx := withKey(t.Context(), "k-wait-short")
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+		_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 		done <- err
 	}()
 	<-started
-	_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+	_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 	wantReason(t, err, codes.Aborted, idempotency.ErrKeyInUse.Reason)
 	close(release)
 	if err := <-done; err != nil {
@@ -183,7 +183,7 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 			for range callers {
 				wg.Go(func() {
 					<-start
-					resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "same"})
+					resp, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "same"})
 					mu.Lock()
 					defer mu.Unlock()
 					if err != nil {
@@ -200,7 +200,7 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			if n := f.srv.Service.Executions(); n != 1 {
+			if n := f.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want exactly 1", n)
 			}
 			if len(answers)+aborted != callers || len(answers) == 0 {
@@ -228,10 +228,10 @@ func TestClaimFromContext(t *testing.T) {
 		}
 		return testserver.Echo(ctx, m, req)
 	})
-	if _, err := f.client.Do(withKey(t.Context(), "k-claim"), &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Do(withKey(t.Context(), "k-claim"), &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Do(t.Context(), &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(claims) != 1 {

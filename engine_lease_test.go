@@ -22,19 +22,19 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	f := newFixture(t, nil, idempotency.WithLease(lease))
 	ctx := withKey(t.Context(), "k-long")
 	req := &testingv1.DoRequest{Sleep: durationpb.New(3 * lease)}
-	if _, err := f.client.Do(ctx, req); err != nil {
+	if _, err := f.Client.Do(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.events.Count(idempotency.DecisionLeaseRenewed); n < 2 {
+	if n := f.Events.Count(idempotency.DecisionLeaseRenewed); n < 2 {
 		t.Fatalf("lease renewed %d times, want at least 2 over 3 leases", n)
 	}
-	if f.events.Count(idempotency.DecisionLeaseLost) != 0 {
+	if f.Events.Count(idempotency.DecisionLeaseLost) != 0 {
 		t.Fatal("lease lost although it was renewed")
 	}
-	if _, err := f.client.Do(ctx, req); err != nil {
+	if _, err := f.Client.Do(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1 (completed and replayed)", n)
 	}
 }
@@ -42,13 +42,13 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 func TestNoRenewalForFastHandler(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	if _, err := f.client.Do(withKey(t.Context(), "k-fast"), &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Do(withKey(t.Context(), "k-fast"), &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.store.Count("extend"); n != 0 {
+	if n := f.Faults.Count("extend"); n != 0 {
 		t.Fatalf("%d extend calls for a handler that finished inside lease/3", n)
 	}
-	if c, d := f.store.Count("claim"), f.store.Count("complete"); c != 1 || d != 1 {
+	if c, d := f.Faults.Count("claim"), f.Faults.Count("complete"); c != 1 || d != 1 {
 		t.Fatalf("claim %d, complete %d; want 1 and 1", c, d)
 	}
 }
@@ -68,20 +68,20 @@ func TestLostLeaseNeverOverwrites(t *testing.T) {
 	}, idempotency.WithLease(lease), idempotency.WithFingerprint(func(method string, _ protoMessage) ([]byte, error) {
 		return []byte(method), nil // payload differs between the two executions on purpose
 	}))
-	f.store.SkipExtend.Store(true)
+	f.Faults.SkipExtend.Store(true)
 	ctx := withKey(t.Context(), "k-lost")
 
 	firstDone := make(chan *testingv1.DoResponse, 1)
 	go func() {
-		resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "first"})
+		resp, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "first"})
 		if err != nil {
 			t.Error(err)
 		}
 		firstDone <- resp
 	}()
-	f.srv.Service.WaitExecutions(t, 1)
+	f.Service.WaitExecutions(t, 1)
 	time.Sleep(2 * lease) // the first lease runs out unrenewed
-	second, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "second"})
+	second, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "second"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,16 +90,16 @@ func TestLostLeaseNeverOverwrites(t *testing.T) {
 	if first.GetPayload() != "first" {
 		t.Fatalf("first caller got %v, want its own answer", first)
 	}
-	f.events.Wait(t, idempotency.DecisionLeaseLost, 1)
+	f.Events.Wait(t, idempotency.DecisionLeaseLost, 1)
 
-	replay, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "third"})
+	replay, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "third"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if replay.GetExecution() != second.GetExecution() || replay.GetPayload() != "second" {
 		t.Fatalf("replay %v, want the second owner's record %v", replay, second)
 	}
-	if n := f.srv.Service.Executions(); n != 2 {
+	if n := f.Service.Executions(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
@@ -132,7 +132,7 @@ func callWhileHammered(t *testing.T, f *fixture, g *overlapGuard, key string) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client.Do(withKey(t.Context(), key), &testingv1.DoRequest{})
+		_, err := f.Client.Do(withKey(t.Context(), key), &testingv1.DoRequest{})
 		done <- err
 	}()
 	waitFor(t, func() bool { return g.runs.Load() > 0 })
@@ -147,7 +147,7 @@ func callWhileHammered(t *testing.T, f *fixture, g *overlapGuard, key string) {
 			return
 		case <-tick.C:
 		}
-		_, err := f.client.Do(withKey(t.Context(), key), &testingv1.DoRequest{})
+		_, err := f.Client.Do(withKey(t.Context(), key), &testingv1.DoRequest{})
 		if err != nil && status.Code(err) != codes.Aborted {
 			t.Errorf("duplicate: %v", err)
 		}
@@ -162,12 +162,12 @@ func TestStalledRenewalRetriedBeforeLeaseEnds(t *testing.T) {
 	t.Parallel()
 	g := &overlapGuard{}
 	f := newFixture(t, g.handler(1500*time.Millisecond), idempotency.WithLease(600*time.Millisecond))
-	f.store.Stall("extend", 1)
+	f.Faults.Stall("extend", 1)
 	callWhileHammered(t, f, g, "k-stall")
 	if n, most := g.runs.Load(), g.maxRunning.Load(); n != 1 || most != 1 {
 		t.Fatalf("handler ran %d times, %d at once; want once", n, most)
 	}
-	if f.events.Count(idempotency.DecisionLeaseLost) != 0 {
+	if f.Events.Count(idempotency.DecisionLeaseLost) != 0 {
 		t.Fatal("lease reported lost")
 	}
 }
@@ -179,15 +179,15 @@ func TestRenewalCoversStoringTheOutcome(t *testing.T) {
 	t.Parallel()
 	g := &overlapGuard{}
 	f := newFixture(t, g.handler(0), idempotency.WithLease(150*time.Millisecond))
-	f.store.FailCompletes(5) // retried for 10+20+40+80+160 ms, over two leases
+	f.Faults.FailCompletes(5) // retried for 10+20+40+80+160 ms, over two leases
 	callWhileHammered(t, f, g, "k-slow-complete")
 	if n := g.runs.Load(); n != 1 {
 		t.Fatalf("handler ran %d times, want once", n)
 	}
-	if f.store.Count("extend") == 0 {
+	if f.Faults.Count("extend") == 0 {
 		t.Fatal("no renewal while the outcome was being stored")
 	}
-	if f.events.Count(idempotency.DecisionExecuted) != 1 {
+	if f.Events.Count(idempotency.DecisionExecuted) != 1 {
 		t.Fatal("outcome not stored")
 	}
 }
@@ -200,17 +200,17 @@ func TestRenewalCoversStoringTheOutcome(t *testing.T) {
 func TestRenewalAfterCompletionLandedIsNoAlarm(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, idempotency.WithLease(150*time.Millisecond))
-	f.store.LoseCompleteReplies(4) // retried after 10+20+40+80 ms, past a renewal
-	if _, err := f.client.Do(withKey(t.Context(), "k-landed"), &testingv1.DoRequest{}); err != nil {
+	f.Faults.LoseCompleteReplies(4) // retried after 10+20+40+80 ms, past a renewal
+	if _, err := f.Client.Do(withKey(t.Context(), "k-landed"), &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if f.store.Count("extend") == 0 {
+	if f.Faults.Count("extend") == 0 {
 		t.Fatal("no renewal ran between the Complete attempts: the test proves nothing")
 	}
-	if n := f.events.Count(idempotency.DecisionLeaseLost); n != 0 {
+	if n := f.Events.Count(idempotency.DecisionLeaseLost); n != 0 {
 		t.Fatalf("%d lease_lost reported for an outcome that was stored", n)
 	}
-	if n := f.events.Count(idempotency.DecisionExecuted); n != 1 {
+	if n := f.Events.Count(idempotency.DecisionExecuted); n != 1 {
 		t.Fatalf("%d executed, want 1", n)
 	}
 }
@@ -224,11 +224,11 @@ func TestLostLeaseCancelsHandlerWithCause(t *testing.T) {
 		"claim removed": func(f *fixture, c idempotency.Claim) {
 			// Evicted, as a full Redis without noeviction would: the
 			// next renewal is refused.
-			if err := f.store.Store.Release(context.Background(), c.StoreKey, c.Token); err != nil {
+			if err := f.Faults.Store.Release(context.Background(), c.StoreKey, c.Token); err != nil {
 				panic(err)
 			}
 		},
-		"store unreachable past the lease": func(f *fixture, _ idempotency.Claim) { f.store.Down.Store(true) },
+		"store unreachable past the lease": func(f *fixture, _ idempotency.Claim) { f.Faults.Down.Store(true) },
 	}
 	for name, fault := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -246,7 +246,7 @@ func TestLostLeaseCancelsHandlerWithCause(t *testing.T) {
 				}
 				return nil, status.Error(codes.Unavailable, "stopped")
 			}, idempotency.WithLease(150*time.Millisecond))
-			_, _ = f.client.Do(withKey(t.Context(), "k-lost-cause"), &testingv1.DoRequest{})
+			_, _ = f.Client.Do(withKey(t.Context(), "k-lost-cause"), &testingv1.DoRequest{})
 			if cause := <-causes; !errors.Is(cause, store.ErrLeaseLost) {
 				t.Fatalf("handler context cause %v, want one matching store.ErrLeaseLost", cause)
 			}
@@ -259,10 +259,10 @@ func TestLostLeaseCancelsHandlerWithCause(t *testing.T) {
 func TestLeaseFloor(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, idempotency.WithLease(time.Millisecond))
-	if _, err := f.client.Do(withKey(t.Context(), "k-floor"), &testingv1.DoRequest{Sleep: durationpb.New(50 * time.Millisecond)}); err != nil {
+	if _, err := f.Client.Do(withKey(t.Context(), "k-floor"), &testingv1.DoRequest{Sleep: durationpb.New(50 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
-	calls := f.store.Calls()
+	calls := f.Faults.Calls()
 	if len(calls) == 0 || calls[0].Op != "claim" || calls[0].Duration != minLease {
 		t.Fatalf("first store call %+v, want a claim with lease %v", calls, minLease)
 	}

@@ -49,8 +49,8 @@ func TestReplayBinaryMetadataAndMessage(t *testing.T) {
 			t.Parallel()
 			ctx := withKey(t.Context(), "k-bin-"+tc.payload)
 			var firstHdr, firstTr, hdr, tr metadata.MD
-			first, ferr := f.client.Do(ctx, &testingv1.DoRequest{Payload: tc.payload}, grpc.Header(&firstHdr), grpc.Trailer(&firstTr))
-			replay, rerr := f.client.Do(ctx, &testingv1.DoRequest{Payload: tc.payload}, grpc.Header(&hdr), grpc.Trailer(&tr))
+			first, ferr := f.Client.Do(ctx, &testingv1.DoRequest{Payload: tc.payload}, grpc.Header(&firstHdr), grpc.Trailer(&firstTr))
+			replay, rerr := f.Client.Do(ctx, &testingv1.DoRequest{Payload: tc.payload}, grpc.Header(&hdr), grpc.Trailer(&tr))
 			if status.Code(ferr) != tc.code || status.Code(rerr) != tc.code {
 				t.Fatalf("codes %v then %v, want %v twice", status.Code(ferr), status.Code(rerr), tc.code)
 			}
@@ -76,10 +76,10 @@ func TestReplayBinaryMetadataAndMessage(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() {
-		if n := f.srv.Service.Executions(); n != int64(len(cases)) {
+		if n := f.Service.Executions(); n != int64(len(cases)) {
 			t.Errorf("handler ran %d times for %d keys, want once per key", n, len(cases))
 		}
-		if n := f.events.Count(idempotency.DecisionReleased); n != 0 {
+		if n := f.Events.Count(idempotency.DecisionReleased); n != 0 {
 			t.Errorf("%d claims released after the handler ran, want 0", n)
 		}
 	})
@@ -116,15 +116,15 @@ func TestUnkeepableOutcomeCompletesNotRetained(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, h, idempotency.WithMaxResponseBytes(1024))
 			ctx := withKey(t.Context(), "k-unkeepable")
-			_, _ = f.client.Do(ctx, &testingv1.DoRequest{})
+			_, _ = f.Client.Do(ctx, &testingv1.DoRequest{})
 			for range 3 {
-				_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+				_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 				wantReason(t, err, codes.FailedPrecondition, idempotency.ErrResponseNotRetained.Reason)
 			}
-			if n := f.srv.Service.Executions(); n != 1 {
+			if n := f.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if n := f.store.Count("release"); n != 0 {
+			if n := f.Faults.Count("release"); n != 0 {
 				t.Fatalf("%d releases after the handler ran, want 0", n)
 			}
 		})
@@ -152,14 +152,14 @@ func TestOutcomeAtTheLimitIsKept(t *testing.T) {
 	}, idempotency.WithMaxResponseBytes(limit))
 	ctx := withKey(t.Context(), "k-limit")
 	for range 2 {
-		if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+		if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if n := f.events.Count(idempotency.DecisionNotRetained); n != 0 {
+	if n := f.Events.Count(idempotency.DecisionNotRetained); n != 0 {
 		t.Fatalf("outcome at the limit not retained")
 	}
 }

@@ -40,11 +40,11 @@ func TestStoreTimeoutBoundsEveryStoreCall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, tc.handler, idempotency.WithStoreTimeout(300*time.Millisecond))
-			f.store.Stall(tc.op, 1000)
+			f.Faults.Stall(tc.op, 1000)
 			done := make(chan error, 1)
 			go func() {
 				// No deadline: only the store timeout can end a stall.
-				_, err := f.client.Do(withKey(context.WithoutCancel(t.Context()), "k-stall-"+tc.op), &testingv1.DoRequest{})
+				_, err := f.Client.Do(withKey(context.WithoutCancel(t.Context()), "k-stall-"+tc.op), &testingv1.DoRequest{})
 				done <- err
 			}()
 			select {
@@ -55,7 +55,7 @@ func TestStoreTimeoutBoundsEveryStoreCall(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatalf("a call whose store %s stalls has not returned after 10s", tc.op)
 			}
-			if n := f.store.Count(tc.op); n == 0 {
+			if n := f.Faults.Count(tc.op); n == 0 {
 				t.Fatalf("no %s call was made", tc.op)
 			}
 		})
@@ -77,24 +77,24 @@ func TestCompleteGaveUpIsLeaseLost(t *testing.T) {
 		return &testingv1.DoResponse{Payload: req.GetPayload(), Execution: runs.Add(1)}, nil
 	}
 	f := newFixture(t, handler, idempotency.WithStoreTimeout(100*time.Millisecond), idempotency.WithLease(300*time.Millisecond))
-	f.store.FailCompletes(1 << 30)
+	f.Faults.FailCompletes(1 << 30)
 	ctx, req := withKey(t.Context(), "k-not-stored"), &testingv1.DoRequest{Payload: "p"}
-	resp, err := f.client.Do(ctx, req)
+	resp, err := f.Client.Do(ctx, req)
 	if err != nil || resp.GetExecution() != 1 {
 		t.Fatalf("got %v, %v; want the handler's answer", resp, err)
 	}
 
-	evs := f.events.All()
+	evs := f.Events.All()
 	var decisions []idempotency.Decision
 	for _, ev := range evs {
 		decisions = append(decisions, ev.Decision)
 	}
 	switch {
-	case f.events.Count(idempotency.DecisionStoreError) == 0:
+	case f.Events.Count(idempotency.DecisionStoreError) == 0:
 		t.Fatalf("events %v: no store_error, so the store never failed", decisions)
-	case f.events.Count(idempotency.DecisionExecuted) != 0:
+	case f.Events.Count(idempotency.DecisionExecuted) != 0:
 		t.Fatalf("events %v: executed, for an outcome that was not stored", decisions)
-	case f.events.Count(idempotency.DecisionLeaseLost) != 1 || decisions[len(decisions)-1] != idempotency.DecisionLeaseLost:
+	case f.Events.Count(idempotency.DecisionLeaseLost) != 1 || decisions[len(decisions)-1] != idempotency.DecisionLeaseLost:
 		t.Fatalf("events %v, want one lease_lost, after the store errors", decisions)
 	case !errors.Is(evs[len(evs)-1].Err, store.ErrLeaseLost) || !errors.Is(evs[len(evs)-1].Err, faultstore.ErrDown):
 		t.Fatalf("lease_lost error %v, want one matching store.ErrLeaseLost and the store's error", evs[len(evs)-1].Err)
@@ -102,13 +102,13 @@ func TestCompleteGaveUpIsLeaseLost(t *testing.T) {
 
 	// What the event says holds: once the lease has ended, a retry runs
 	// the handler again, and its outcome is stored.
-	f.store.FailCompletes(0)
+	f.Faults.FailCompletes(0)
 	waitFor(t, func() bool {
-		resp, err = f.client.Do(ctx, req)
+		resp, err = f.Client.Do(ctx, req)
 		return err == nil
 	})
-	if resp.GetExecution() != 2 || f.events.Count(idempotency.DecisionExecuted) != 1 {
+	if resp.GetExecution() != 2 || f.Events.Count(idempotency.DecisionExecuted) != 1 {
 		t.Fatalf("after the lease: answer of run %d, %d executed events; want run 2's, stored",
-			resp.GetExecution(), f.events.Count(idempotency.DecisionExecuted))
+			resp.GetExecution(), f.Events.Count(idempotency.DecisionExecuted))
 	}
 }

@@ -19,12 +19,12 @@ import (
 func TestReason(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	_, inUse := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a"})
+	_, inUse := f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a"})
 	if inUse != nil {
 		t.Fatal(inUse)
 	}
-	_, reused := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "b"})
-	_, missing := f.client.Required(t.Context(), &testingv1.DoRequest{})
+	_, reused := f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "b"})
+	_, missing := f.Client.Required(t.Context(), &testingv1.DoRequest{})
 	cases := map[string]struct {
 		err  error
 		want string
@@ -53,9 +53,9 @@ func TestReason(t *testing.T) {
 func TestStoreUnavailablePushback(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, idempotency.WithRetryAfter(1500*time.Millisecond))
-	f.store.Down.Store(true)
+	f.Faults.Down.Store(true)
 	var tr metadata.MD
-	_, err := f.client.Do(withKey(context.Background(), "k-down"), &testingv1.DoRequest{}, grpc.Trailer(&tr))
+	_, err := f.Client.Do(withKey(context.Background(), "k-down"), &testingv1.DoRequest{}, grpc.Trailer(&tr))
 	wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 	_, ri := errorInfo(err)
 	if ri.GetRetryDelay().AsDuration() != 1500*time.Millisecond {

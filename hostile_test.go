@@ -89,10 +89,10 @@ func TestHostileManyKeys(t *testing.T) {
 		for i := range 1000 {
 			ctx = metadata.AppendToOutgoingContext(ctx, idempotency.MetadataKey, fmt.Sprintf("key-%d", i))
 		}
-		_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+		_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 		wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
-		if n := f.srv.Service.Executions(); n != 0 || len(f.store.Calls()) != 0 {
-			t.Fatalf("handler ran %d times, store calls %v; want none", n, f.store.Calls())
+		if n := f.Service.Executions(); n != 0 || len(f.Faults.Calls()) != 0 {
+			t.Fatalf("handler ran %d times, store calls %v; want none", n, f.Faults.Calls())
 		}
 	})
 }
@@ -129,7 +129,7 @@ func TestHostileHugeResponse(t *testing.T) {
 				return &testingv1.DoResponse{Blob: make([]byte, tc.blob)}, nil
 			}, idempotency.WithMaxResponseBytes(limit))
 			ctx := withKey(t.Context(), "k-huge")
-			resp, err := f.client.Do(ctx, &testingv1.DoRequest{})
+			resp, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 			if err != nil || len(resp.GetBlob()) != tc.blob {
 				t.Fatalf("first call: %v, %d bytes; want the whole response", err, len(resp.GetBlob()))
 			}
@@ -139,7 +139,7 @@ func TestHostileHugeResponse(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					resp, err := f.client.Do(ctx, &testingv1.DoRequest{})
+					resp, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 					switch {
 					case tc.retained && (err != nil || len(resp.GetBlob()) != tc.blob):
 						errs <- fmt.Errorf("retry: %v, %d bytes; want the replay", err, len(resp.GetBlob()))
@@ -153,11 +153,11 @@ func TestHostileHugeResponse(t *testing.T) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			if n := f.srv.Service.Executions(); n != 1 {
+			if n := f.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if want := map[bool]int{true: 0, false: 1}[tc.retained]; f.events.Count(idempotency.DecisionNotRetained) != want {
-				t.Fatalf("observer saw %d not_retained, want %d", f.events.Count(idempotency.DecisionNotRetained), want)
+			if want := map[bool]int{true: 0, false: 1}[tc.retained]; f.Events.Count(idempotency.DecisionNotRetained) != want {
+				t.Fatalf("observer saw %d not_retained, want %d", f.Events.Count(idempotency.DecisionNotRetained), want)
 			}
 		})
 	}

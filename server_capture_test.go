@@ -182,8 +182,8 @@ func TestHandlerCannotMarkLiveAnswerReplayed(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, h, p.opts...)
-			f.store.Down.Store(p.down)
-			call := methodOf(f.client, p.method)
+			f.Faults.Down.Store(p.down)
+			call := methodOf(f.Client, p.method)
 			for _, api := range []string{"SetHeader", "SendHeader", "SetTrailer"} {
 				for _, amount := range []int64{2, 1, -2} { // success, error, upper-case marker
 					req := &testingv1.DoRequest{Payload: api, Amount: amount}

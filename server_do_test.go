@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"google.golang.org/grpc/codes"
@@ -25,22 +24,6 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
-
-// fnFixture is a Server for Do and Once over a memory store wrapped in a
-// fault store, with an observer.
-type fnFixture struct {
-	srv    *idempotency.Server
-	store  *faultstore.Store
-	events *events
-}
-
-func newFnFixture(t *testing.T, opts ...idempotency.ServerOption) *fnFixture {
-	t.Helper()
-	fs := faultstore.New(memStore(t))
-	ev := &events{}
-	opts = append([]idempotency.ServerOption{idempotency.WithObserver(ev)}, opts...)
-	return &fnFixture{srv: idempotency.NewServer(fs, opts...), store: fs, events: ev}
-}
 
 // numbered is a function for Do that numbers its runs in n.
 func numbered(n *atomic.Int64, req *testingv1.DoRequest) func(context.Context) (*testingv1.DoResponse, error) {
@@ -91,24 +74,24 @@ func TestDoRunsOnceAcrossServers(t *testing.T) {
 // first call returns fn's own with replayed false.
 func TestDoReplaysExactly(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	req := &testingv1.DoRequest{Payload: "p", Amount: 7}
 	var runs atomic.Int64
-	first, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req))
+	first, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, numbered(&runs, req))
 	if err != nil || replayed {
 		t.Fatalf("first call: replayed %v, %v", replayed, err)
 	}
-	again, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req))
+	again, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, numbered(&runs, req))
 	if err != nil || !replayed {
 		t.Fatalf("second call: replayed %v, %v; want a replay", replayed, err)
 	}
 	if diff := cmp.Diff(first, again, protocmp.Transform()); diff != "" {
 		t.Fatalf("replay differs (-first +replay):\n%s", diff)
 	}
-	if runs.Load() != 1 || f.events.Count(idempotency.DecisionExecuted) != 1 || f.events.Count(idempotency.DecisionReplayed) != 1 {
-		t.Fatalf("runs %d, events %v", runs.Load(), f.events.All())
+	if runs.Load() != 1 || f.Events.Count(idempotency.DecisionExecuted) != 1 || f.Events.Count(idempotency.DecisionReplayed) != 1 {
+		t.Fatalf("runs %d, events %v", runs.Load(), f.Events.All())
 	}
-	if m := f.events.All()[0].Method; m != "op" {
+	if m := f.Events.All()[0].Method; m != "op" {
 		t.Fatalf("event method %q, want the operation", m)
 	}
 }
@@ -117,21 +100,21 @@ func TestDoReplaysExactly(t *testing.T) {
 // request still replays; a nil request fingerprints the operation alone.
 func TestDoKeyReused(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	var runs atomic.Int64
 	a, b := &testingv1.DoRequest{Amount: 1}, &testingv1.DoRequest{Amount: 2}
-	if _, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", a, numbered(&runs, a)); err != nil {
+	if _, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", a, numbered(&runs, a)); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", b, numbered(&runs, b))
+	_, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", b, numbered(&runs, b))
 	if !errors.Is(err, idempotency.ErrKeyReused) || idempotency.Reason(err) != idempotency.ErrKeyReused.Reason {
 		t.Fatalf("other request: %v (reason %q), want ErrKeyReused", err, idempotency.Reason(err))
 	}
-	if f.events.Count(idempotency.DecisionKeyReused) != 1 {
-		t.Fatalf("events %v, want one key_reused", f.events.All())
+	if f.Events.Count(idempotency.DecisionKeyReused) != 1 {
+		t.Fatalf("events %v, want one key_reused", f.Events.All())
 	}
 	for i := range 2 {
-		ran, err := idempotency.Once(t.Context(), f.srv, "op-nil", "k", nil, func(context.Context) error { return nil })
+		ran, err := idempotency.Once(t.Context(), f.Idempotency, "op-nil", "k", nil, func(context.Context) error { return nil })
 		if err != nil || ran != (i == 0) {
 			t.Fatalf("nil request, call %d: ran %v, %v", i+1, ran, err)
 		}
@@ -159,7 +142,7 @@ func TestDoErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFnFixture(t)
+			f := newFixture(t, nil)
 			var runs atomic.Int64
 			fn := func(context.Context) (*testingv1.DoResponse, error) {
 				runs.Add(1)
@@ -170,7 +153,7 @@ func TestDoErrors(t *testing.T) {
 			for i := range errs {
 				func() {
 					defer func() { _ = recover() }()
-					_, replays[i], errs[i] = idempotency.Do(t.Context(), f.srv, "op", "k", &testingv1.DoRequest{}, fn)
+					_, replays[i], errs[i] = idempotency.Do(t.Context(), f.Idempotency, "op", "k", &testingv1.DoRequest{}, fn)
 				}()
 			}
 			if n := runs.Load(); n != tc.runsWant {
@@ -180,7 +163,7 @@ func TestDoErrors(t *testing.T) {
 				if !replays[1] || !proto.Equal(status.Convert(errs[1]).Proto(), status.Convert(stored).Proto()) {
 					t.Fatalf("second call: replayed %v, %v; want the stored status %v", replays[1], errs[1], stored)
 				}
-			} else if n := f.events.Count(idempotency.DecisionReleased); n != 2 {
+			} else if n := f.Events.Count(idempotency.DecisionReleased); n != 2 {
 				t.Fatalf("%d releases, want 2", n)
 			}
 		})
@@ -191,11 +174,11 @@ func TestDoErrors(t *testing.T) {
 // when the caller's context ends; its outcome is stored and replayed.
 func TestDoCallerLeaves(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	var runs atomic.Int64
 	req := &testingv1.DoRequest{Amount: 3}
-	resp, _, err := idempotency.Do(ctx, f.srv, "op", "k", req, func(fctx context.Context) (*testingv1.DoResponse, error) {
+	resp, _, err := idempotency.Do(ctx, f.Idempotency, "op", "k", req, func(fctx context.Context) (*testingv1.DoResponse, error) {
 		cancel()
 		if _, ok := idempotency.ClaimFromContext(fctx); !ok {
 			return nil, errors.New("fn's context carries no claim")
@@ -208,7 +191,7 @@ func TestDoCallerLeaves(t *testing.T) {
 	if err != nil || resp.GetExecution() != 1 {
 		t.Fatalf("Do: %v, %v", resp, err)
 	}
-	again, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req))
+	again, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, numbered(&runs, req))
 	if err != nil || !replayed || again.GetExecution() != 1 {
 		t.Fatalf("after the caller left: %v, replayed %v, %v; want the stored outcome", again, replayed, err)
 	}
@@ -218,7 +201,7 @@ func TestDoCallerLeaves(t *testing.T) {
 func TestDoRenewsLease(t *testing.T) {
 	t.Parallel()
 	renewed := make(chan struct{}, 8)
-	f := newFnFixture(t, idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{Lease: minLease}),
+	f := newFixture(t, nil, idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{Lease: minLease}),
 		idempotency.WithObserver(idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
 			if e.Decision == idempotency.DecisionLeaseRenewed {
 				select {
@@ -229,7 +212,7 @@ func TestDoRenewsLease(t *testing.T) {
 		})))
 	req := &testingv1.DoRequest{}
 	var runs atomic.Int64
-	_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+	_, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
 		for range 3 { // three renewals: the lease (100ms) ran out long ago
 			<-renewed
 		}
@@ -241,7 +224,7 @@ func TestDoRenewsLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req)); err != nil || !replayed {
+	if _, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, numbered(&runs, req)); err != nil || !replayed {
 		t.Fatalf("second call: replayed %v, %v", replayed, err)
 	}
 }
@@ -257,13 +240,13 @@ func TestDoInFlight(t *testing.T) {
 			if wait {
 				opts = append(opts, idempotency.WithWaitForInFlight(time.Minute))
 			}
-			f := newFnFixture(t, opts...)
+			f := newFixture(t, nil, opts...)
 			req := &testingv1.DoRequest{}
 			var runs atomic.Int64
 			started, finish := make(chan struct{}), make(chan struct{})
 			done := make(chan error)
 			go func() {
-				_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+				_, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
 					close(started)
 					<-finish
 					return numbered(&runs, req)(ctx)
@@ -272,7 +255,7 @@ func TestDoInFlight(t *testing.T) {
 			}()
 			<-started
 			if !wait {
-				_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req))
+				_, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, numbered(&runs, req))
 				if !errors.Is(err, idempotency.ErrKeyInUse) || idempotency.Reason(err) != idempotency.ErrKeyInUse.Reason {
 					t.Fatalf("in flight: %v, want ErrKeyInUse", err)
 				}
@@ -284,13 +267,13 @@ func TestDoInFlight(t *testing.T) {
 			}
 			second := make(chan error)
 			go func() {
-				resp, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", req, numbered(&runs, req))
+				resp, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", req, numbered(&runs, req))
 				if err == nil && (!replayed || resp.GetExecution() != 1) {
 					err = errors.New("the waiter did not replay the original's outcome")
 				}
 				second <- err
 			}()
-			waitFor(t, func() bool { return len(f.store.Calls()) >= 2 }) // the waiter's claim found the key in flight
+			waitFor(t, func() bool { return len(f.Faults.Calls()) >= 2 }) // the waiter's claim found the key in flight
 			close(finish)
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -311,19 +294,19 @@ func TestDoStoreFailures(t *testing.T) {
 	t.Parallel()
 	t.Run("unavailable", func(t *testing.T) {
 		t.Parallel()
-		f := newFnFixture(t)
-		f.store.Down.Store(true)
-		ran, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(context.Context) error { return nil })
+		f := newFixture(t, nil)
+		f.Faults.Down.Store(true)
+		ran, err := idempotency.Once(t.Context(), f.Idempotency, "op", "k", nil, func(context.Context) error { return nil })
 		if ran || !errors.Is(err, idempotency.ErrStoreUnavailable) || idempotency.Reason(err) != idempotency.ErrStoreUnavailable.Reason {
 			t.Fatalf("ran %v, %v; want ErrStoreUnavailable", ran, err)
 		}
 	})
 	t.Run("fail open", func(t *testing.T) {
 		t.Parallel()
-		f := newFnFixture(t, idempotency.WithFailOpen())
-		f.store.Down.Store(true)
-		ran, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(context.Context) error { return nil })
-		if !ran || err != nil || f.events.Count(idempotency.DecisionFailOpen) != 1 {
+		f := newFixture(t, nil, idempotency.WithFailOpen())
+		f.Faults.Down.Store(true)
+		ran, err := idempotency.Once(t.Context(), f.Idempotency, "op", "k", nil, func(context.Context) error { return nil })
+		if !ran || err != nil || f.Events.Count(idempotency.DecisionFailOpen) != 1 {
 			t.Fatalf("ran %v, %v; want fn run without deduplication", ran, err)
 		}
 	})
@@ -346,17 +329,17 @@ func TestDoStoreFailures(t *testing.T) {
 // run again.
 func TestDoNotRetained(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t, idempotency.WithMaxResponseBytes(16))
+	f := newFixture(t, nil, idempotency.WithMaxResponseBytes(16))
 	var runs atomic.Int64
 	big := func(context.Context) (*testingv1.DoResponse, error) {
 		runs.Add(1)
 		return &testingv1.DoResponse{Blob: make([]byte, 64)}, nil
 	}
-	resp, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", nil, big)
+	resp, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", nil, big)
 	if err != nil || len(resp.GetBlob()) != 64 {
 		t.Fatalf("first call: %v", err)
 	}
-	_, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", nil, big)
+	_, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", nil, big)
 	if !replayed || !errors.Is(err, idempotency.ErrResponseNotRetained) || runs.Load() != 1 {
 		t.Fatalf("second call: replayed %v, %v, fn ran %d times", replayed, err, runs.Load())
 	}
@@ -368,13 +351,13 @@ type tenantKey struct{}
 // or another operation's, with the same key runs fn again.
 func TestDoSeparatesScopesAndOperations(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t, idempotency.WithScope(func(ctx context.Context) (string, error) {
+	f := newFixture(t, nil, idempotency.WithScope(func(ctx context.Context) (string, error) {
 		return ctx.Value(tenantKey{}).(string), nil
 	}))
 	var runs atomic.Int64
 	once := func(tenant, op string) bool {
 		ctx := context.WithValue(t.Context(), tenantKey{}, tenant)
-		ran, err := idempotency.Once(ctx, f.srv, op, "k", nil, func(context.Context) error { runs.Add(1); return nil })
+		ran, err := idempotency.Once(ctx, f.Idempotency, op, "k", nil, func(context.Context) error { runs.Add(1); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,12 +377,12 @@ func TestDoSeparatesScopesAndOperations(t *testing.T) {
 // ErrMisconfigured; fn does not run.
 func TestDoRefusesKeys(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	for _, c := range []struct {
 		op, key string
 		want    error
 	}{{"op", "", idempotency.ErrKeyMissing}, {"op", "a key", idempotency.ErrKeyInvalid}, {"", "k", idempotency.ErrMisconfigured}} {
-		ran, err := idempotency.Once(t.Context(), f.srv, c.op, c.key, nil, func(context.Context) error { return nil })
+		ran, err := idempotency.Once(t.Context(), f.Idempotency, c.op, c.key, nil, func(context.Context) error { return nil })
 		var ke *idempotency.KeyError
 		if ran || !errors.Is(err, c.want) || (c.op != "" && !errors.As(err, &ke)) {
 			t.Fatalf("op %q key %q: ran %v, %v; want %v", c.op, c.key, ran, err, c.want)
@@ -411,17 +394,17 @@ func TestDoRefusesKeys(t *testing.T) {
 // a stored deterministic error to every call.
 func TestOnce(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	var runs atomic.Int64
 	for i := range 3 {
-		ran, err := idempotency.Once(t.Context(), f.srv, "consume", "msg-1", nil, func(context.Context) error { runs.Add(1); return nil })
+		ran, err := idempotency.Once(t.Context(), f.Idempotency, "consume", "msg-1", nil, func(context.Context) error { runs.Add(1); return nil })
 		if err != nil || ran != (i == 0) {
 			t.Fatalf("call %d: ran %v, %v", i+1, ran, err)
 		}
 	}
 	stored := statusError(codes.FailedPrecondition, "account closed")
 	for i := range 2 {
-		ran, err := idempotency.Once(t.Context(), f.srv, "consume", "msg-2", nil, func(context.Context) error { runs.Add(1); return stored })
+		ran, err := idempotency.Once(t.Context(), f.Idempotency, "consume", "msg-2", nil, func(context.Context) error { runs.Add(1); return stored })
 		if ran != (i == 0) || status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("stored error, call %d: ran %v, %v", i+1, ran, err)
 		}
@@ -464,9 +447,9 @@ func TestDoHookErrors(t *testing.T) {
 	for _, tc := range hookFailures {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFnFixture(t, hookOption(tc.scope, tc.cause))
+			f := newFixture(t, nil, hookOption(tc.scope, tc.cause))
 			var runs atomic.Int64
-			_, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", &testingv1.DoRequest{}, numbered(&runs, &testingv1.DoRequest{}))
+			_, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", &testingv1.DoRequest{}, numbered(&runs, &testingv1.DoRequest{}))
 			if !errors.Is(err, tc.cause) || runs.Load() != 0 || idempotency.Reason(err) != "" {
 				t.Fatalf("Do: %v (reason %q), fn ran %d times; want the cause wrapped and fn not run", err, idempotency.Reason(err), runs.Load())
 			}
@@ -495,14 +478,14 @@ func TestInterceptorHookErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			unary := newFixture(t, nil, hookOption(tc.scope, tc.cause))
-			_, uerr := unary.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			_, uerr := unary.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
 			svc, _, output := streamServer(t, memStore(t), hookOption(tc.scope, tc.cause))
 			serr := output(withKey(t.Context(), "k"), 1, 8).Err
 			for _, c := range []struct {
 				name string
 				err  error
 				runs int64
-			}{{"unary", uerr, unary.srv.Service.Executions()}, {"stream", serr, svc.Executions()}} {
+			}{{"unary", uerr, unary.Service.Executions()}, {"stream", serr, svc.Executions()}} {
 				want := status.New(codes.Internal, tc.edgeMessage).Proto()
 				if tc.edgeMessage == "" {
 					want = status.Convert(tc.cause).Proto()
@@ -520,13 +503,13 @@ func TestInterceptorHookErrors(t *testing.T) {
 // flight, so the inner function runs once per key.
 func TestNestedOnceSameKeyRunsOnce(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	var inner atomic.Int64
 	var rans [2]bool
 	var errs [2]error
-	_, err := idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(ctx context.Context) error {
+	_, err := idempotency.Once(t.Context(), f.Idempotency, "op", "k", nil, func(ctx context.Context) error {
 		for i := range rans {
-			rans[i], errs[i] = idempotency.Once(ctx, f.srv, "op", "k", nil, func(context.Context) error { inner.Add(1); return nil })
+			rans[i], errs[i] = idempotency.Once(ctx, f.Idempotency, "op", "k", nil, func(context.Context) error { inner.Add(1); return nil })
 		}
 		return nil
 	})
@@ -564,10 +547,10 @@ func TestClaimContextAfterOnceRunsOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFnFixture(t)
+			f := newFixture(t, nil)
 			var kept context.Context
 			var runs atomic.Int64
-			_, _ = idempotency.Once(t.Context(), f.srv, "op", "k", nil, func(ctx context.Context) error {
+			_, _ = idempotency.Once(t.Context(), f.Idempotency, "op", "k", nil, func(ctx context.Context) error {
 				kept = tc.keep(ctx)
 				runs.Add(1)
 				if tc.released {
@@ -575,7 +558,7 @@ func TestClaimContextAfterOnceRunsOnce(t *testing.T) {
 				}
 				return nil
 			})
-			ran, err := idempotency.Once(kept, f.srv, "op", "k", nil, func(context.Context) error { runs.Add(1); return nil })
+			ran, err := idempotency.Once(kept, f.Idempotency, "op", "k", nil, func(context.Context) error { runs.Add(1); return nil })
 			wantRuns := int64(1)
 			if tc.ran {
 				wantRuns = 2
@@ -658,10 +641,10 @@ func TestDoInsideMethodOfItsNamespace(t *testing.T) {
 				return resp, err
 			}, idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Namespace: ns}),
 				idempotency.WithWaitForInFlight(wait))
-			srv = f.server
+			srv = f.Idempotency
 			req := &testingv1.DoRequest{Payload: "p", Amount: 5}
 			for n := range 2 {
-				resp, err := f.client.Do(withKey(t.Context(), "k-1"), req)
+				resp, err := f.Client.Do(withKey(t.Context(), "k-1"), req)
 				if err != nil || resp.GetPayload() != "charged" || resp.GetExecution() != 1 {
 					t.Fatalf("call %d: %v, %v; want the handler's one answer", n+1, resp, err)
 				}
@@ -670,7 +653,7 @@ func TestDoInsideMethodOfItsNamespace(t *testing.T) {
 			if err != nil || !replayed || resp.GetExecution() != 1 {
 				t.Fatalf("Do after the method: %v, replayed %v, %v; want the method's answer replayed", resp, replayed, err)
 			}
-			if n, h := inner.Load(), f.srv.Service.Executions(); n != 1 || h != 1 {
+			if n, h := inner.Load(), f.Service.Executions(); n != 1 || h != 1 {
 				t.Fatalf("the nested Do's function ran %d times and the handler %d, want 1 and 1", n, h)
 			}
 		})
@@ -683,15 +666,15 @@ func TestDoInsideMethodOfItsNamespace(t *testing.T) {
 // nested Once with the outer request still passes through after it.
 func TestNestedOnceOtherRequest(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	a, b := &testingv1.DoRequest{Amount: 1}, &testingv1.DoRequest{Amount: 2}
 	var inner atomic.Int64
 	count := func(context.Context) error { inner.Add(1); return nil }
 	var rans [2]bool
 	var errs [2]error
-	if _, err := idempotency.Once(t.Context(), f.srv, "op", "k", a, func(ctx context.Context) error {
-		rans[0], errs[0] = idempotency.Once(ctx, f.srv, "op", "k", b, count)
-		rans[1], errs[1] = idempotency.Once(ctx, f.srv, "op", "k", a, count)
+	if _, err := idempotency.Once(t.Context(), f.Idempotency, "op", "k", a, func(ctx context.Context) error {
+		rans[0], errs[0] = idempotency.Once(ctx, f.Idempotency, "op", "k", b, count)
+		rans[1], errs[1] = idempotency.Once(ctx, f.Idempotency, "op", "k", a, count)
 		return nil
 	}); err != nil {
 		t.Fatalf("outer Once: %v", err)
@@ -702,18 +685,18 @@ func TestNestedOnceOtherRequest(t *testing.T) {
 	if !rans[1] || errs[1] != nil || inner.Load() != 1 {
 		t.Fatalf("nested Once with the outer request: ran %v, %v, inner runs %d; want it run once", rans[1], errs[1], inner.Load())
 	}
-	if ran, err := idempotency.Once(t.Context(), f.srv, "op", "k", b, count); ran || !errors.Is(err, idempotency.ErrKeyReused) {
+	if ran, err := idempotency.Once(t.Context(), f.Idempotency, "op", "k", b, count); ran || !errors.Is(err, idempotency.ErrKeyReused) {
 		t.Fatalf("Once with another request after the run: ran %v, %v; want ErrKeyReused", ran, err)
 	}
 
 	// Once a retryable error has released the key, a Once with another
 	// request on a context kept from that run claims it as any call would.
 	var kept context.Context
-	_, _ = idempotency.Once(t.Context(), f.srv, "op", "k2", a, func(ctx context.Context) error {
+	_, _ = idempotency.Once(t.Context(), f.Idempotency, "op", "k2", a, func(ctx context.Context) error {
 		kept = context.WithoutCancel(ctx)
 		return status.Error(codes.Unavailable, "try again")
 	})
-	if ran, err := idempotency.Once(kept, f.srv, "op", "k2", b, count); !ran || err != nil {
+	if ran, err := idempotency.Once(kept, f.Idempotency, "op", "k2", b, count); !ran || err != nil {
 		t.Fatalf("Once with another request on a released key: ran %v, %v; want it run", ran, err)
 	}
 }
@@ -723,7 +706,7 @@ func TestNestedOnceOtherRequest(t *testing.T) {
 // too: the caller asked for a dynamic message.
 func TestDoDynamicReplays(t *testing.T) {
 	t.Parallel()
-	f := newFnFixture(t)
+	f := newFixture(t, nil)
 	md := (&testingv1.DoResponse{}).ProtoReflect().Descriptor()
 	var runs atomic.Int64
 	fn := func(context.Context) (*dynamicpb.Message, error) {
@@ -732,11 +715,11 @@ func TestDoDynamicReplays(t *testing.T) {
 		m.Set(md.Fields().ByName("execution"), protoreflect.ValueOfInt64(runs.Add(1)))
 		return m, nil
 	}
-	first, _, err := idempotency.Do(t.Context(), f.srv, "op", "k", nil, fn)
+	first, _, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", nil, fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", nil, fn)
+	again, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", nil, fn)
 	if err != nil || !replayed || runs.Load() != 1 {
 		t.Fatalf("replay: %v, replayed %v, fn ran %d times", err, replayed, runs.Load())
 	}
@@ -757,11 +740,11 @@ func TestDoNilResponse(t *testing.T) {
 	t.Parallel()
 	t.Run("generated type", func(t *testing.T) {
 		t.Parallel()
-		f := newFnFixture(t)
+		f := newFixture(t, nil)
 		var runs atomic.Int64
 		fn := func(context.Context) (*testingv1.DoResponse, error) { runs.Add(1); return nil, nil }
 		for i := range 2 {
-			resp, replayed, err := idempotency.Do(t.Context(), f.srv, "op", "k", nil, fn)
+			resp, replayed, err := idempotency.Do(t.Context(), f.Idempotency, "op", "k", nil, fn)
 			if err != nil || replayed != (i == 1) || resp == nil || proto.Size(resp) != 0 {
 				t.Fatalf("call %d: %v, replayed %v, %v; want the empty message", i+1, resp, replayed, err)
 			}
@@ -785,16 +768,16 @@ func TestDoNilResponse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFnFixture(t)
+			f := newFixture(t, nil)
 			var runs atomic.Int64
-			if isNil, replayed, err := tc.do(f.srv, &runs); !isNil || replayed || err != nil {
+			if isNil, replayed, err := tc.do(f.Idempotency, &runs); !isNil || replayed || err != nil {
 				t.Fatalf("first call: nil %v, replayed %v, %v; want its nil back", isNil, replayed, err)
 			}
-			if _, replayed, err := tc.do(f.srv, &runs); !replayed || !errors.Is(err, idempotency.ErrResponseNotRetained) {
+			if _, replayed, err := tc.do(f.Idempotency, &runs); !replayed || !errors.Is(err, idempotency.ErrResponseNotRetained) {
 				t.Fatalf("second call: replayed %v, %v; want ErrResponseNotRetained", replayed, err)
 			}
-			if runs.Load() != 1 || f.events.Count(idempotency.DecisionNotRetained) != 1 {
-				t.Fatalf("fn ran %d times, events %v", runs.Load(), f.events.All())
+			if runs.Load() != 1 || f.Events.Count(idempotency.DecisionNotRetained) != 1 {
+				t.Fatalf("fn ran %d times, events %v", runs.Load(), f.Events.All())
 			}
 		})
 	}

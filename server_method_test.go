@@ -15,6 +15,7 @@ import (
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
@@ -69,14 +70,14 @@ func TestDurationsFromProtoAndCode(t *testing.T) {
 			ctx := withKey(t.Context(), "k")
 			var err error
 			if tc.method == "tuned" {
-				_, err = f.client.Tuned(ctx, &testingv1.DoRequest{})
+				_, err = f.Client.Tuned(ctx, &testingv1.DoRequest{})
 			} else {
-				_, err = f.client.Do(ctx, &testingv1.DoRequest{})
+				_, err = f.Client.Do(ctx, &testingv1.DoRequest{})
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			calls := f.store.Calls()
+			calls := f.Faults.Calls()
 			if len(calls) != 2 || calls[0].Duration != tc.wantLease || calls[1].Duration != tc.wantRetry {
 				t.Fatalf("store calls %+v, want claim with lease %v then complete with retention %v", calls, tc.wantLease, tc.wantRetry)
 			}
@@ -89,9 +90,9 @@ func TestModeOverriddenInCode(t *testing.T) {
 	f := newFixture(t, nil,
 		idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName, idempotency.MethodPolicy{Mode: idempotency.ModeRequired}),
 		idempotency.WithMethodPolicy(testingv1.TestService_Required_FullMethodName, idempotency.MethodPolicy{Mode: idempotency.ModeDisabled}))
-	_, err := f.client.Do(t.Context(), &testingv1.DoRequest{})
+	_, err := f.Client.Do(t.Context(), &testingv1.DoRequest{})
 	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyMissing.Reason)
-	if _, err := f.client.Required(t.Context(), &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Required(t.Context(), &testingv1.DoRequest{}); err != nil {
 		t.Fatalf("Required disabled in code: %v", err)
 	}
 }
@@ -101,21 +102,21 @@ func TestKeyField(t *testing.T) {
 	f := newFixture(t, nil)
 	req := &testingv1.DoRequest{RequestId: "req-123", Payload: "p"}
 	for range 2 {
-		if _, err := f.client.Keyed(t.Context(), req); err != nil {
+		if _, err := f.Client.Keyed(t.Context(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1 (key from request_id)", n)
 	}
 	// Metadata wins over the field.
-	if _, err := f.client.Keyed(withKey(t.Context(), "md-key"), req); err != nil {
+	if _, err := f.Client.Keyed(withKey(t.Context(), "md-key"), req); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.srv.Service.Executions(); n != 2 {
+	if n := f.Service.Executions(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2 (metadata key is another key)", n)
 	}
-	_, err := f.client.Keyed(t.Context(), &testingv1.DoRequest{RequestId: "bad id"})
+	_, err := f.Client.Keyed(t.Context(), &testingv1.DoRequest{RequestId: "bad id"})
 	wantReason(t, err, codes.InvalidArgument, idempotency.ErrKeyInvalid.Reason)
 }
 
@@ -124,11 +125,11 @@ func TestKeyFieldSetInCode(t *testing.T) {
 	f := newFixture(t, nil, idempotency.WithMethodPolicy(testingv1.TestService_Do_FullMethodName,
 		idempotency.MethodPolicy{Mode: idempotency.ModeRequired, KeyField: "payload"}))
 	for range 2 {
-		if _, err := f.client.Do(t.Context(), &testingv1.DoRequest{Payload: "from-field"}); err != nil {
+		if _, err := f.Client.Do(t.Context(), &testingv1.DoRequest{Payload: "from-field"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
@@ -138,11 +139,11 @@ func TestCustomMetadataKey(t *testing.T) {
 	f := newFixture(t, nil, idempotency.WithMetadataKey("X-Request-Key"))
 	ctx := metadata.AppendToOutgoingContext(t.Context(), "x-request-key", "k")
 	for range 2 {
-		if _, err := f.client.Required(ctx, &testingv1.DoRequest{}); err != nil {
+		if _, err := f.Client.Required(ctx, &testingv1.DoRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
@@ -159,7 +160,7 @@ func TestScopeIsolatesCallers(t *testing.T) {
 	f := newFixture(t, nil, idempotency.WithScope(tenant))
 	call := func(who string) (*testingv1.DoResponse, error) {
 		ctx := metadata.AppendToOutgoingContext(withKey(t.Context(), "shared-key"), "tenant", who)
-		return f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+		return f.Client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 	}
 	a, err := call("a")
 	if err != nil {
@@ -175,7 +176,7 @@ func TestScopeIsolatesCallers(t *testing.T) {
 	if a2, err := call("a"); err != nil || a2.GetExecution() != a.GetExecution() {
 		t.Fatalf("tenant a's retry: %v, %v; want its own replay", a2, err)
 	}
-	if _, err := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{}); status.Code(err) != codes.Unauthenticated {
+	if _, err := f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("scope error: %v, want the scope function's status", err)
 	}
 }
@@ -183,7 +184,7 @@ func TestScopeIsolatesCallers(t *testing.T) {
 func TestStreamingPassesThrough(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	stream, err := f.client.Stream(withKey(t.Context(), "k"))
+	stream, err := f.Client.Stream(withKey(t.Context(), "k"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestStreamingPassesThrough(t *testing.T) {
 		t.Fatalf("stream echo: %v, %v", resp, err)
 	}
 	_ = stream.CloseSend()
-	if n := len(f.store.Calls()); n != 0 {
+	if n := len(f.Faults.Calls()); n != 0 {
 		t.Fatalf("store saw %d calls for a stream", n)
 	}
 }
@@ -381,14 +382,14 @@ func TestHealthCheckLeftAlone(t *testing.T) {
 			t.Parallel()
 			mem := memStore(t)
 			fs := faultstore.New(mem)
-			rig := newClientRig(t, rigConfig{store: fs, server: tt.server, register: func(r grpc.ServiceRegistrar) {
+			rig := testkit.Start(t, testkit.Config{Store: fs, Options: tt.server, Register: func(r grpc.ServiceRegistrar) {
 				healthpb.RegisterHealthServer(r, health.NewServer())
 			}})
 			var dial []grpc.DialOption
 			if tt.client {
 				dial = append(dial, grpc.WithChainUnaryInterceptor(idempotency.UnaryClientInterceptor()))
 			}
-			client := healthpb.NewHealthClient(rig.srv.Dial(t, dial...))
+			client := healthpb.NewHealthClient(rig.Server.Dial(t, dial...))
 			ctx := t.Context()
 			if tt.key != "" {
 				ctx = withKey(ctx, tt.key)
@@ -402,9 +403,9 @@ func TestHealthCheckLeftAlone(t *testing.T) {
 			if stored := len(fs.Calls()) > 0; stored != tt.wantStored {
 				t.Fatalf("store calls %+v, want any: %v", fs.Calls(), tt.wantStored)
 			}
-			for i, a := range rig.attempts.all() {
-				if want := tt.key != ""; (len(a.keys) > 0) != want {
-					t.Fatalf("attempt %d carried keys %q, want a key: %v", i+1, a.keys, want)
+			for i, a := range rig.Attempts.All() {
+				if want := tt.key != ""; (len(a.Keys) > 0) != want {
+					t.Fatalf("attempt %d carried keys %q, want a key: %v", i+1, a.Keys, want)
 				}
 			}
 		})
@@ -441,7 +442,7 @@ func TestDefaultMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil, tt.opts...)
-			call := methodOf(f.client, tt.method)
+			call := methodOf(f.Client, tt.method)
 			ctx := t.Context()
 			if tt.key != "" {
 				ctx = withKey(ctx, tt.key)
@@ -452,7 +453,7 @@ func TestDefaultMode(t *testing.T) {
 					t.Fatalf("err = %v, want %v", err, tt.wantCode)
 				}
 			}
-			if n := f.srv.Service.Executions(); n != tt.wantExecs {
+			if n := f.Service.Executions(); n != tt.wantExecs {
 				t.Fatalf("handler ran %d times, want %d", n, tt.wantExecs)
 			}
 		})

@@ -39,19 +39,19 @@ func TestEventErrIsSentinel(t *testing.T) {
 	}{
 		{idempotency.DecisionKeyMissing, func(t *testing.T) *events {
 			f := newFixture(t, nil)
-			_, _ = f.client.Required(t.Context(), &testingv1.DoRequest{})
-			return f.events
+			_, _ = f.Client.Required(t.Context(), &testingv1.DoRequest{})
+			return f.Events
 		}},
 		{idempotency.DecisionKeyInvalid, func(t *testing.T) *events {
 			f := newFixture(t, nil)
-			_, _ = f.client.Do(withKey(t.Context(), "bad key"), &testingv1.DoRequest{})
-			return f.events
+			_, _ = f.Client.Do(withKey(t.Context(), "bad key"), &testingv1.DoRequest{})
+			return f.Events
 		}},
 		{idempotency.DecisionKeyReused, func(t *testing.T) *events {
 			f := newFixture(t, nil)
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a"})
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "b"})
-			return f.events
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "a"})
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{Payload: "b"})
+			return f.Events
 		}},
 		{idempotency.DecisionInFlight, func(t *testing.T) *events {
 			started, release := make(chan struct{}), make(chan struct{})
@@ -63,37 +63,37 @@ func TestEventErrIsSentinel(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+				_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
 			}()
 			<-started
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
 			close(release)
 			<-done
-			return f.events
+			return f.Events
 		}},
 		{idempotency.DecisionStoreError, func(t *testing.T) *events {
 			f := newFixture(t, nil)
-			f.store.Down.Store(true)
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-			return f.events
+			f.Faults.Down.Store(true)
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			return f.Events
 		}},
 		{idempotency.DecisionStoreFull, func(t *testing.T) *events {
 			f := newFixture(t, nil)
-			f.store.Full.Store(true)
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-			return f.events
+			f.Faults.Full.Store(true)
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			return f.Events
 		}},
 		{idempotency.DecisionRecordCorrupt, func(t *testing.T) *events {
 			f := newFixture(t, nil)
-			f.store.CorruptData.Store(true)
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-			_, _ = f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-			return f.events
+			f.Faults.CorruptData.Store(true)
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			_, _ = f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			return f.Events
 		}},
 		{idempotency.DecisionMisconfigured, func(t *testing.T) *events {
 			f := newFixture(t, nil, idempotency.WithDescriptors(unknownModeFiles(t, 9)))
-			_, _ = f.client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{})
-			return f.events
+			_, _ = f.Client.Required(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+			return f.Events
 		}},
 		{idempotency.DecisionStreamTooLarge, func(t *testing.T) *events {
 			_, ev, c := streamsServer(t, faultstore.New(memStore(t)), idempotency.WithMaxStreamRequestBytes(20))
@@ -152,31 +152,31 @@ func TestEventNamesTheKey(t *testing.T) {
 		{"method", func(t *testing.T) (*events, *faultstore.Store) {
 			f := newFixture(t, nil)
 			for range 2 {
-				if _, err := f.client.Do(withKey(t.Context(), "k-method"), &testingv1.DoRequest{Payload: "a"}); err != nil {
+				if _, err := f.Client.Do(withKey(t.Context(), "k-method"), &testingv1.DoRequest{Payload: "a"}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			return f.events, f.store
+			return f.Events, f.Faults
 		}, do, "k-method", 2},
 		{"namespace", func(t *testing.T) (*events, *faultstore.Store) {
 			f := newFixture(t, nil, idempotency.WithMethodPolicy(do, idempotency.MethodPolicy{Namespace: "shop.charge"}))
-			if _, err := f.client.Do(withKey(t.Context(), "k-ns"), &testingv1.DoRequest{Payload: "a"}); err != nil {
+			if _, err := f.Client.Do(withKey(t.Context(), "k-ns"), &testingv1.DoRequest{Payload: "a"}); err != nil {
 				t.Fatal(err)
 			}
-			_, _ = f.client.Do(withKey(t.Context(), "k-ns"), &testingv1.DoRequest{Payload: "b"}) // key_reused
-			return f.events, f.store
+			_, _ = f.Client.Do(withKey(t.Context(), "k-ns"), &testingv1.DoRequest{Payload: "b"}) // key_reused
+			return f.Events, f.Faults
 		}, "shop.charge", "k-ns", 2},
 		{"cached replay", func(t *testing.T) (*events, *faultstore.Store) {
 			f := newFixture(t, nil, cacheOpt)
 			for range 2 {
-				if _, err := f.client.Do(withKey(t.Context(), "k-cached"), &testingv1.DoRequest{Payload: "a"}); err != nil {
+				if _, err := f.Client.Do(withKey(t.Context(), "k-cached"), &testingv1.DoRequest{Payload: "a"}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if f.cachedReplays() != 1 {
+			if cachedReplays(f) != 1 {
 				t.Fatal("the second call was not replayed from the cache")
 			}
-			return f.events, f.store
+			return f.Events, f.Faults
 		}, do, "k-cached", 2},
 		{"stream", func(t *testing.T) (*events, *faultstore.Store) {
 			fs := faultstore.New(memStore(t))
@@ -200,13 +200,13 @@ func TestEventNamesTheKey(t *testing.T) {
 		}, "payments.charge", "k-do", 2},
 		{"key missing", func(t *testing.T) (*events, *faultstore.Store) {
 			f := newFixture(t, nil)
-			_, _ = f.client.Required(t.Context(), &testingv1.DoRequest{})
-			return f.events, f.store
+			_, _ = f.Client.Required(t.Context(), &testingv1.DoRequest{})
+			return f.Events, f.Faults
 		}, testingv1.TestService_Required_FullMethodName, "", 1},
 		{"key invalid, namespace", func(t *testing.T) (*events, *faultstore.Store) {
 			f := newFixture(t, nil, idempotency.WithMethodPolicy(do, idempotency.MethodPolicy{Namespace: "shop.charge"}))
-			_, _ = f.client.Do(withKey(t.Context(), "bad key"), &testingv1.DoRequest{})
-			return f.events, f.store
+			_, _ = f.Client.Do(withKey(t.Context(), "bad key"), &testingv1.DoRequest{})
+			return f.Events, f.Faults
 		}, "shop.charge", "", 1},
 	}
 	for _, tt := range tests {

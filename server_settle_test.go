@@ -54,96 +54,96 @@ func TestSettle(t *testing.T) {
 		name string
 		opts []idempotency.ServerOption
 		// deliver runs the deliveries before the one settled, then it.
-		deliver func(t *testing.T, f *fnFixture) delivery
+		deliver func(t *testing.T, f *fixture) delivery
 		want    idempotency.Settlement
 	}{
-		{"run, nil", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		{"run, nil", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleAck},
-		{"replayed nil", nil, func(t *testing.T, f *fnFixture) delivery {
-			deliver(t.Context(), f.srv, "op", "k", "b", succeed)
-			return deliver(t.Context(), f.srv, "op", "k", "b", fail(errors.New("must not run")))
+		{"replayed nil", nil, func(t *testing.T, f *fixture) delivery {
+			deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(errors.New("must not run")))
 		}, idempotency.SettleAck},
-		{"run, stored error", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", fail(stored))
+		{"run, stored error", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(stored))
 		}, idempotency.SettleReject},
-		{"run, error stored by WithStoredCodes", []idempotency.ServerOption{idempotency.WithStoredCodes(codes.DataLoss)}, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", fail(storedElsewhere))
+		{"run, error stored by WithStoredCodes", []idempotency.ServerOption{idempotency.WithStoredCodes(codes.DataLoss)}, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(storedElsewhere))
 		}, idempotency.SettleReject},
-		{"replayed stored error", nil, func(t *testing.T, f *fnFixture) delivery {
-			deliver(t.Context(), f.srv, "op", "k", "b", fail(stored))
-			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		{"replayed stored error", nil, func(t *testing.T, f *fixture) delivery {
+			deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(stored))
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleReject},
-		{"run, retryable error", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", fail(status.Error(codes.Unavailable, "warehouse down")))
+		{"run, retryable error", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(status.Error(codes.Unavailable, "warehouse down")))
 		}, idempotency.SettleRetry},
-		{"run, default code the server does not store", []idempotency.ServerOption{idempotency.WithStoredCodes(codes.DataLoss)}, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", fail(stored))
+		{"run, default code the server does not store", []idempotency.ServerOption{idempotency.WithStoredCodes(codes.DataLoss)}, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(stored))
 		}, idempotency.SettleRetry},
-		{"run, a nested call's ErrKeyReused", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", fail(fmt.Errorf("charging: %w", idempotency.ErrKeyReused)))
+		{"run, a nested call's ErrKeyReused", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", fail(fmt.Errorf("charging: %w", idempotency.ErrKeyReused)))
 		}, idempotency.SettleRetry},
-		{"key in flight", nil, func(t *testing.T, f *fnFixture) delivery {
+		{"key in flight", nil, func(t *testing.T, f *fixture) delivery {
 			started, release := make(chan struct{}), make(chan struct{})
 			done := make(chan delivery)
 			go func() {
-				done <- deliver(t.Context(), f.srv, "op", "k", "b", func(context.Context) error {
+				done <- deliver(t.Context(), f.Idempotency, "op", "k", "b", func(context.Context) error {
 					close(started)
 					<-release
 					return nil
 				})
 			}()
 			<-started
-			d := deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+			d := deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 			close(release)
 			if first := <-done; first.err != nil {
 				t.Errorf("the first delivery: %v", first.err)
 			}
 			return d
 		}, idempotency.SettleRetryLater},
-		{"store down", nil, func(t *testing.T, f *fnFixture) delivery {
-			f.store.Down.Store(true)
-			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		{"store down", nil, func(t *testing.T, f *fixture) delivery {
+			f.Faults.Down.Store(true)
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleRetryLater},
-		{"store full", nil, func(t *testing.T, f *fnFixture) delivery {
-			f.store.Full.Store(true)
-			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		{"store full", nil, func(t *testing.T, f *fixture) delivery {
+			f.Faults.Full.Store(true)
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleRetryLater},
 		{"scope function fails", []idempotency.ServerOption{idempotency.WithScope(func(context.Context) (string, error) {
 			return "", errors.New("tenants db: connection refused")
-		})}, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		})}, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleRetryLater},
-		{"key reused", nil, func(t *testing.T, f *fnFixture) delivery {
-			deliver(t.Context(), f.srv, "op", "k", "b", succeed)
-			return deliver(t.Context(), f.srv, "op", "k", "another body", succeed)
+		{"key reused", nil, func(t *testing.T, f *fixture) delivery {
+			deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+			return deliver(t.Context(), f.Idempotency, "op", "k", "another body", succeed)
 		}, idempotency.SettleReject},
-		{"record corrupt", nil, func(t *testing.T, f *fnFixture) delivery {
-			f.store.CorruptData.Store(true)
-			deliver(t.Context(), f.srv, "op", "k", "b", succeed)
-			return deliver(t.Context(), f.srv, "op", "k", "b", succeed)
+		{"record corrupt", nil, func(t *testing.T, f *fixture) delivery {
+			f.Faults.CorruptData.Store(true)
+			deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleReject},
-		{"key missing", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "", "b", succeed)
+		{"key missing", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "", "b", succeed)
 		}, idempotency.SettleReject},
-		{"key invalid", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "op", "key\n", "b", succeed)
+		{"key invalid", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "op", "key\n", "b", succeed)
 		}, idempotency.SettleReject},
-		{"no operation", nil, func(t *testing.T, f *fnFixture) delivery {
-			return deliver(t.Context(), f.srv, "", "k", "b", succeed)
+		{"no operation", nil, func(t *testing.T, f *fixture) delivery {
+			return deliver(t.Context(), f.Idempotency, "", "k", "b", succeed)
 		}, idempotency.SettleReject},
-		{"context ended before the run", nil, func(t *testing.T, f *fnFixture) delivery {
+		{"context ended before the run", nil, func(t *testing.T, f *fixture) delivery {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			return deliver(ctx, f.srv, "op", "k", "b", succeed)
+			return deliver(ctx, f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleRetry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFnFixture(t, tc.opts...)
+			f := newFixture(t, nil, tc.opts...)
 			d := tc.deliver(t, f)
-			if got := f.srv.Settle(d.ran, d.replayed, d.err); got != tc.want {
+			if got := f.Idempotency.Settle(d.ran, d.replayed, d.err); got != tc.want {
 				t.Fatalf("Settle(ran %v, replayed %v, %v) = %v, want %v", d.ran, d.replayed, d.err, got, tc.want)
 			}
 		})

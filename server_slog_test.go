@@ -61,17 +61,17 @@ func TestSlogObserverLogsEachDecision(t *testing.T) {
 	var log jsonLog
 	f := newFixture(t, nil, idempotency.WithObserver(idempotency.NewSlogObserver(log.logger())))
 	ctx := withKey(t.Context(), "customer-7-order-3")
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "a"}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "a"}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "b"})
+	_, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "b"})
 	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
-	_, _ = f.client.Required(t.Context(), &testingv1.DoRequest{})
+	_, _ = f.Client.Required(t.Context(), &testingv1.DoRequest{})
 
-	storeKey := f.store.Calls()[0].Key
+	storeKey := f.Faults.Calls()[0].Key
 	do, required := testingv1.TestService_Do_FullMethodName, testingv1.TestService_Required_FullMethodName
 	want := []struct {
 		level, method, decision, storeKey string

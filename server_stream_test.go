@@ -15,6 +15,7 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
 	"github.com/grpc-idempotency/idempotency/internal/test/streamtest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -426,8 +427,9 @@ func TestBidiPolicyIsConfigError(t *testing.T) {
 func TestValidateStreams(t *testing.T) {
 	t.Parallel()
 	s := idempotency.NewServer(memStore(t), streamtest.Policies(idempotency.MethodPolicy{Mode: idempotency.ModeRequired})...)
-	gs := grpc.NewServer(grpc.StreamInterceptor(s.StreamServerInterceptor()))
-	testgrpc.RegisterTestServiceServer(gs, &streamtest.Service{})
+	gs := testserver.Start(t, func(r grpc.ServiceRegistrar) {
+		testgrpc.RegisterTestServiceServer(r, &streamtest.Service{})
+	}, grpc.StreamInterceptor(s.StreamServerInterceptor())).GRPC
 	if err := s.Validate(gs); err != nil {
 		t.Fatal(err)
 	}
@@ -440,9 +442,10 @@ func TestValidateStreams(t *testing.T) {
 func TestValidateWithoutStreamInterceptor(t *testing.T) {
 	t.Parallel()
 	s := idempotency.NewServer(memStore(t), streamtest.Policies(idempotency.MethodPolicy{})...)
-	gs := grpc.NewServer(grpc.UnaryInterceptor(s.UnaryServerInterceptor()))
-	testingv1.RegisterStreamServiceServer(gs, &streamtest.Streams{})
-	testgrpc.RegisterTestServiceServer(gs, &streamtest.Service{})
+	gs := testserver.Start(t, func(r grpc.ServiceRegistrar) {
+		testingv1.RegisterStreamServiceServer(r, &streamtest.Streams{})
+		testgrpc.RegisterTestServiceServer(r, &streamtest.Service{})
+	}, grpc.UnaryInterceptor(s.UnaryServerInterceptor())).GRPC
 	problems := func() map[string]string {
 		got := map[string]string{}
 		var ce *idempotency.MethodConfigError

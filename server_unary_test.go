@@ -33,15 +33,15 @@ func TestNewKeyExecutesThenReplays(t *testing.T) {
 	req := &testingv1.DoRequest{Payload: "p", Amount: 42}
 
 	var h1, t1, h2, t2 metadata.MD
-	first, err := f.client.Do(ctx, req, grpc.Header(&h1), grpc.Trailer(&t1))
+	first, err := f.Client.Do(ctx, req, grpc.Header(&h1), grpc.Trailer(&t1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := f.client.Do(ctx, req, grpc.Header(&h2), grpc.Trailer(&t2))
+	second, err := f.Client.Do(ctx, req, grpc.Header(&h2), grpc.Trailer(&t2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 	if diff := cmp.Diff(first, second, protocmp.Transform()); diff != "" {
@@ -66,9 +66,9 @@ func TestNewKeyExecutesThenReplays(t *testing.T) {
 	if !cmp.Equal(t1.Get("x-ledger"), t2.Get("x-ledger")) || len(t2.Get("x-ledger")) != 1 {
 		t.Fatalf("trailer x-ledger: first %v, replay %v", t1.Get("x-ledger"), t2.Get("x-ledger"))
 	}
-	if f.events.Count(idempotency.DecisionExecuted) != 1 || f.events.Count(idempotency.DecisionReplayed) != 1 {
+	if f.Events.Count(idempotency.DecisionExecuted) != 1 || f.Events.Count(idempotency.DecisionReplayed) != 1 {
 		t.Fatalf("events: executed %d, replayed %d, want 1 and 1",
-			f.events.Count(idempotency.DecisionExecuted), f.events.Count(idempotency.DecisionReplayed))
+			f.Events.Count(idempotency.DecisionExecuted), f.Events.Count(idempotency.DecisionReplayed))
 	}
 }
 
@@ -101,14 +101,14 @@ func TestUntouchedMethods(t *testing.T) {
 			f := newFixture(t, nil)
 			ctx := withKey(t.Context(), "same-key")
 			for range 3 {
-				if err := tc.call(f.client, ctx); err != nil {
+				if err := tc.call(f.Client, ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if n := f.srv.Service.Executions(); n != 3 {
+			if n := f.Service.Executions(); n != 3 {
 				t.Fatalf("handler ran %d times, want 3", n)
 			}
-			if n := len(f.store.Calls()); n != 0 {
+			if n := len(f.Faults.Calls()); n != 0 {
 				t.Fatalf("store saw %d calls, want none", n)
 			}
 		})
@@ -138,17 +138,17 @@ func TestKeyRefused(t *testing.T) {
 			var err error
 			switch tc.method {
 			case "required":
-				_, err = f.client.Required(ctx, &testingv1.DoRequest{})
+				_, err = f.Client.Required(ctx, &testingv1.DoRequest{})
 			case "keyed":
-				_, err = f.client.Keyed(ctx, &testingv1.DoRequest{})
+				_, err = f.Client.Keyed(ctx, &testingv1.DoRequest{})
 			default:
-				_, err = f.client.Do(ctx, &testingv1.DoRequest{})
+				_, err = f.Client.Do(ctx, &testingv1.DoRequest{})
 			}
 			wantReason(t, err, codes.InvalidArgument, tc.reason)
-			if n := f.srv.Service.Executions(); n != 0 {
+			if n := f.Service.Executions(); n != 0 {
 				t.Fatalf("handler ran %d times, want 0", n)
 			}
-			if n := len(f.store.Calls()); n != 0 {
+			if n := len(f.Faults.Calls()); n != 0 {
 				t.Fatalf("store saw %d calls, want none", n)
 			}
 		})
@@ -160,11 +160,11 @@ func TestKeyAtLimitAccepted(t *testing.T) {
 	f := newFixture(t, nil)
 	key := strings.Repeat("~", idempotency.MaxKeyLen-1) + "!"
 	for range 2 {
-		if _, err := f.client.Required(withKey(t.Context(), key), &testingv1.DoRequest{}); err != nil {
+		if _, err := f.Client.Required(withKey(t.Context(), key), &testingv1.DoRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
@@ -179,27 +179,27 @@ func TestKeyReusedWithDifferentRequest(t *testing.T) {
 		return testserver.Echo(ctx, m, req)
 	})
 	ctx := withKey(t.Context(), "k-reuse")
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{Amount: 1}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{Amount: 1}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.client.Do(ctx, &testingv1.DoRequest{Amount: 2})
+	_, err := f.Client.Do(ctx, &testingv1.DoRequest{Amount: 2})
 	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
 
 	// In flight, a different request is refused the same way.
 	inflight := withKey(t.Context(), "k-reuse-inflight")
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client.Do(inflight, &testingv1.DoRequest{Payload: "slow"})
+		_, err := f.Client.Do(inflight, &testingv1.DoRequest{Payload: "slow"})
 		done <- err
 	}()
-	f.srv.Service.WaitExecutions(t, 2)
-	_, err = f.client.Do(inflight, &testingv1.DoRequest{Payload: "other"})
+	f.Service.WaitExecutions(t, 2)
+	_, err = f.Client.Do(inflight, &testingv1.DoRequest{Payload: "other"})
 	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrKeyReused.Reason)
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := f.srv.Service.Executions(); n != 2 {
+	if n := f.Service.Executions(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
@@ -208,13 +208,13 @@ func TestSameKeyOtherMethodIsIndependent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	ctx := withKey(t.Context(), "k-shared")
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.client.Required(ctx, &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Required(ctx, &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.srv.Service.Executions(); n != 2 {
+	if n := f.Service.Executions(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2", n)
 	}
 }
@@ -270,9 +270,9 @@ func TestDeterministicErrorIsStoredAndReplayed(t *testing.T) {
 			})
 			ctx := withKey(t.Context(), "k-err")
 			var t1, t2 metadata.MD
-			_, err1 := f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&t1))
-			_, err2 := f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&t2))
-			if n := f.srv.Service.Executions(); n != 1 {
+			_, err1 := f.Client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&t1))
+			_, err2 := f.Client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&t2))
+			if n := f.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
 			s1, s2 := status.Convert(err1), status.Convert(err2)
@@ -311,15 +311,15 @@ func TestRetryableErrorReleasesClaim(t *testing.T) {
 			})
 			ctx := withKey(t.Context(), "k-transient")
 			for range 2 {
-				_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "fail"})
+				_, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "fail"})
 				if status.Code(err) != code {
 					t.Fatalf("code %v, want %v", status.Code(err), code)
 				}
 			}
-			if n := f.srv.Service.Executions(); n != 2 {
+			if n := f.Service.Executions(); n != 2 {
 				t.Fatalf("handler ran %d times, want 2 (claim released)", n)
 			}
-			if n := f.events.Count(idempotency.DecisionReleased); n != 2 {
+			if n := f.Events.Count(idempotency.DecisionReleased); n != 2 {
 				t.Fatalf("released events %d, want 2", n)
 			}
 		})
@@ -333,11 +333,11 @@ func TestStoredCodesConfigurable(t *testing.T) {
 	}, idempotency.WithStoredCodes(codes.ResourceExhausted))
 	ctx := withKey(t.Context(), "k")
 	for range 2 {
-		if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); status.Code(err) != codes.NotFound {
+		if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); status.Code(err) != codes.NotFound {
 			t.Fatalf("err %v, want NotFound", err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 2 {
+	if n := f.Service.Executions(); n != 2 {
 		t.Fatalf("handler ran %d times, want 2: NotFound is no longer stored", n)
 	}
 }
@@ -383,36 +383,36 @@ func TestStoreUnavailable(t *testing.T) {
 	t.Run("fail closed", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, nil)
-		f.store.Down.Store(true)
-		_, err := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
+		f.Faults.Down.Store(true)
+		_, err := f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{})
 		wantReason(t, err, codes.Unavailable, idempotency.ErrStoreUnavailable.Reason)
 		if msg := status.Convert(err).Message(); strings.Contains(msg, "10.0.0.1") || strings.Contains(msg, "refused") {
 			t.Fatalf("message leaks backend detail: %q", msg)
 		}
-		if n := f.srv.Service.Executions(); n != 0 {
+		if n := f.Service.Executions(); n != 0 {
 			t.Fatalf("handler ran %d times, want 0", n)
 		}
-		if f.events.Count(idempotency.DecisionStoreError) != 1 {
+		if f.Events.Count(idempotency.DecisionStoreError) != 1 {
 			t.Fatal("observer not told of the store error")
 		}
-		f.store.Down.Store(false)
-		if _, err := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{}); err != nil {
+		f.Faults.Down.Store(false)
+		if _, err := f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{}); err != nil {
 			t.Fatalf("after the store is back: %v", err)
 		}
 	})
 	t.Run("fail open", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, nil, idempotency.WithFailOpen())
-		f.store.Down.Store(true)
+		f.Faults.Down.Store(true)
 		for range 2 {
-			if _, err := f.client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{}); err != nil {
+			if _, err := f.Client.Do(withKey(t.Context(), "k"), &testingv1.DoRequest{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if n := f.srv.Service.Executions(); n != 2 {
+		if n := f.Service.Executions(); n != 2 {
 			t.Fatalf("handler ran %d times, want 2 (no dedup while failing open)", n)
 		}
-		if n := f.events.Count(idempotency.DecisionFailOpen); n != 2 {
+		if n := f.Events.Count(idempotency.DecisionFailOpen); n != 2 {
 			t.Fatalf("fail-open events %d, want 2", n)
 		}
 	})
@@ -421,17 +421,17 @@ func TestStoreUnavailable(t *testing.T) {
 func TestCorruptRecord(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	f.store.CorruptData.Store(true)
+	f.Faults.CorruptData.Store(true)
 	ctx := withKey(t.Context(), "k-corrupt")
-	if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+	if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.client.Do(ctx, &testingv1.DoRequest{})
+	_, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 	wantReason(t, err, codes.Internal, idempotency.ErrRecordCorrupt.Reason)
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if f.events.Count(idempotency.DecisionRecordCorrupt) != 1 {
+	if f.Events.Count(idempotency.DecisionRecordCorrupt) != 1 {
 		t.Fatal("observer not told of the corrupt record")
 	}
 }
@@ -442,17 +442,17 @@ func TestResponseTooLargeIsNotRetained(t *testing.T) {
 		return &testingv1.DoResponse{Blob: make([]byte, 2048)}, nil
 	}, idempotency.WithMaxResponseBytes(1024))
 	ctx := withKey(t.Context(), "k-large")
-	resp, err := f.client.Do(ctx, &testingv1.DoRequest{})
+	resp, err := f.Client.Do(ctx, &testingv1.DoRequest{})
 	if err != nil || len(resp.GetBlob()) != 2048 {
 		t.Fatalf("first call: %v, blob %d bytes; want the full response", err, len(resp.GetBlob()))
 	}
 	var tr metadata.MD
-	_, err = f.client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&tr))
+	_, err = f.Client.Do(ctx, &testingv1.DoRequest{}, grpc.Trailer(&tr))
 	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrResponseNotRetained.Reason)
 	if got := tr.Get(idempotency.ReplayedKey); len(got) != 1 {
 		t.Fatalf("not-retained replay trailer %v, want the replay marker", got)
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
 }
@@ -479,17 +479,17 @@ func TestStoreFull(t *testing.T) {
 func TestCompleteRetriedThroughStoreBlip(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	f.store.FailCompletes(2)
+	f.Faults.FailCompletes(2)
 	ctx := withKey(t.Context(), "k-blip")
 	for range 2 {
-		if _, err := f.client.Do(ctx, &testingv1.DoRequest{}); err != nil {
+		if _, err := f.Client.Do(ctx, &testingv1.DoRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1: the outcome was stored on the third try", n)
 	}
-	if n := f.store.Count("complete"); n != 3 {
+	if n := f.Faults.Count("complete"); n != 3 {
 		t.Fatalf("complete calls %d, want 3", n)
 	}
 }

@@ -47,7 +47,7 @@ func TestTxOutcomeProtocol(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				if err := f.store.Store.Complete(ctx, o.StoreKey, o.Token, o.Data, o.Retention); err != nil {
+				if err := f.Faults.Store.Complete(ctx, o.StoreKey, o.Token, o.Data, o.Retention); err != nil {
 					return nil, err
 				}
 				o.Recorded()
@@ -57,24 +57,24 @@ func TestTxOutcomeProtocol(t *testing.T) {
 				return resp, nil
 			})
 			ctx := withKey(t.Context(), "k-tx")
-			_, _ = f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
-			resp, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+			_, _ = f.Client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+			resp, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 			if status.Code(err) != tc.wantCode {
 				t.Fatalf("retry: %v, want %v", err, tc.wantCode)
 			}
 			if tc.wantCode == codes.OK && resp.GetPayload() != "p" {
 				t.Fatalf("retry: %v, want the recorded response", resp)
 			}
-			if n := f.srv.Service.Executions(); n != 1 {
+			if n := f.Service.Executions(); n != 1 {
 				t.Fatalf("handler ran %d times, want 1", n)
 			}
-			if n := f.store.Count("complete"); n != 0 {
+			if n := f.Faults.Count("complete"); n != 0 {
 				t.Fatalf("interceptor made %d Complete calls for an outcome the transaction recorded", n)
 			}
-			if n := f.store.Count("release"); n != tc.releases {
+			if n := f.Faults.Count("release"); n != tc.releases {
 				t.Fatalf("%d releases, want %d", n, tc.releases)
 			}
-			if n := f.events.Count(idempotency.DecisionReplayed); n != 1 {
+			if n := f.Events.Count(idempotency.DecisionReplayed); n != 1 {
 				t.Fatalf("%d replays, want 1", n)
 			}
 		})
@@ -96,13 +96,13 @@ func TestTxOutcomeRefusals(t *testing.T) {
 		}
 		return resp, nil
 	})
-	if _, err := f.client.Do(t.Context(), &testingv1.DoRequest{Payload: "no key"}); err != nil {
+	if _, err := f.Client.Do(t.Context(), &testingv1.DoRequest{Payload: "no key"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errs; !errors.Is(err, idempotency.ErrNoClaim) {
 		t.Fatalf("without a key: %v, want ErrNoClaim", err)
 	}
-	if _, err := f.client.Do(withKey(t.Context(), "k-r"), &testingv1.DoRequest{Payload: "retryable"}); err != nil {
+	if _, err := f.Client.Do(withKey(t.Context(), "k-r"), &testingv1.DoRequest{Payload: "retryable"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errs; err == nil {
@@ -140,18 +140,18 @@ func TestTxOutcomeRetriedTransaction(t *testing.T) {
 	})
 	ctx := withKey(t.Context(), "k-tx-retried")
 	for i := range 2 {
-		_, err := f.client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
+		_, err := f.Client.Do(ctx, &testingv1.DoRequest{Payload: "p"})
 		if st := status.Convert(err); st.Code() != codes.FailedPrecondition || st.Message() != "card declined" {
 			t.Fatalf("call %d: %v, want the declined error", i, err)
 		}
 	}
-	if n := f.srv.Service.Executions(); n != 1 {
+	if n := f.Service.Executions(); n != 1 {
 		t.Fatalf("handler ran %d times, want 1", n)
 	}
-	if n := f.store.Count("complete"); n != 1 {
+	if n := f.Faults.Count("complete"); n != 1 {
 		t.Fatalf("%d Complete calls, want the interceptor's 1", n)
 	}
-	if n := f.events.Count(idempotency.DecisionReplayed); n != 1 {
+	if n := f.Events.Count(idempotency.DecisionReplayed); n != 1 {
 		t.Fatalf("%d replays, want 1", n)
 	}
 }

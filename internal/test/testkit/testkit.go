@@ -5,6 +5,8 @@
 //   - [Serve] starts the test service behind the idempotency interceptors
 //     of one Server over one store, with the interceptors a test puts
 //     around them, and records the Server's events;
+//   - [Start] is [Serve] with a client dialed to it and a recorder of
+//     every attempt the server sees ([Fixture], [Attempts]);
 //   - [Events] records observer events and lets a test wait for them;
 //   - [Send] sends an HTTP request and reads the whole answer;
 //   - [WithKey], [ErrorInfo], [WantReason] and [ClientReason] send a key
