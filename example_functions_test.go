@@ -2,9 +2,14 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -75,4 +80,94 @@ func ExampleOnce() {
 	// msg-1: acknowledged, ran false
 	// msg-2: acknowledged, ran true
 	// shipped: 2
+}
+
+// A broker's message body is raw bytes, and the request a key stands for
+// is a proto message: wrapperspb.Bytes wraps the body, so the fingerprint
+// covers it and a message id reused for another body is refused with
+// ErrKeyReused instead of being skipped.
+func ExampleOnce_brokerMessage() {
+	memory := memorystore.New()
+	defer memory.Close()
+	idem := idempotency.NewServer(memory)
+
+	shipped := 0
+	handle := func(ctx context.Context, id string, body []byte) {
+		ran, err := idempotency.Once(ctx, idem, "orders.ship", id, wrapperspb.Bytes(body),
+			func(ctx context.Context) error {
+				shipped++ // the side effect: ship the order in body
+				return nil
+			})
+		switch {
+		case errors.Is(err, idempotency.ErrKeyReused):
+			fmt.Printf("%s: another body under this id, dead-lettered\n", id)
+		case err != nil:
+			fmt.Printf("%s: not acknowledged, the broker redelivers it: %v\n", id, err)
+		default:
+			fmt.Printf("%s: acknowledged, ran %v\n", id, ran)
+		}
+	}
+	ctx := context.Background()
+	handle(ctx, "msg-1", []byte(`{"order":"o-7"}`))
+	handle(ctx, "msg-1", []byte(`{"order":"o-7"}`)) // redelivered
+	handle(ctx, "msg-1", []byte(`{"order":"o-8"}`)) // a producer bug
+	fmt.Println("shipped:", shipped)
+	// Output:
+	// msg-1: acknowledged, ran true
+	// msg-1: acknowledged, ran false
+	// msg-1: another body under this id, dead-lettered
+	// shipped: 1
+}
+
+// WithOperationPolicy tunes one operation of Do and Once: here a report
+// that takes minutes to build gets a ten-minute handler timeout instead of
+// the server-wide one minute.
+func ExampleWithOperationPolicy() {
+	memory := memorystore.New()
+	defer memory.Close()
+	idem := idempotency.NewServer(memory,
+		idempotency.WithOperationPolicy("reports.build", idempotency.MethodPolicy{HandlerTimeout: 10 * time.Minute}))
+
+	_, err := idempotency.Once(context.Background(), idem, "reports.build", "report-2024-q4", nil,
+		func(ctx context.Context) error {
+			deadline, _ := ctx.Deadline() // the handler timeout bounds the function
+			fmt.Println("more than a minute to build:", time.Until(deadline) > time.Minute)
+			return nil
+		})
+	fmt.Println("error:", err)
+	// Output:
+	// more than a minute to build: true
+	// error: <nil>
+}
+
+// A message consumer runs each delivery through Do and settles it with
+// Server.Settle, after Do has returned: here two deliveries of one order
+// (the second finds the outcome and is acked without running), and two of
+// an order for no such product (a stored error: final on both).
+func ExampleServer_Settle() {
+	memory := memorystore.New()
+	defer memory.Close()
+	idem := idempotency.NewServer(memory)
+	ship := func(_ context.Context, order string) error {
+		if order == "order-2" {
+			return status.Error(codes.InvalidArgument, "no such product")
+		}
+		fmt.Println("shipped", order)
+		return nil
+	}
+	for _, order := range []string{"order-1", "order-1", "order-2", "order-2"} {
+		ran := false
+		_, replayed, err := idempotency.Do(context.Background(), idem, "orders.ship", order, wrapperspb.String(order),
+			func(ctx context.Context) (*emptypb.Empty, error) {
+				ran = true
+				return &emptypb.Empty{}, ship(ctx, order)
+			})
+		fmt.Printf("%s: ran %v, %v\n", order, ran, idem.Settle(ran, replayed, err))
+	}
+	// Output:
+	// shipped order-1
+	// order-1: ran true, ack
+	// order-1: ran false, ack
+	// order-2: ran true, reject
+	// order-2: ran false, reject
 }
