@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -91,4 +92,54 @@ func (c *call) stamp() *recordv1.Record {
 	rec.Fingerprint = c.fingerprint
 	rec.CreatedAt, rec.CompletedAt = &c.createdAt, &c.completed
 	return rec
+}
+
+// replay answers from a stored record without running the work: the
+// transport replays what the record holds ([transport.replay]). It returns
+// the record too, nil when data does not decode.
+func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
+	switch s := c.sealed; {
+	case s == nil && isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
+	case s == nil:
+	case s.legacyFP && isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealedOld)
+	case s.legacyFP:
+		// A record written before sealing, under its unkeyed fingerprint.
+	case !isSealed(data):
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errNotSealed)
+	default:
+		buf := getBuffer()
+		defer putBuffer(buf)
+		plain, _, err := e.seal.open((*buf)[:0], s.keyring, s.scope, c.key, data, s.key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+		}
+		*buf, data = plain, plain
+	}
+	rec := &c.record // the call's, with its timestamps: a replay runs no work
+	if err := record.DecodeInto(rec, &c.createdAt, &c.completed, data, c.fingerprint); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, err)
+	}
+	c.isReplay = true
+	resp, err := c.t.replay(ctx, rec)
+	return rec, resp, err
+}
+
+// maxPooledBuffer is the largest buffer kept for reuse; larger ones are left
+// to the garbage collector so one huge response does not pin memory.
+const maxPooledBuffer = 64 << 10
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// getBuffer returns an empty scratch buffer. Return it with putBuffer once
+// nothing refers to its contents.
+func getBuffer() *[]byte { return buffers.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) > maxPooledBuffer {
+		return
+	}
+	*b = (*b)[:0]
+	buffers.Put(b)
 }

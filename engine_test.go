@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/behaviourtest"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // TestStoreTimeoutBoundsEveryStoreCall: a store call that stalls until its
@@ -111,4 +113,15 @@ func TestCompleteGaveUpIsLeaseLost(t *testing.T) {
 		t.Fatalf("after the lease: answer of run %d, %d executed events; want run 2's, stored",
 			resp.GetExecution(), f.Events.Count(idempotency.DecisionExecuted))
 	}
+}
+
+// TestBehaviour runs the table of docs/semantics/README.md against every entry point
+// on the memory store; the integration module runs it on Redis and
+// PostgreSQL.
+func TestBehaviour(t *testing.T) {
+	t.Parallel()
+	behaviourtest.Run(t, func(t *testing.T) store.Store {
+		mem := memStore(t)
+		return mem
+	})
 }

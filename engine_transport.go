@@ -31,8 +31,8 @@ import (
 //
 // What several of them share is a file each, which they call: [reply]
 // (server_response.go) records and replays one response message or a
-// stored error, server_status.go converts a status to and from its record
-// form, and [captureStream] (server_capture.go) captures a gRPC handler's
+// stored error, and converts a status to and from its record form, and
+// [captureStream] (server_capture.go) captures a gRPC handler's
 // header and trailer, which a replay sets with the replay marker. So what
 // a replay carries changes in the record (record.proto, under
 // internal/proto) and in the one file that fills and reads it.

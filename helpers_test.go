@@ -3,11 +3,10 @@ package idempotency_test
 import (
 	"context"
 	"sync/atomic"
+	"testing"
 	"time"
 
-	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
-	"github.com/grpc-idempotency/idempotency/internal/test/wait"
+	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,6 +14,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 )
 
 // The rig shared by every module's tests lives in internal/test/testkit, and
@@ -115,3 +118,6 @@ func methodOf(c testingv1.TestServiceClient, name string) func(context.Context, 
 
 // noBackoff retries at once unless the server asks for a wait.
 func noBackoff(context.Context, uint) time.Duration { return 0 }
+
+// TestMain checks for leaked goroutines.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -138,4 +140,19 @@ func decodeResponse(files *protoregistry.Files, mt protoreflect.MessageType, oth
 func knownMessage(files *protoregistry.Files, name protoreflect.FullName) bool {
 	_, err := findMessageType(files, name)
 	return err == nil
+}
+
+// recordStatus is the record form of a handler's error.
+func recordStatus(herr error) *recordv1.Status {
+	p := status.Convert(herr).Proto()
+	return &recordv1.Status{Code: p.GetCode(), Message: []byte(p.GetMessage()), Details: p.GetDetails()}
+}
+
+// replayedStatus is the error a stored status replays; nil for none (a
+// stream that ended OK).
+func replayedStatus(s *recordv1.Status) error {
+	if s.GetCode() == 0 {
+		return nil
+	}
+	return status.FromProto(&spb.Status{Code: s.GetCode(), Message: string(s.GetMessage()), Details: s.GetDetails()}).Err()
 }
