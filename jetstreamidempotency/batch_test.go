@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestFetchBatchRecordByRecord(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, book := newServer(t), &ledger{}
+	srv, book := testkit.NewConsumerServer(t), &testkit.Ledger{}
 	var mu sync.Mutex
 	runs := map[string]int{}
 	p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
@@ -30,7 +31,7 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 		if body(msg) == "order-3" {
 			panic("a poisoned message")
 		}
-		book.write(body(msg))
+		book.Write(body(msg))
 		return nil
 	})
 	js := b.connect()
@@ -39,7 +40,7 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 		b.publish(js, fmt.Sprintf("order-%d", i), jetstream.MsgIDHeader, fmt.Sprintf("m%d", i))
 	}
 
-	first, err := p.Fetch(t.Context(), cons, 5, jetstream.FetchMaxWait(waitLimit))
+	first, err := p.Fetch(t.Context(), cons, 5, jetstream.FetchMaxWait(testkit.ConsumerWait))
 	if err != nil || len(first) != 5 {
 		t.Fatalf("first fetch: %d results, %v; want 5", len(first), err)
 	}
@@ -55,7 +56,7 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 			t.Errorf("message %d: %+v; want run, %v", i+1, r, want)
 		}
 	}
-	second, err := p.Fetch(t.Context(), cons, 1, jetstream.FetchMaxWait(waitLimit))
+	second, err := p.Fetch(t.Context(), cons, 1, jetstream.FetchMaxWait(testkit.ConsumerWait))
 	if err != nil || len(second) != 1 {
 		t.Fatalf("second fetch: %d results, %v; want 1", len(second), err)
 	}
@@ -71,8 +72,8 @@ func TestFetchBatchRecordByRecord(t *testing.T) {
 		if i == 3 {
 			wantRuns, wantWrites = 2, 0
 		}
-		if runs[id] != wantRuns || book.count(id) != wantWrites {
-			t.Errorf("%s: ran %d times, written %d; want %d, %d", id, runs[id], book.count(id), wantRuns, wantWrites)
+		if runs[id] != wantRuns || book.Count(id) != wantWrites {
+			t.Errorf("%s: ran %d times, written %d; want %d, %d", id, runs[id], book.Count(id), wantRuns, wantWrites)
 		}
 	}
 }

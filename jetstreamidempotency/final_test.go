@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -54,13 +55,13 @@ func TestFinalNotRedelivered(t *testing.T) {
 					t.Parallel()
 					const wait = 500 * time.Millisecond
 					b := br.start(t)
-					srv, res := newServer(t), newResults()
+					srv, res := testkit.NewConsumerServer(t), newResults()
 					js, nc := b.connectConn()
 					advisories, err := nc.SubscribeSync(server.JSAdvisoryConsumerMsgTerminatedPre + "." + stream + "." + durable)
 					if err != nil {
 						t.Fatal(err)
 					}
-					opts := []jetstreamidempotency.Option{res.option(), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id"))}
+					opts := []jetstreamidempotency.Option{jetstreamidempotency.WithResults(res.Add), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id"))}
 					if withConn {
 						opts = append(opts, jetstreamidempotency.WithConn(nc))
 					}
@@ -70,7 +71,7 @@ func TestFinalNotRedelivered(t *testing.T) {
 					cons := b.consumer(js, wait, -1)
 					consume(t, p, cons)
 					b.publish(js, "order-7", m.headers...)
-					first, _ := res.wait(t, "of the message", func(jetstreamidempotency.Result) bool { return true })
+					first, _ := res.Wait(t, "of the message", func(jetstreamidempotency.Result) bool { return true })
 					if first.Action != jetstreamidempotency.Term || first.SettleErr != nil {
 						t.Fatalf("first delivery: %+v; want Term", first)
 					}
@@ -78,12 +79,10 @@ func TestFinalNotRedelivered(t *testing.T) {
 					if info.NumRedelivered != 0 {
 						t.Errorf("consumer info %+v: the terminated message was redelivered", info)
 					}
-					select {
-					case r := <-res:
-						t.Errorf("delivered again: %+v", r)
-					default:
+					if again := res.Drain(); len(again) != 0 {
+						t.Errorf("delivered again: %+v", again)
 					}
-					adv, err := advisories.NextMsg(waitLimit)
+					adv, err := advisories.NextMsg(testkit.ConsumerWait)
 					if err != nil {
 						t.Fatalf("no MSG_TERMINATED advisory: %v", err)
 					}

@@ -2,7 +2,6 @@ package jetstreamidempotency_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,15 +9,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/natstest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
 const (
 	stream  = "ORDERS"
 	durable = "worker"
-	// waitLimit bounds every wait for an event; a test that reaches it
-	// fails.
-	waitLimit = 20 * time.Second
 )
 
 // broker is a NATS server with JetStream started for one test, with the
@@ -115,64 +112,15 @@ func (b *broker) publish(js jetstream.JetStream, body string, headers ...string)
 // waits for it to return at cleanup.
 func consume(t *testing.T, p *jetstreamidempotency.Processor, cons jetstream.Consumer) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- p.Consume(ctx, cons, jetstream.PullMaxMessages(1)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+	testkit.RunInBackground(t, func(ctx context.Context) error {
+		return p.Consume(ctx, cons, jetstream.PullMaxMessages(1))
 	})
 }
 
-// results collects the Results of the processors it is given to.
-type results chan jetstreamidempotency.Result
-
-func newResults() results { return make(results, 1000) }
-
-func (r results) option() jetstreamidempotency.Option {
-	return jetstreamidempotency.WithResults(func(res jetstreamidempotency.Result) { r <- res })
-}
-
-// wait returns the next Result that match accepts, failing the test after
-// waitLimit; the Results it skips are returned in seen.
-func (r results) wait(t *testing.T, what string, match func(jetstreamidempotency.Result) bool) (got jetstreamidempotency.Result, seen []jetstreamidempotency.Result) {
-	t.Helper()
-	limit := time.After(waitLimit)
-	for {
-		select {
-		case res := <-r:
-			if match(res) {
-				return res, seen
-			}
-			seen = append(seen, res)
-		case <-limit:
-			t.Fatalf("no result %s after %v; saw %+v", what, waitLimit, seen)
-		}
-	}
-}
-
-// ledger is the side effect the tests own: how many times each message's
-// work was done.
-type ledger struct {
-	mu   sync.Mutex
-	done map[string]int
-}
-
-func (l *ledger) write(id string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done == nil {
-		l.done = map[string]int{}
-	}
-	l.done[id]++
-}
-
-func (l *ledger) count(id string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.done[id]
+// newResults returns a recorder of the Results of the processors given
+// jetstreamidempotency.WithResults(res.Add).
+func newResults() testkit.Results[jetstreamidempotency.Result] {
+	return testkit.NewResults[jetstreamidempotency.Result]()
 }
 
 // body returns the message's body as a string: the tests' message id.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -33,8 +34,8 @@ func TestMsgKey(t *testing.T) {
 	for _, tt := range tests {
 		b.publish(js, tt.name, tt.headers...)
 	}
-	p := jetstreamidempotency.NewProcessor(newServer(t), "orders.ship", func(context.Context, jetstream.Msg) error { return nil })
-	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(waitLimit))
+	p := jetstreamidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(context.Context, jetstream.Msg) error { return nil })
+	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(testkit.ConsumerWait))
 	if err != nil || len(got) != len(tests) {
 		t.Fatalf("fetch: %d results, %v; want %d", len(got), err, len(tests))
 	}
@@ -69,9 +70,9 @@ func TestHeaderKey(t *testing.T) {
 	for _, tt := range tests {
 		b.publish(js, tt.name, tt.headers...)
 	}
-	p := jetstreamidempotency.NewProcessor(newServer(t), "orders.ship", func(context.Context, jetstream.Msg) error { return nil },
+	p := jetstreamidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(context.Context, jetstream.Msg) error { return nil },
 		jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))
-	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(waitLimit))
+	got, err := p.Fetch(t.Context(), b.consumer(js, ackWait, -1), len(tests), jetstream.FetchMaxWait(testkit.ConsumerWait))
 	if err != nil || len(got) != len(tests) {
 		t.Fatalf("fetch: %d results, %v; want %d", len(got), err, len(tests))
 	}

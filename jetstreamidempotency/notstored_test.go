@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -24,15 +25,15 @@ import (
 func TestOutcomeNotStoredAcked(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	fs := faultstore.New(memStore(t))
+	fs := faultstore.New(testkit.NewMemoryStore(t))
 	fs.FailCompletes(1 << 30)
-	srv := idempotency.NewServer(fs, idempotency.WithLease(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
+	srv := idempotency.NewServer(fs, idempotency.WithLease(testkit.ConsumerLease), idempotency.WithStoreTimeout(100*time.Millisecond))
 	res := newResults()
 	var runs atomic.Int64
 	p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
 		runs.Add(1)
 		return nil
-	}, res.option(), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")),
+	}, jetstreamidempotency.WithResults(res.Add), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")),
 		jetstreamidempotency.WithRetryDelay(50*time.Millisecond))
 	js := b.connect()
 	const wait = 500 * time.Millisecond
@@ -40,7 +41,7 @@ func TestOutcomeNotStoredAcked(t *testing.T) {
 	consume(t, p, cons)
 
 	b.publish(js, "order-7", jetstream.MsgIDHeader, "m1", "Order-Id", "7")
-	first, _ := res.wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
+	first, _ := res.Wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
 	if !first.Ran || first.Err != nil || first.Action != jetstreamidempotency.Ack || first.SettleErr != nil {
 		t.Fatalf("first: %+v; want run and acked", first)
 	}
@@ -53,7 +54,7 @@ func TestOutcomeNotStoredAcked(t *testing.T) {
 
 	fs.FailCompletes(0)
 	b.publish(js, "order-7", jetstream.MsgIDHeader, "m2", "Order-Id", "7")
-	second, held := res.wait(t, "of the second message's run", func(r jetstreamidempotency.Result) bool { return r.Ran })
+	second, held := res.Wait(t, "of the second message's run", func(r jetstreamidempotency.Result) bool { return r.Ran })
 	if second.Err != nil || second.Action != jetstreamidempotency.Ack {
 		t.Fatalf("second: %+v; want run again and acked", second)
 	}
@@ -63,7 +64,7 @@ func TestOutcomeNotStoredAcked(t *testing.T) {
 		}
 	}
 	b.publish(js, "order-7", jetstream.MsgIDHeader, "m3", "Order-Id", "7")
-	third, _ := res.wait(t, "of the third message", func(jetstreamidempotency.Result) bool { return true })
+	third, _ := res.Wait(t, "of the third message", func(jetstreamidempotency.Result) bool { return true })
 	if third.Ran || third.Err != nil || third.Action != jetstreamidempotency.Ack {
 		t.Fatalf("third: %+v; want the stored outcome, acked", third)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -20,9 +21,9 @@ func TestConfigurationPanics(t *testing.T) {
 		want string
 	}{
 		{"nil server", func() { jetstreamidempotency.NewProcessor(nil, "op", ok) }, "NewProcessor: the idempotency server is nil"},
-		{"empty op", func() { jetstreamidempotency.NewProcessor(newServer(t), "", ok) }, "NewProcessor: the operation name is empty"},
-		{"op named like a method", func() { jetstreamidempotency.NewProcessor(newServer(t), "/shop.v1.Orders/Ship", ok) }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
-		{"nil handler", func() { jetstreamidempotency.NewProcessor(newServer(t), "op", nil) }, "NewProcessor: the handler is nil"},
+		{"empty op", func() { jetstreamidempotency.NewProcessor(testkit.NewConsumerServer(t), "", ok) }, "NewProcessor: the operation name is empty"},
+		{"op named like a method", func() { jetstreamidempotency.NewProcessor(testkit.NewConsumerServer(t), "/shop.v1.Orders/Ship", ok) }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
+		{"nil handler", func() { jetstreamidempotency.NewProcessor(testkit.NewConsumerServer(t), "op", nil) }, "NewProcessor: the handler is nil"},
 		{"nil key", func() { jetstreamidempotency.WithKey(nil) }, "WithKey"},
 		{"empty header", func() { jetstreamidempotency.HeaderKey("") }, "HeaderKey"},
 		{"zero progress", func() { jetstreamidempotency.WithProgressEvery(0) }, "WithProgressEvery"},

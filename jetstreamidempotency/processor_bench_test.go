@@ -11,8 +11,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/natstest"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // BenchmarkJetStream compares a bare JetStream consumer with the
@@ -50,9 +50,7 @@ func BenchmarkJetStream(b *testing.B) {
 				b.StopTimer()
 				cc.Stop()
 			} else {
-				mem := memorystore.New()
-				b.Cleanup(func() { _ = mem.Close() })
-				p := jetstreamidempotency.NewProcessor(idempotency.NewServer(mem), "bench.ship",
+				p := jetstreamidempotency.NewProcessor(idempotency.NewServer(testkit.NewMemoryStore(b)), "bench.ship",
 					func(context.Context, jetstream.Msg) error { return nil },
 					jetstreamidempotency.WithResults(func(r jetstreamidempotency.Result) {
 						if r.Action != jetstreamidempotency.Ack || !r.Ran {

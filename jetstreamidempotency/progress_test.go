@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -19,19 +20,19 @@ import (
 func TestProgressHoldsSlowHandler(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	srv, res, book := newServer(t), newResults(), &ledger{}
+	srv, res, book := testkit.NewConsumerServer(t), newResults(), &testkit.Ledger{}
 	handler := func(_ context.Context, msg jetstream.Msg) error {
 		<-time.After(ackWait * 5 / 2) // the slow work itself
-		book.write(body(msg))
+		book.Write(body(msg))
 		return nil
 	}
 	jsA, jsB := b.connect(), b.connect()
 	cons := b.consumer(jsA, ackWait, -1)
-	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, res.option()), cons)
-	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, res.option()), b.consumer(jsB, ackWait, -1))
+	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, jetstreamidempotency.WithResults(res.Add)), cons)
+	consume(t, jetstreamidempotency.NewProcessor(srv, "orders.ship", handler, jetstreamidempotency.WithResults(res.Add)), b.consumer(jsB, ackWait, -1))
 	b.publish(b.connect(), "order-1", jetstream.MsgIDHeader, "m1")
 
-	got, seen := res.wait(t, "of the run", func(r jetstreamidempotency.Result) bool { return r.Ran })
+	got, seen := res.Wait(t, "of the run", func(r jetstreamidempotency.Result) bool { return r.Ran })
 	if len(seen) != 0 || got.Delivery != 1 || got.Err != nil || got.Action != jetstreamidempotency.Ack || got.SettleErr != nil {
 		t.Fatalf("run %+v after %+v; want delivery 1 acked, and no other delivery", got, seen)
 	}
@@ -42,7 +43,7 @@ func TestProgressHoldsSlowHandler(t *testing.T) {
 	if info.Delivered.Consumer != 1 || info.NumAckPending != 0 {
 		t.Fatalf("consumer: %d deliveries, %d pending acks; want 1, 0", info.Delivered.Consumer, info.NumAckPending)
 	}
-	if n := book.count("order-1"); n != 1 {
+	if n := book.Count("order-1"); n != 1 {
 		t.Fatalf("ledger: order-1 written %d times, want 1", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -66,13 +67,13 @@ func TestStoredOutcomeFinal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := startBroker(t)
-			srv := newServer(t, idempotency.WithStoredCodes(tt.serverCodes...))
+			srv := testkit.NewConsumerServer(t, idempotency.WithStoredCodes(tt.serverCodes...))
 			res := newResults()
 			runs := 0
 			p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
 				runs++ // one message, one delivery at a time: no lock needed, and -race checks it
 				return tt.errs[min(runs, len(tt.errs))-1]
-			}, append(tt.opts, res.option())...)
+			}, append(tt.opts, jetstreamidempotency.WithResults(res.Add))...)
 			js := b.connect()
 			// MaxDeliver one past the deliveries wanted: a processor that naks
 			// a final outcome shows it in the last one.
@@ -80,7 +81,7 @@ func TestStoredOutcomeFinal(t *testing.T) {
 			b.publish(js, "order-7", jetstream.MsgIDHeader, "m1")
 
 			for i, want := range tt.want {
-				got, _ := res.wait(t, "of a delivery", func(jetstreamidempotency.Result) bool { return true })
+				got, _ := res.Wait(t, "of a delivery", func(jetstreamidempotency.Result) bool { return true })
 				if got.Delivery != uint64(i+1) || got.Ran != want.ran || !sameError(got.Err, want.err) || got.Action != want.action || got.SettleErr != nil {
 					t.Fatalf("delivery %d: %+v; want ran %t, error %v, %v", i+1, got, want.ran, want.err, want.action)
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -27,11 +28,11 @@ func TestDeadConsumerLeaseTakeover(t *testing.T) {
 		lease   = 1500 * time.Millisecond // outlives AckWait: B meets A's claim
 	)
 	b := startBroker(t)
-	mem := memStore(t)
+	mem := testkit.NewMemoryStore(t)
 	dying := faultstore.New(mem)
 	srvA := idempotency.NewServer(dying, idempotency.WithLease(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
 	srvB := idempotency.NewServer(mem, idempotency.WithLease(lease))
-	res, book := newResults(), &ledger{}
+	res, book := newResults(), &testkit.Ledger{}
 
 	jsA, ncA := b.connectConn()
 	started, killed := make(chan struct{}), make(chan struct{})
@@ -48,12 +49,12 @@ func TestDeadConsumerLeaseTakeover(t *testing.T) {
 	ncA.Close()            // and so is its broker link
 
 	bp := jetstreamidempotency.NewProcessor(srvB, "orders.ship", func(_ context.Context, msg jetstream.Msg) error {
-		book.write(body(msg))
+		book.Write(body(msg))
 		return nil
-	}, res.option(), jetstreamidempotency.WithRetryDelay(100*time.Millisecond))
+	}, jetstreamidempotency.WithResults(res.Add), jetstreamidempotency.WithRetryDelay(100*time.Millisecond))
 	consume(t, bp, b.consumer(b.connect(), ackWait, -1))
 
-	ran, before := res.wait(t, "of B's run", func(r jetstreamidempotency.Result) bool { return r.Ran })
+	ran, before := res.Wait(t, "of B's run", func(r jetstreamidempotency.Result) bool { return r.Ran })
 	if ran.Err != nil || ran.Action != jetstreamidempotency.Ack || ran.SettleErr != nil {
 		t.Fatalf("B's run: %+v; want acked", ran)
 	}
@@ -65,7 +66,7 @@ func TestDeadConsumerLeaseTakeover(t *testing.T) {
 			t.Fatalf("B before the lease ended: %+v; want ErrKeyInUse, nakked with delay", r)
 		}
 	}
-	if n := book.count("order-1"); n != 1 {
+	if n := book.Count("order-1"); n != 1 {
 		t.Fatalf("ledger: order-1 written %d times, want 1", n)
 	}
 }

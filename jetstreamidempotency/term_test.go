@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
 )
 
@@ -55,7 +56,7 @@ func TestFinalOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := startBroker(t)
-			srv, res := newServer(t), newResults()
+			srv, res := testkit.NewConsumerServer(t), newResults()
 			js, nc := b.connectConn()
 			advisories, err := nc.SubscribeSync(server.JSAdvisoryConsumerMsgTerminatedPre + "." + stream + "." + durable)
 			if err != nil {
@@ -65,12 +66,12 @@ func TestFinalOutcomes(t *testing.T) {
 			p := jetstreamidempotency.NewProcessor(srv, "orders.ship", func(context.Context, jetstream.Msg) error {
 				runs++
 				return tt.handlerErr
-			}, append(tt.opts, res.option(), jetstreamidempotency.WithConn(nc), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))...)
+			}, append(tt.opts, jetstreamidempotency.WithResults(res.Add), jetstreamidempotency.WithConn(nc), jetstreamidempotency.WithKey(jetstreamidempotency.HeaderKey("Order-Id")))...)
 			consume(t, p, b.consumer(js, ackWait, -1))
 			b.publish(js, "order-7", jetstream.MsgIDHeader, "m1", "Order-Id", "7")
-			first, _ := res.wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
+			first, _ := res.Wait(t, "of the first message", func(jetstreamidempotency.Result) bool { return true })
 			b.publish(js, tt.secondBody, jetstream.MsgIDHeader, "m2", "Order-Id", "7")
-			second, _ := res.wait(t, "of the second message", func(jetstreamidempotency.Result) bool { return true })
+			second, _ := res.Wait(t, "of the second message", func(jetstreamidempotency.Result) bool { return true })
 
 			if first.Delivery != 1 || !first.Ran || !errors.Is(first.Err, tt.handlerErr) || first.Action != tt.want[0] {
 				t.Errorf("first: %+v; want delivery 1, run, %v, %v", first, tt.handlerErr, tt.want[0])
@@ -82,7 +83,7 @@ func TestFinalOutcomes(t *testing.T) {
 				t.Errorf("handler ran %d times, want 1", runs)
 			}
 			for _, want := range tt.wantReasons {
-				m, err := advisories.NextMsg(waitLimit)
+				m, err := advisories.NextMsg(testkit.ConsumerWait)
 				if err != nil {
 					t.Fatalf("no MSG_TERMINATED advisory: %v", err)
 				}

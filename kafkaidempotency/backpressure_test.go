@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -30,7 +31,7 @@ func TestStuckPartitionDoesNotHoldOthers(t *testing.T) {
 	var mu sync.Mutex
 	stuck := true
 	next := 0 // partition 0's next record, checking the order
-	p := kafkaidempotency.NewProcessor(newServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
+	p := kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if rec.Partition != 0 {
@@ -49,7 +50,7 @@ func TestStuckPartitionDoesNotHoldOthers(t *testing.T) {
 		return nil
 	}, kafkaidempotency.WithResults(func(r kafkaidempotency.Result) {
 		if string(r.Record.Value) == "stuck" {
-			res <- r
+			res.Add(r)
 		}
 	}), kafkaidempotency.WithMaxAttempts(1_000_000), kafkaidempotency.WithBackoff(20*time.Millisecond, 20*time.Millisecond))
 	recs := []*kgo.Record{{Topic: topic, Partition: 0, Value: []byte("stuck")}}
@@ -61,7 +62,7 @@ func TestStuckPartitionDoesNotHoldOthers(t *testing.T) {
 	}
 	k.run(p, group)
 	for range 5 { // the record is stuck, and its partition's records are fetched behind it
-		if r, _ := res.wait(t, "of the stuck record", func(kafkaidempotency.Result) bool { return true }); r.Action != kafkaidempotency.Retry {
+		if r, _ := res.Wait(t, "of the stuck record", func(kafkaidempotency.Result) bool { return true }); r.Action != kafkaidempotency.Retry {
 			t.Fatalf("the stuck record: %+v, want retried", r)
 		}
 	}

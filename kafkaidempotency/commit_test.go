@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -17,14 +18,14 @@ import (
 func TestCommitAfterStored(t *testing.T) {
 	t.Parallel()
 	k := startCluster(t, 1)
-	book := &ledger{}
+	book := &testkit.Ledger{}
 	started, release := make(chan struct{}), make(chan struct{})
-	p := kafkaidempotency.NewProcessor(newServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
+	p := kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
 		if string(rec.Value) == "order-2" {
 			close(started)
 			<-release
 		}
-		book.write(string(rec.Value))
+		book.Write(string(rec.Value))
 		return nil
 	})
 	k.produce(0, "order-1")
@@ -44,7 +45,7 @@ func TestCommitAfterStored(t *testing.T) {
 	}
 	close(release)
 	k.waitCommitted(group, 0, 2)
-	if got, want := book.writes(), []string{"order-1", "order-2"}; !slices.Equal(got, want) {
+	if got, want := book.Writes(), []string{"order-1", "order-2"}; !slices.Equal(got, want) {
 		t.Fatalf("ledger %v, want %v", got, want)
 	}
 }

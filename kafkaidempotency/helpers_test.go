@@ -11,18 +11,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 const (
 	topic = "orders"
 	group = "shipper"
-	// waitLimit bounds every wait for an event; a test that reaches it
-	// fails.
-	waitLimit = 30 * time.Second
-	lease     = 300 * time.Millisecond
 )
 
 // cluster is franz-go's in-process Kafka cluster (kfake, which speaks the
@@ -84,13 +79,13 @@ func (k *cluster) committed(g string, p int32) int64 {
 // at least want, and returns it.
 func (k *cluster) waitCommitted(g string, p int32, want int64) int64 {
 	k.t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testkit.ConsumerWait)
 	for {
 		if got := k.committed(g, p); got >= want {
 			return got
 		}
 		if time.Now().After(deadline) {
-			k.t.Fatalf("group %s: partition %d committed %d after %v, want %d", g, p, k.committed(g, p), waitLimit, want)
+			k.t.Fatalf("group %s: partition %d committed %d after %v, want %d", g, p, k.committed(g, p), testkit.ConsumerWait, want)
 		}
 		time.Sleep(10 * time.Millisecond) // polls the cluster's state: kfake has no commit hook
 	}
@@ -110,142 +105,23 @@ func (k *cluster) clientOpts(g string, more ...kgo.Opt) []kgo.Opt {
 // the returned stop is called), and waits for Run to return at cleanup.
 func (k *cluster) run(p *kafkaidempotency.Processor, g string, more ...kgo.Opt) (stop func()) {
 	k.t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(k.t.Context()))
-	done := make(chan error, 1)
-	go func() {
+	return testkit.RunInBackground(k.t, func(ctx context.Context) error {
 		err := p.Run(ctx, k.clientOpts(g, more...)...)
 		if ctx.Err() == nil {
 			k.t.Errorf("Run returned before it was stopped: %v", err)
 		}
-		done <- err
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				k.t.Error(err)
-			}
-		})
-	}
-	k.t.Cleanup(stop)
-	return stop
+		return err
+	}).Stop
 }
 
-// newServer returns an idempotency server on a memory store of its own,
-// closed at the end of the test, with a short lease.
-func newServer(t *testing.T, opts ...idempotency.ServerOption) *idempotency.Server {
-	return idempotency.NewServer(memStore(t), append([]idempotency.ServerOption{idempotency.WithLease(lease)}, opts...)...)
-}
-
-// memStore returns a memory store closed at the end of the test.
-func memStore(t *testing.T) *memorystore.Store {
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	return mem
-}
-
-// results collects the Results of the processors it is given to.
-type results chan kafkaidempotency.Result
-
-func newResults() results { return make(results, 1000) }
-
-func (r results) option() kafkaidempotency.Option {
-	return kafkaidempotency.WithResults(func(res kafkaidempotency.Result) { r <- res })
-}
-
-// wait returns the next Result that match accepts, failing the test after
-// waitLimit; the Results it skips are returned in seen.
-func (r results) wait(t *testing.T, what string, match func(kafkaidempotency.Result) bool) (got kafkaidempotency.Result, seen []kafkaidempotency.Result) {
-	t.Helper()
-	limit := time.After(waitLimit)
-	for {
-		select {
-		case res := <-r:
-			if match(res) {
-				return res, seen
-			}
-			seen = append(seen, res)
-		case <-limit:
-			t.Fatalf("no result %s after %v; saw %+v", what, waitLimit, seen)
-		}
-	}
-}
-
-// drain returns the Results received so far.
-func (r results) drain() []kafkaidempotency.Result {
-	var out []kafkaidempotency.Result
-	for {
-		select {
-		case res := <-r:
-			out = append(out, res)
-		default:
-			return out
-		}
-	}
+// newResults returns a recorder of the Results of the processors given
+// kafkaidempotency.WithResults(res.Add).
+func newResults() testkit.Results[kafkaidempotency.Result] {
+	return testkit.NewResults[kafkaidempotency.Result]()
 }
 
 // value returns the Result's record value: the tests' record id.
 func value(r kafkaidempotency.Result) string { return string(r.Record.Value) }
-
-// ledger is the side effect the tests own: how many times each record's
-// work was done, in order.
-type ledger struct {
-	mu      sync.Mutex
-	done    map[string]int
-	order   []string
-	written *sync.Cond // on mu, lazily made: a write happened
-}
-
-func (l *ledger) write(id string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done == nil {
-		l.done = map[string]int{}
-	}
-	l.done[id]++
-	l.order = append(l.order, id)
-	if l.written != nil {
-		l.written.Broadcast()
-	}
-}
-
-// waitWrites waits until the ledger holds n writes, failing t after
-// waitLimit.
-func (l *ledger) waitWrites(t *testing.T, n int) {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.written == nil {
-		l.written = sync.NewCond(&l.mu)
-	}
-	timedOut := false
-	timer := time.AfterFunc(waitLimit, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		timedOut = true
-		l.written.Broadcast()
-	})
-	defer timer.Stop()
-	for len(l.order) < n && !timedOut {
-		l.written.Wait()
-	}
-	if len(l.order) < n {
-		t.Fatalf("%d writes after %v, want %d", len(l.order), waitLimit, n)
-	}
-}
-
-func (l *ledger) count(id string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.done[id]
-}
-
-func (l *ledger) writes() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.order...)
-}
 
 // network is a member's network: kgo dials through it, and cut closes
 // every connection and refuses new ones, as the network of a process that

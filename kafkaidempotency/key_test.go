@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -42,11 +43,11 @@ func TestOffsetKey(t *testing.T) {
 func TestHeaderKey(t *testing.T) {
 	t.Parallel()
 	k := startCluster(t, 1)
-	book, res, dead := &ledger{}, newResults(), &deadLetters{}
-	p := kafkaidempotency.NewProcessor(newServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
-		book.write(string(rec.Value))
+	book, res, dead := &testkit.Ledger{}, newResults(), &deadLetters{}
+	p := kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
+		book.Write(string(rec.Value))
 		return nil
-	}, res.option(), dead.option(), kafkaidempotency.WithKey(kafkaidempotency.HeaderKey("Order-Id")))
+	}, kafkaidempotency.WithResults(res.Add), dead.option(), kafkaidempotency.WithKey(kafkaidempotency.HeaderKey("Order-Id")))
 	k.produce(0, "order-7", "Order-Id", "7")
 	k.produce(0, "order-7", "Order-Id", "7")                  // the producer sent the fact twice
 	k.produce(0, "order-7, another product", "Order-Id", "7") // a producer bug
@@ -54,7 +55,7 @@ func TestHeaderKey(t *testing.T) {
 	k.run(p, group)
 	k.waitCommitted(group, 0, 4)
 
-	got := res.drain()
+	got := res.Drain()
 	want := []struct {
 		key    string
 		ran    bool
@@ -74,7 +75,7 @@ func TestHeaderKey(t *testing.T) {
 			t.Errorf("record %d: %+v; want key %q, ran %v, %v, %v", i, r, w.key, w.ran, w.err, w.action)
 		}
 	}
-	if n := book.count("order-7"); n != 1 {
+	if n := book.Count("order-7"); n != 1 {
 		t.Errorf("order-7 ran %d times, want 1", n)
 	}
 	if recs, _ := dead.got(); len(recs) != 2 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -24,20 +25,20 @@ import (
 func TestOutcomeNotStoredCommitted(t *testing.T) {
 	t.Parallel()
 	k := startCluster(t, 1)
-	fs := faultstore.New(memStore(t))
+	fs := faultstore.New(testkit.NewMemoryStore(t))
 	fs.FailCompletes(1 << 30)
-	srv := idempotency.NewServer(fs, idempotency.WithLease(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
+	srv := idempotency.NewServer(fs, idempotency.WithLease(testkit.ConsumerLease), idempotency.WithStoreTimeout(100*time.Millisecond))
 	res := newResults()
 	var runs atomic.Int64
 	p := kafkaidempotency.NewProcessor(srv, "orders.ship", func(context.Context, *kgo.Record) error {
 		runs.Add(1)
 		return nil
-	}, res.option(), kafkaidempotency.WithKey(kafkaidempotency.HeaderKey("Order-Id")),
+	}, kafkaidempotency.WithResults(res.Add), kafkaidempotency.WithKey(kafkaidempotency.HeaderKey("Order-Id")),
 		kafkaidempotency.WithRetryDelay(50*time.Millisecond))
 	k.produce(0, "order-7", "Order-Id", "7")
 	k.run(p, group)
 
-	first, _ := res.wait(t, "of the first record", func(kafkaidempotency.Result) bool { return true })
+	first, _ := res.Wait(t, "of the first record", func(kafkaidempotency.Result) bool { return true })
 	if !first.Ran || first.Err != nil || first.Action != kafkaidempotency.Commit {
 		t.Fatalf("first: %+v; want run and committed", first)
 	}
@@ -48,7 +49,7 @@ func TestOutcomeNotStoredCommitted(t *testing.T) {
 
 	fs.FailCompletes(0)
 	k.produce(0, "order-7", "Order-Id", "7")
-	second, held := res.wait(t, "of the second record's run", func(r kafkaidempotency.Result) bool { return r.Ran })
+	second, held := res.Wait(t, "of the second record's run", func(r kafkaidempotency.Result) bool { return r.Ran })
 	if second.Err != nil || second.Action != kafkaidempotency.Commit || second.Record.Offset != 1 {
 		t.Fatalf("second: %+v; want offset 1 run again and committed", second)
 	}
@@ -58,7 +59,7 @@ func TestOutcomeNotStoredCommitted(t *testing.T) {
 		}
 	}
 	k.produce(0, "order-7", "Order-Id", "7")
-	third, _ := res.wait(t, "of the third record", func(kafkaidempotency.Result) bool { return true })
+	third, _ := res.Wait(t, "of the third record", func(kafkaidempotency.Result) bool { return true })
 	if third.Ran || third.Err != nil || third.Action != kafkaidempotency.Commit {
 		t.Fatalf("third: %+v; want the stored outcome, committed", third)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -21,9 +22,9 @@ func TestConfigurationPanics(t *testing.T) {
 		want string
 	}{
 		{"nil server", func() { kafkaidempotency.NewProcessor(nil, "op", ok) }, "NewProcessor: the idempotency server is nil"},
-		{"empty op", func() { kafkaidempotency.NewProcessor(newServer(t), "", ok) }, "NewProcessor: the operation name is empty"},
-		{"op named like a method", func() { kafkaidempotency.NewProcessor(newServer(t), "/shop.v1.Orders/Ship", ok) }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
-		{"nil handler", func() { kafkaidempotency.NewProcessor(newServer(t), "op", nil) }, "NewProcessor: the handler is nil"},
+		{"empty op", func() { kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "", ok) }, "NewProcessor: the operation name is empty"},
+		{"op named like a method", func() { kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "/shop.v1.Orders/Ship", ok) }, `operation "/shop.v1.Orders/Ship" must not start with "/"`},
+		{"nil handler", func() { kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "op", nil) }, "NewProcessor: the handler is nil"},
 		{"nil key", func() { kafkaidempotency.WithKey(nil) }, "WithKey"},
 		{"empty header", func() { kafkaidempotency.HeaderKey("") }, "HeaderKey"},
 		{"no attempts", func() { kafkaidempotency.WithMaxAttempts(0) }, "WithMaxAttempts"},
@@ -52,7 +53,7 @@ func TestConfigurationPanics(t *testing.T) {
 func TestRunWithoutGroup(t *testing.T) {
 	t.Parallel()
 	k := startCluster(t, 1)
-	p := kafkaidempotency.NewProcessor(newServer(t), "orders.ship", func(context.Context, *kgo.Record) error { return nil })
+	p := kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(context.Context, *kgo.Record) error { return nil })
 	err := p.Run(t.Context(), kgo.SeedBrokers(k.seeds...), kgo.ConsumeTopics(topic))
 	if err == nil || !strings.Contains(err.Error(), "kgo.ConsumerGroup") {
 		t.Fatalf("Run without a group: %v; want an error naming kgo.ConsumerGroup", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
 // BenchmarkKafka compares a bare consumer group member with the Processor
@@ -50,9 +50,7 @@ func BenchmarkKafka(b *testing.B) {
 			if row == "bare" {
 				benchBare(b, ctx, opts, count)
 			} else {
-				mem := memorystore.New()
-				b.Cleanup(func() { _ = mem.Close() })
-				p := kafkaidempotency.NewProcessor(idempotency.NewServer(mem), "bench.ship",
+				p := kafkaidempotency.NewProcessor(idempotency.NewServer(testkit.NewMemoryStore(b)), "bench.ship",
 					func(context.Context, *kgo.Record) error { return nil },
 					kafkaidempotency.WithResults(func(r kafkaidempotency.Result) {
 						if r.Action != kafkaidempotency.Commit || !r.Ran {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -26,7 +27,7 @@ import (
 func TestRebalanceMidHandler(t *testing.T) {
 	t.Parallel()
 	k := startCluster(t, 2)
-	mem, book := memStore(t), &ledger{}
+	mem, book := testkit.NewMemoryStore(t), &testkit.Ledger{}
 	var startedA sync.WaitGroup
 	startedA.Add(2)
 	release := make(chan struct{})
@@ -36,13 +37,13 @@ func TestRebalanceMidHandler(t *testing.T) {
 			startedA.Done()
 			<-release // the handler runs through the rebalance
 		}
-		book.write(string(rec.Value))
+		book.Write(string(rec.Value))
 		return nil
 	}
 	resA, resB := newResults(), newResults()
 	// Two processes: a server each, one store.
-	pA := kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(lease)), "orders.ship", handler, resA.option())
-	pB := kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(lease)), "orders.ship", handler, resB.option())
+	pA := kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(testkit.ConsumerLease)), "orders.ship", handler, kafkaidempotency.WithResults(resA.Add))
+	pB := kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(testkit.ConsumerLease)), "orders.ship", handler, kafkaidempotency.WithResults(resB.Add))
 
 	k.produce(0, "p0-a")
 	k.produce(1, "p1-a")
@@ -50,7 +51,7 @@ func TestRebalanceMidHandler(t *testing.T) {
 	startedA.Wait()
 	k.run(pB, group)
 	t.Cleanup(releaseAll) // runs before the members are stopped: a failed test must not hang
-	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.ConsumerWait)
 	defer cancel()
 	// The cooperative rebalance's first round: A keeps one partition and is
 	// revoking the other, B has none yet. A's revoke waits for the
@@ -73,12 +74,12 @@ func TestRebalanceMidHandler(t *testing.T) {
 	k.waitCommitted(group, 1, 2)
 
 	for _, id := range []string{"p0-a", "p1-a", "p0-b", "p1-b"} {
-		if n := book.count(id); n != 1 {
+		if n := book.Count(id); n != 1 {
 			t.Errorf("%s ran %d times, want 1", id, n)
 		}
 	}
 	ranB := 0
-	for _, r := range resB.drain() {
+	for _, r := range resB.Drain() {
 		if strings.HasSuffix(value(r), "-a") {
 			t.Errorf("B got %s (%+v): the revoke did not commit it before B started", value(r), r)
 		}
@@ -102,7 +103,7 @@ func TestDeadMemberLeaseTakeover(t *testing.T) {
 	t.Parallel()
 	const leaseA = 3 * time.Second // outlives A's session: B meets A's claim
 	k := startCluster(t, 1)
-	mem, book := memStore(t), &ledger{}
+	mem, book := testkit.NewMemoryStore(t), &testkit.Ledger{}
 	dying := faultstore.New(mem)
 	srvA := idempotency.NewServer(dying, idempotency.WithLease(leaseA), idempotency.WithStoreTimeout(100*time.Millisecond))
 	srvB := idempotency.NewServer(mem, idempotency.WithLease(leaseA))
@@ -123,12 +124,12 @@ func TestDeadMemberLeaseTakeover(t *testing.T) {
 
 	res := newResults()
 	pB := kafkaidempotency.NewProcessor(srvB, "orders.ship", func(_ context.Context, rec *kgo.Record) error {
-		book.write(string(rec.Value))
+		book.Write(string(rec.Value))
 		return nil
-	}, res.option(), kafkaidempotency.WithRetryDelay(100*time.Millisecond))
+	}, kafkaidempotency.WithResults(res.Add), kafkaidempotency.WithRetryDelay(100*time.Millisecond))
 	k.run(pB, group)
 
-	ran, before := res.wait(t, "of B's run", func(r kafkaidempotency.Result) bool { return r.Ran })
+	ran, before := res.Wait(t, "of B's run", func(r kafkaidempotency.Result) bool { return r.Ran })
 	if ran.Err != nil || ran.Action != kafkaidempotency.Commit {
 		t.Fatalf("B's run: %+v; want committed", ran)
 	}
@@ -141,7 +142,7 @@ func TestDeadMemberLeaseTakeover(t *testing.T) {
 		}
 	}
 	k.waitCommitted(group, 0, 1)
-	if n := book.count("order-1"); n != 1 {
+	if n := book.Count("order-1"); n != 1 {
 		t.Fatalf("ledger: order-1 written %d times, want 1", n)
 	}
 }
@@ -154,18 +155,18 @@ func TestSlowHandlerKeepsItsRecord(t *testing.T) {
 	t.Parallel()
 	const session = time.Second // clientOpts' kgo.SessionTimeout
 	k := startCluster(t, 1)
-	mem, book, res := memStore(t), &ledger{}, newResults()
+	mem, book, res := testkit.NewMemoryStore(t), &testkit.Ledger{}, newResults()
 	started := make(chan struct{}, 1)
 	handler := func(_ context.Context, rec *kgo.Record) error {
 		started <- struct{}{}
 		time.Sleep(session * 5 / 2) // the slow work itself
-		book.write(string(rec.Value))
+		book.Write(string(rec.Value))
 		return nil
 	}
 	for range 2 { // two members, one partition: the other would get the record if this one were removed
-		k.run(kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(lease)), "orders.ship", handler, res.option()), group)
+		k.run(kafkaidempotency.NewProcessor(idempotency.NewServer(mem, idempotency.WithLease(testkit.ConsumerLease)), "orders.ship", handler, kafkaidempotency.WithResults(res.Add)), group)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	ctx, cancel := context.WithTimeout(t.Context(), testkit.ConsumerWait)
 	defer cancel()
 	before, err := k.c.WaitGroupStable(ctx, group, 2)
 	if err != nil {
@@ -178,10 +179,10 @@ func TestSlowHandlerKeepsItsRecord(t *testing.T) {
 	if after == nil || after.Epoch != before.Epoch {
 		t.Fatalf("group generation %d before the slow run, %+v after; want no rebalance", before.Epoch, after)
 	}
-	if got := res.drain(); len(got) != 1 || !got[0].Ran || got[0].Action != kafkaidempotency.Commit {
+	if got := res.Drain(); len(got) != 1 || !got[0].Ran || got[0].Action != kafkaidempotency.Commit {
 		t.Fatalf("results %+v; want one attempt, run and committed", got)
 	}
-	if n := book.count("order-1"); n != 1 {
+	if n := book.Count("order-1"); n != 1 {
 		t.Fatalf("order-1 written %d times, want 1", n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/kafkaidempotency"
 )
 
@@ -65,10 +66,10 @@ func TestRetryInPlace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			k := startCluster(t, 1)
-			book, res, dead := &ledger{}, newResults(), &deadLetters{}
+			book, res, dead := &testkit.Ledger{}, newResults(), &deadLetters{}
 			var mu sync.Mutex
 			runs := 0
-			p := kafkaidempotency.NewProcessor(newServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
+			p := kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(_ context.Context, rec *kgo.Record) error {
 				if string(rec.Value) == "order-1" {
 					mu.Lock()
 					runs++
@@ -81,9 +82,9 @@ func TestRetryInPlace(t *testing.T) {
 						return errFlaky
 					}
 				}
-				book.write(string(rec.Value))
+				book.Write(string(rec.Value))
 				return nil
-			}, res.option(), dead.option(), kafkaidempotency.WithMaxAttempts(tt.attempts),
+			}, kafkaidempotency.WithResults(res.Add), dead.option(), kafkaidempotency.WithMaxAttempts(tt.attempts),
 				kafkaidempotency.WithBackoff(10*time.Millisecond, 40*time.Millisecond))
 			k.produce(0, "order-1")
 			k.produce(0, "order-2")
@@ -91,7 +92,7 @@ func TestRetryInPlace(t *testing.T) {
 			k.waitCommitted(group, 0, 2)
 
 			var attempts []kafkaidempotency.Result
-			for _, r := range res.drain() {
+			for _, r := range res.Drain() {
 				if value(r) == "order-1" {
 					attempts = append(attempts, r)
 				}
@@ -127,7 +128,7 @@ func TestRetryInPlace(t *testing.T) {
 			if tt.wantDead {
 				wantBook = []string{"order-2"}
 			}
-			if got := book.writes(); !slices.Equal(got, wantBook) {
+			if got := book.Writes(); !slices.Equal(got, wantBook) {
 				t.Errorf("ledger %v, want %v: order-2 after order-1 settled", got, wantBook)
 			}
 		})
@@ -144,7 +145,7 @@ func TestStoredErrorFinal(t *testing.T) {
 	t.Parallel()
 	errNoProduct := status.Error(codes.InvalidArgument, "no such product")
 	k := startCluster(t, 1)
-	srv := newServer(t)
+	srv := testkit.NewConsumerServer(t)
 	runs := 0
 	handler := func(context.Context, *kgo.Record) error {
 		runs++ // one record, one partition, one member at a time: -race checks it
@@ -152,14 +153,14 @@ func TestStoredErrorFinal(t *testing.T) {
 	}
 	for _, g := range []string{"first", "second"} {
 		res, dead := newResults(), &deadLetters{}
-		p := kafkaidempotency.NewProcessor(srv, "orders.ship", handler, res.option(), dead.option(), kafkaidempotency.WithMaxAttempts(5))
+		p := kafkaidempotency.NewProcessor(srv, "orders.ship", handler, kafkaidempotency.WithResults(res.Add), dead.option(), kafkaidempotency.WithMaxAttempts(5))
 		if g == "first" {
 			k.produce(0, "order-1")
 		}
 		stop := k.run(p, g)
 		k.waitCommitted(g, 0, 1)
 		stop()
-		got := res.drain()
+		got := res.Drain()
 		wantRan := g == "first"
 		if len(got) != 1 || got[0].Ran != wantRan || got[0].Settlement != idempotency.SettleReject ||
 			got[0].Action != kafkaidempotency.DeadLetter || status.Code(got[0].Err) != codes.InvalidArgument {
@@ -183,10 +184,10 @@ func TestDeadLetterFailureRetried(t *testing.T) {
 	res := newResults()
 	runs, calls := 0, 0
 	errTopicDown := errors.New("the dead-letter topic is unavailable")
-	p := kafkaidempotency.NewProcessor(newServer(t), "orders.ship", func(context.Context, *kgo.Record) error {
+	p := kafkaidempotency.NewProcessor(testkit.NewConsumerServer(t), "orders.ship", func(context.Context, *kgo.Record) error {
 		runs++
 		return status.Error(codes.InvalidArgument, "no such product")
-	}, res.option(), kafkaidempotency.WithRetryDelay(10*time.Millisecond),
+	}, kafkaidempotency.WithResults(res.Add), kafkaidempotency.WithRetryDelay(10*time.Millisecond),
 		kafkaidempotency.WithDeadLetter(func(context.Context, *kgo.Record, error) error {
 			if calls++; calls == 1 {
 				return errTopicDown
@@ -196,7 +197,7 @@ func TestDeadLetterFailureRetried(t *testing.T) {
 	k.produce(0, "order-1")
 	k.run(p, group)
 	k.waitCommitted(group, 0, 1)
-	got := res.drain()
+	got := res.Drain()
 	if len(got) != 2 || got[0].Action != kafkaidempotency.Retry || !errors.Is(got[0].Err, errTopicDown) ||
 		got[1].Action != kafkaidempotency.DeadLetter || runs != 1 || calls != 2 {
 		t.Fatalf("results %+v, handler ran %d times, dead-letter called %d times; want a retried dead letter, one run, two calls", got, runs, calls)
@@ -210,16 +211,16 @@ func TestRetryLaterWaitsRetryAfter(t *testing.T) {
 	t.Parallel()
 	const retryAfter = 50 * time.Millisecond
 	k := startCluster(t, 1)
-	full := faultstore.New(memStore(t))
+	full := faultstore.New(testkit.NewMemoryStore(t))
 	full.Full.Store(true)
 	srv := idempotency.NewServer(full, idempotency.WithRetryAfter(retryAfter))
 	res, dead := newResults(), &deadLetters{}
 	p := kafkaidempotency.NewProcessor(srv, "orders.ship", func(context.Context, *kgo.Record) error { return nil },
-		res.option(), dead.option(), kafkaidempotency.WithMaxAttempts(1))
+		kafkaidempotency.WithResults(res.Add), dead.option(), kafkaidempotency.WithMaxAttempts(1))
 	k.produce(0, "order-1")
 	k.run(p, group)
 	for i := range 3 { // more than WithMaxAttempts: a store that is full is not a failed run
-		r, _ := res.wait(t, "of an attempt", func(kafkaidempotency.Result) bool { return true })
+		r, _ := res.Wait(t, "of an attempt", func(kafkaidempotency.Result) bool { return true })
 		if r.Ran || !errors.Is(r.Err, idempotency.ErrStoreFull) || r.Action != kafkaidempotency.Retry || r.Delay != retryAfter {
 			t.Fatalf("attempt %d: %+v; want ErrStoreFull, retried after the server's RetryAfter", i+1, r)
 		}

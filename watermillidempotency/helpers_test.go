@@ -16,8 +16,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
@@ -30,15 +29,9 @@ const (
 	defaultRabbitURL = "amqp://guest:guest@127.0.0.1:5672/"
 )
 
-const (
-	// waitLimit bounds every wait for an event; a test that reaches it
-	// fails.
-	waitLimit = 30 * time.Second
-	lease     = 300 * time.Millisecond
-	// queueExpiry is how long RabbitMQ keeps a test's queue once nothing
-	// uses it (x-expires): tests leave no queue behind.
-	queueExpiry = int32(60_000)
-)
+// queueExpiry is how long RabbitMQ keeps a test's queue once nothing uses
+// it (x-expires): tests leave no queue behind.
+const queueExpiry = int32(60_000)
 
 // rabbitURL returns the URL of the RabbitMQ the tests use, skipping or
 // failing t when nothing answers there.
@@ -138,25 +131,22 @@ func startConsumer(t *testing.T, u, topic string, h message.HandlerFunc, mw mess
 	router.AddMiddleware(mw)
 	router.AddPublisherDecorators(decorators...)
 	router.AddHandler("ship", topic, sub, topic+".out", pub, h)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan error, 1)
-	go func() { done <- router.Run(ctx) }()
+	run := testkit.RunInBackground(t, func(ctx context.Context) error {
+		defer context.AfterFunc(ctx, func() { _ = router.Close() })()
+		return router.Run(ctx)
+	})
 	select {
 	case <-router.Running():
-	case err := <-done:
-		t.Fatalf("the router did not start: %v", err)
-	case <-time.After(waitLimit):
+	case <-run.Done():
+		t.Fatalf("the router did not start: %v", run.Err())
+	case <-time.After(testkit.ConsumerWait):
 		t.Fatal("the router did not start")
 	}
 	var once sync.Once
 	c := &consumer{sub: sub}
 	c.stop = func() {
 		once.Do(func() {
-			cancel()
-			_ = router.Close()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
+			run.Stop()
 			c.kill()
 		})
 	}
@@ -164,67 +154,11 @@ func startConsumer(t *testing.T, u, topic string, h message.HandlerFunc, mw mess
 	return c
 }
 
-// newServer returns an idempotency server on a memory store of its own,
-// closed at the end of the test, with a short lease.
-func newServer(t *testing.T, opts ...idempotency.ServerOption) *idempotency.Server {
-	return idempotency.NewServer(memStore(t), append([]idempotency.ServerOption{idempotency.WithLease(lease)}, opts...)...)
-}
-
-// memStore returns a memory store closed at the end of the test.
-func memStore(t *testing.T) *memorystore.Store {
-	mem := memorystore.New()
-	t.Cleanup(func() { _ = mem.Close() })
-	return mem
-}
-
-// results collects the Results of the middlewares it is given to.
-type results chan watermillidempotency.Result
-
-func newResults() results { return make(results, 1000) }
-
-func (r results) option() watermillidempotency.Option {
-	return watermillidempotency.WithResults(func(res watermillidempotency.Result) { r <- res })
-}
-
-// wait returns the next Result that match accepts, failing the test after
-// waitLimit; the Results it skips are returned in seen.
-func (r results) wait(t *testing.T, what string, match func(watermillidempotency.Result) bool) (got watermillidempotency.Result, seen []watermillidempotency.Result) {
-	t.Helper()
-	limit := time.After(waitLimit)
-	for {
-		select {
-		case res := <-r:
-			if match(res) {
-				return res, seen
-			}
-			seen = append(seen, res)
-		case <-limit:
-			t.Fatalf("no result %s after %v; saw %+v", what, waitLimit, seen)
-		}
-	}
+// newResults returns a recorder of the Results of the middlewares given
+// watermillidempotency.WithResults(res.Add).
+func newResults() testkit.Results[watermillidempotency.Result] {
+	return testkit.NewResults[watermillidempotency.Result]()
 }
 
 // payload returns the Result's message payload: the tests' message id.
 func payload(r watermillidempotency.Result) string { return string(r.Message.Payload) }
-
-// ledger is the side effect the tests own: how many times each message's
-// work was done.
-type ledger struct {
-	mu   sync.Mutex
-	done map[string]int
-}
-
-func (l *ledger) write(id string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done == nil {
-		l.done = map[string]int{}
-	}
-	l.done[id]++
-}
-
-func (l *ledger) count(id string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.done[id]
-}

@@ -13,7 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/store/memorystore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
@@ -62,9 +62,7 @@ func BenchmarkWatermill(b *testing.B) {
 				}
 				var mw message.HandlerMiddleware
 				if row == "executed" {
-					mem := memorystore.New()
-					b.Cleanup(func() { _ = mem.Close() })
-					mw = watermillidempotency.Middleware(idempotency.NewServer(mem))
+					mw = watermillidempotency.Middleware(idempotency.NewServer(testkit.NewMemoryStore(b)))
 				}
 				b.ResetTimer()
 				per := benchRouter(b, sub, topic, mw)

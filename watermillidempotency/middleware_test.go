@@ -16,6 +16,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
@@ -42,11 +43,11 @@ func TestOperationIsHandlerName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, book := newResults(), &ledger{}
-	router.AddMiddleware(watermillidempotency.Middleware(newServer(t), res.option()))
+	res, book := newResults(), &testkit.Ledger{}
+	router.AddMiddleware(watermillidempotency.Middleware(testkit.NewConsumerServer(t), watermillidempotency.WithResults(res.Add)))
 	for _, name := range []string{"ship", "invoice"} {
 		router.AddConsumerHandler(name, "orders", pubsub, func(msg *message.Message) error {
-			book.write(name + " " + string(msg.Payload))
+			book.Write(name + " " + string(msg.Payload))
 			return nil
 		})
 	}
@@ -67,7 +68,7 @@ func TestOperationIsHandlerName(t *testing.T) {
 	}
 	ran := map[string]int{}
 	for range 4 {
-		r, _ := res.wait(t, "of a delivery", func(watermillidempotency.Result) bool { return true })
+		r, _ := res.Wait(t, "of a delivery", func(watermillidempotency.Result) bool { return true })
 		if r.Action != watermillidempotency.Ack || r.Key != "m1" {
 			t.Fatalf("%+v; want acked, keyed on the UUID", r)
 		}
@@ -75,7 +76,7 @@ func TestOperationIsHandlerName(t *testing.T) {
 			ran[r.Operation]++
 		}
 	}
-	if ran["ship"] != 1 || ran["invoice"] != 1 || book.count("ship order-1") != 1 || book.count("invoice order-1") != 1 {
+	if ran["ship"] != 1 || ran["invoice"] != 1 || book.Count("ship order-1") != 1 || book.Count("invoice order-1") != 1 {
 		t.Fatalf("runs by operation %v; want each handler's once", ran)
 	}
 }
@@ -86,7 +87,7 @@ func TestOperationIsHandlerName(t *testing.T) {
 // handler does not run; WithOperation names the operation then.
 func TestNoOperation(t *testing.T) {
 	t.Parallel()
-	srv := newServer(t)
+	srv := testkit.NewConsumerServer(t)
 	runs := 0
 	h := func(*message.Message) ([]*message.Message, error) { runs++; return nil, nil }
 	if _, err := handle(watermillidempotency.Middleware(srv), h, "m1", "order-1"); !errors.Is(err, watermillidempotency.ErrNoOperation) || runs != 0 {
@@ -103,7 +104,7 @@ func TestNoOperation(t *testing.T) {
 // handler that returns none replays none.
 func TestProducedReplayed(t *testing.T) {
 	t.Parallel()
-	mw := watermillidempotency.Middleware(newServer(t), watermillidempotency.WithOperation("orders.ship"))
+	mw := watermillidempotency.Middleware(testkit.NewConsumerServer(t), watermillidempotency.WithOperation("orders.ship"))
 	runs := 0
 	h := func(msg *message.Message) ([]*message.Message, error) {
 		runs++
@@ -148,7 +149,7 @@ func TestFinalOutcomes(t *testing.T) {
 	failDeadLetter := true
 	res := newResults()
 	inFlight, release := make(chan struct{}), make(chan struct{})
-	mw := watermillidempotency.Middleware(newServer(t), res.option(),
+	mw := watermillidempotency.Middleware(testkit.NewConsumerServer(t), watermillidempotency.WithResults(res.Add),
 		watermillidempotency.WithOperation("orders.ship"),
 		watermillidempotency.WithKey(watermillidempotency.MetadataKey("order_id")),
 		watermillidempotency.WithRetryDelay(10*time.Millisecond),
@@ -201,7 +202,7 @@ func TestFinalOutcomes(t *testing.T) {
 			md = []string{"order_id", tt.orderID}
 		}
 		_, err := handle(mw, h, tt.uuid, tt.payload, md...)
-		r, _ := res.wait(t, "of "+tt.name, func(watermillidempotency.Result) bool { return true })
+		r, _ := res.Wait(t, "of "+tt.name, func(watermillidempotency.Result) bool { return true })
 		if r.Ran != tt.ran || r.Action != tt.action || (tt.err == nil) != (err == nil) {
 			t.Errorf("%s: %+v, returned %v; want ran %v, %v", tt.name, r, err, tt.ran, tt.action)
 		}
@@ -238,7 +239,7 @@ func TestFinalOutcomes(t *testing.T) {
 func TestRetryLaterWaitsRetryAfter(t *testing.T) {
 	t.Parallel()
 	const retryAfter = 1500 * time.Millisecond // above DefaultRetryAfter: a delay of the default would be too short
-	full := faultstore.New(memStore(t))
+	full := faultstore.New(testkit.NewMemoryStore(t))
 	full.Full.Store(true)
 	mw := watermillidempotency.Middleware(idempotency.NewServer(full, idempotency.WithRetryAfter(retryAfter)),
 		watermillidempotency.WithOperation("orders.ship"))

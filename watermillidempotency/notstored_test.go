@@ -9,6 +9,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
@@ -25,9 +26,9 @@ func TestOutcomeNotStoredAcked(t *testing.T) {
 	t.Parallel()
 	u := rabbitURL(t)
 	topic := uniqueName("orders")
-	fs := faultstore.New(memStore(t))
+	fs := faultstore.New(testkit.NewMemoryStore(t))
 	fs.FailCompletes(1 << 30)
-	srv := idempotency.NewServer(fs, idempotency.WithLease(lease), idempotency.WithStoreTimeout(100*time.Millisecond))
+	srv := idempotency.NewServer(fs, idempotency.WithLease(testkit.ConsumerLease), idempotency.WithStoreTimeout(100*time.Millisecond))
 	res := newResults()
 	var runs atomic.Int64
 	startConsumer(t, u, topic, func(msg *message.Message) ([]*message.Message, error) {
@@ -35,26 +36,26 @@ func TestOutcomeNotStoredAcked(t *testing.T) {
 			runs.Add(1)
 		}
 		return nil, nil
-	}, watermillidempotency.Middleware(srv, res.option(), watermillidempotency.WithKey(watermillidempotency.MetadataKey("Order-Id")),
+	}, watermillidempotency.Middleware(srv, watermillidempotency.WithResults(res.Add), watermillidempotency.WithKey(watermillidempotency.MetadataKey("Order-Id")),
 		watermillidempotency.WithRetryDelay(50*time.Millisecond)))
 	pub := publisher(t, u)
 
 	publish(t, pub, topic, "m1", "order-7", "Order-Id", "7")
 	publish(t, pub, topic, "s1", "sentinel", "Order-Id", "s1")
-	first, _ := res.wait(t, "of the first message", func(watermillidempotency.Result) bool { return true })
+	first, _ := res.Wait(t, "of the first message", func(watermillidempotency.Result) bool { return true })
 	if payload(first) != "order-7" || !first.Ran || first.Err != nil || first.Action != watermillidempotency.Ack {
 		t.Fatalf("first: %+v; want order-7 run and acked", first)
 	}
 	if n := fs.Count("complete"); n == 0 {
 		t.Fatal("no Complete was tried")
 	}
-	if next, _ := res.wait(t, "of the sentinel", func(watermillidempotency.Result) bool { return true }); payload(next) != "sentinel" {
+	if next, _ := res.Wait(t, "of the sentinel", func(watermillidempotency.Result) bool { return true }); payload(next) != "sentinel" {
 		t.Fatalf("after order-7: %+v; want the sentinel, not a redelivery", next)
 	}
 
 	fs.FailCompletes(0)
 	publish(t, pub, topic, "m2", "order-7", "Order-Id", "7")
-	second, held := res.wait(t, "of the second message's run", func(r watermillidempotency.Result) bool { return r.Ran })
+	second, held := res.Wait(t, "of the second message's run", func(r watermillidempotency.Result) bool { return r.Ran })
 	if payload(second) != "order-7" || second.Err != nil || second.Action != watermillidempotency.Ack {
 		t.Fatalf("second: %+v; want order-7 run again and acked", second)
 	}
@@ -64,7 +65,7 @@ func TestOutcomeNotStoredAcked(t *testing.T) {
 		}
 	}
 	publish(t, pub, topic, "m3", "order-7", "Order-Id", "7")
-	third, _ := res.wait(t, "of the third message", func(watermillidempotency.Result) bool { return true })
+	third, _ := res.Wait(t, "of the third message", func(watermillidempotency.Result) bool { return true })
 	if third.Ran || third.Err != nil || third.Action != watermillidempotency.Ack {
 		t.Fatalf("third: %+v; want the stored outcome, acked", third)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
@@ -29,7 +30,7 @@ func TestKilledConsumerLeaseTakeover(t *testing.T) {
 	const leaseA = 1500 * time.Millisecond
 	u := rabbitURL(t)
 	topic := uniqueName("orders")
-	mem, book := memStore(t), &ledger{}
+	mem, book := testkit.NewMemoryStore(t), &testkit.Ledger{}
 	dying := faultstore.New(mem)
 	srvA := idempotency.NewServer(dying, idempotency.WithLease(leaseA), idempotency.WithStoreTimeout(100*time.Millisecond))
 	srvB := idempotency.NewServer(mem, idempotency.WithLease(leaseA))
@@ -49,11 +50,11 @@ func TestKilledConsumerLeaseTakeover(t *testing.T) {
 
 	res := newResults()
 	startConsumer(t, u, topic, func(msg *message.Message) ([]*message.Message, error) {
-		book.write(string(msg.Payload))
+		book.Write(string(msg.Payload))
 		return nil, nil
-	}, watermillidempotency.Middleware(srvB, res.option(), watermillidempotency.WithRetryDelay(100*time.Millisecond)))
+	}, watermillidempotency.Middleware(srvB, watermillidempotency.WithResults(res.Add), watermillidempotency.WithRetryDelay(100*time.Millisecond)))
 
-	ran, before := res.wait(t, "of B's run", func(r watermillidempotency.Result) bool { return r.Ran })
+	ran, before := res.Wait(t, "of B's run", func(r watermillidempotency.Result) bool { return r.Ran })
 	if ran.Err != nil || ran.Action != watermillidempotency.Ack {
 		t.Fatalf("B's run: %+v; want acked", ran)
 	}
@@ -65,7 +66,7 @@ func TestKilledConsumerLeaseTakeover(t *testing.T) {
 			t.Fatalf("B before A's lease ended: %+v; want ErrKeyInUse, nacked after the delay", r)
 		}
 	}
-	if n := book.count("order-1"); n != 1 {
+	if n := book.Count("order-1"); n != 1 {
 		t.Fatalf("ledger: order-1 written %d times, want 1", n)
 	}
 }
@@ -82,16 +83,16 @@ func TestAckLostReplaysProduced(t *testing.T) {
 	t.Parallel()
 	u := rabbitURL(t)
 	topic := uniqueName("orders")
-	srv, book, res := newServer(t), &ledger{}, newResults()
+	srv, book, res := testkit.NewConsumerServer(t), &testkit.Ledger{}, newResults()
 	// The downstream consumer, keyed on the UUID, first: its queue must
 	// exist before anything is published to it.
-	down, downRes := &ledger{}, newResults()
+	down, downRes := &testkit.Ledger{}, newResults()
 	startConsumer(t, u, topic+".out", func(msg *message.Message) ([]*message.Message, error) {
-		down.write(msg.UUID)
+		down.Write(msg.UUID)
 		return nil, nil
-	}, watermillidempotency.Middleware(newServer(t), downRes.option()))
+	}, watermillidempotency.Middleware(testkit.NewConsumerServer(t), watermillidempotency.WithResults(downRes.Add)))
 	ship := func(msg *message.Message) ([]*message.Message, error) {
-		book.write(string(msg.Payload))
+		book.Write(string(msg.Payload))
 		out := message.NewMessage("shipped-"+msg.UUID, []byte("shipped "+string(msg.Payload)))
 		out.Metadata.Set("carrier", "post")
 		return message.Messages{out}, nil
@@ -100,15 +101,15 @@ func TestAckLostReplaysProduced(t *testing.T) {
 	dieAfterPublish := func(pub message.Publisher) (message.Publisher, error) {
 		return publishThen{pub, func() { a.Load().kill() }}, nil
 	}
-	a.Store(startConsumer(t, u, topic, ship, watermillidempotency.Middleware(srv, res.option()), dieAfterPublish))
+	a.Store(startConsumer(t, u, topic, ship, watermillidempotency.Middleware(srv, watermillidempotency.WithResults(res.Add)), dieAfterPublish))
 	publish(t, publisher(t, u), topic, "m1", "order-1")
-	first, _ := res.wait(t, "of A's run", func(r watermillidempotency.Result) bool { return r.Ran })
+	first, _ := res.Wait(t, "of A's run", func(r watermillidempotency.Result) bool { return r.Ran })
 	if first.Action != watermillidempotency.Ack || len(first.Produced) != 1 {
 		t.Fatalf("A: %+v; want acked with one message", first)
 	}
 
-	startConsumer(t, u, topic, ship, watermillidempotency.Middleware(srv, res.option(), watermillidempotency.WithRetryDelay(100*time.Millisecond)))
-	replay, _ := res.wait(t, "of B's replay", func(r watermillidempotency.Result) bool { return r.Action == watermillidempotency.Ack })
+	startConsumer(t, u, topic, ship, watermillidempotency.Middleware(srv, watermillidempotency.WithResults(res.Add), watermillidempotency.WithRetryDelay(100*time.Millisecond)))
+	replay, _ := res.Wait(t, "of B's replay", func(r watermillidempotency.Result) bool { return r.Action == watermillidempotency.Ack })
 	if replay.Ran || len(replay.Produced) != 1 {
 		t.Fatalf("B: %+v; want not run, one message replayed", replay)
 	}
@@ -116,18 +117,18 @@ func TestAckLostReplaysProduced(t *testing.T) {
 	if got.UUID != want.UUID || string(got.Payload) != string(want.Payload) || got.Metadata.Get("carrier") != "post" {
 		t.Fatalf("replayed message %s %q %v; want %s %q %v", got.UUID, got.Payload, got.Metadata, want.UUID, want.Payload, want.Metadata)
 	}
-	if n := book.count("order-1"); n != 1 {
+	if n := book.Count("order-1"); n != 1 {
 		t.Fatalf("ledger: order-1 written %d times, want 1", n)
 	}
 
 	// Downstream: both copies arrive, and the one keyed on the UUID runs
 	// once.
-	downRes.wait(t, "of the first copy", func(watermillidempotency.Result) bool { return true })
-	second, _ := downRes.wait(t, "of the second copy", func(watermillidempotency.Result) bool { return true })
+	downRes.Wait(t, "of the first copy", func(watermillidempotency.Result) bool { return true })
+	second, _ := downRes.Wait(t, "of the second copy", func(watermillidempotency.Result) bool { return true })
 	if second.Ran || second.Action != watermillidempotency.Ack || second.Key != want.UUID {
 		t.Fatalf("the second copy: %+v; want keyed on its UUID, acked without running", second)
 	}
-	if n := down.count(want.UUID); n != 1 {
+	if n := down.Count(want.UUID); n != 1 {
 		t.Fatalf("downstream ran %s %d times, want 1", want.UUID, n)
 	}
 }
@@ -140,33 +141,33 @@ func TestRetryableErrorRedelivers(t *testing.T) {
 	t.Parallel()
 	u := rabbitURL(t)
 	topic := uniqueName("orders")
-	srv, book, res := newServer(t), &ledger{}, newResults()
+	srv, book, res := testkit.NewConsumerServer(t), &testkit.Ledger{}, newResults()
 	errFlaky := status.Error(codes.Unavailable, "the warehouse API timed out")
 	runs := 0
 	startConsumer(t, u, topic, func(msg *message.Message) ([]*message.Message, error) {
 		if runs++; runs == 1 { // one message at a time: -race checks it
 			return nil, errFlaky
 		}
-		book.write(string(msg.Payload))
+		book.Write(string(msg.Payload))
 		return nil, nil
-	}, watermillidempotency.Middleware(srv, res.option()))
+	}, watermillidempotency.Middleware(srv, watermillidempotency.WithResults(res.Add)))
 	pub := publisher(t, u)
 	publish(t, pub, topic, "m1", "order-1")
-	failed, _ := res.wait(t, "of the failed run", func(watermillidempotency.Result) bool { return true })
+	failed, _ := res.Wait(t, "of the failed run", func(watermillidempotency.Result) bool { return true })
 	if !failed.Ran || !errors.Is(failed.Err, errFlaky) || failed.Settlement != idempotency.SettleRetry || failed.Action != watermillidempotency.Nack {
 		t.Fatalf("first delivery: %+v; want run, its error, nacked", failed)
 	}
-	again, _ := res.wait(t, "of the redelivery", func(watermillidempotency.Result) bool { return true })
+	again, _ := res.Wait(t, "of the redelivery", func(watermillidempotency.Result) bool { return true })
 	if !again.Ran || again.Err != nil || again.Action != watermillidempotency.Ack {
 		t.Fatalf("redelivery: %+v; want run and acked", again)
 	}
 	// A sentinel behind it: had the message come back once more, it would
 	// be delivered before the sentinel.
 	publish(t, pub, topic, "m2", "order-2")
-	if next, _ := res.wait(t, "of the sentinel", func(watermillidempotency.Result) bool { return true }); payload(next) != "order-2" {
+	if next, _ := res.Wait(t, "of the sentinel", func(watermillidempotency.Result) bool { return true }); payload(next) != "order-2" {
 		t.Fatalf("after the ack: %+v; want the sentinel", next)
 	}
-	if n := book.count("order-1"); n != 1 || runs != 3 {
+	if n := book.Count("order-1"); n != 1 || runs != 3 {
 		t.Fatalf("order-1 written %d times, handler ran %d times; want 1, 3 (with the sentinel's)", n, runs)
 	}
 }
@@ -181,7 +182,7 @@ func TestStoredErrorFinal(t *testing.T) {
 	t.Parallel()
 	u := rabbitURL(t)
 	topic := uniqueName("orders")
-	srv, res := newServer(t), newResults()
+	srv, res := testkit.NewConsumerServer(t), newResults()
 	errNoProduct := status.Error(codes.InvalidArgument, "no such product")
 	var mu sync.Mutex
 	runs, dead := 0, []error{}
@@ -191,7 +192,7 @@ func TestStoredErrorFinal(t *testing.T) {
 		}
 		runs++
 		return nil, errNoProduct
-	}, watermillidempotency.Middleware(srv, res.option(), watermillidempotency.WithDeadLetter(func(_ *message.Message, err error) error {
+	}, watermillidempotency.Middleware(srv, watermillidempotency.WithResults(res.Add), watermillidempotency.WithDeadLetter(func(_ *message.Message, err error) error {
 		mu.Lock()
 		defer mu.Unlock()
 		dead = append(dead, err)
@@ -201,12 +202,12 @@ func TestStoredErrorFinal(t *testing.T) {
 	for i, wantRan := range []bool{true, false} {
 		publish(t, pub, topic, "m1", "order-1")
 		publish(t, pub, topic, "sentinel-"+string(rune('a'+i)), "sentinel")
-		got, _ := res.wait(t, "of order-1", func(watermillidempotency.Result) bool { return true })
+		got, _ := res.Wait(t, "of order-1", func(watermillidempotency.Result) bool { return true })
 		if payload(got) != "order-1" || got.Ran != wantRan || status.Code(got.Err) != codes.InvalidArgument ||
 			got.Settlement != idempotency.SettleReject || got.Action != watermillidempotency.DeadLetter {
 			t.Fatalf("delivery %d of order-1: %+v; want ran %v, its stored error, dead-lettered", i+1, got, wantRan)
 		}
-		if next, _ := res.wait(t, "of the sentinel", func(watermillidempotency.Result) bool { return true }); payload(next) != "sentinel" {
+		if next, _ := res.Wait(t, "of the sentinel", func(watermillidempotency.Result) bool { return true }); payload(next) != "sentinel" {
 			t.Fatalf("after order-1's delivery %d: %+v; want the sentinel, not a redelivery", i+1, next)
 		}
 	}
@@ -241,7 +242,7 @@ func TestCompetingConsumers(t *testing.T) {
 	const n = 60
 	u := rabbitURL(t)
 	topic := uniqueName("orders")
-	mem, book, res := memStore(t), &ledger{}, newResults()
+	mem, book, res := testkit.NewMemoryStore(t), &testkit.Ledger{}, newResults()
 	var mu sync.Mutex
 	failed := map[string]bool{}
 	ship := func(msg *message.Message) ([]*message.Message, error) {
@@ -257,12 +258,12 @@ func TestCompetingConsumers(t *testing.T) {
 		if fail {
 			return nil, status.Error(codes.Unavailable, "the warehouse API timed out")
 		}
-		book.write(id)
+		book.Write(id)
 		return nil, nil
 	}
 	for range 2 { // two processes: a server each, one store
-		startConsumer(t, u, topic, ship, watermillidempotency.Middleware(idempotency.NewServer(mem, idempotency.WithLease(lease)),
-			res.option(), watermillidempotency.WithRetryDelay(20*time.Millisecond)))
+		startConsumer(t, u, topic, ship, watermillidempotency.Middleware(idempotency.NewServer(mem, idempotency.WithLease(testkit.ConsumerLease)),
+			watermillidempotency.WithResults(res.Add), watermillidempotency.WithRetryDelay(20*time.Millisecond)))
 	}
 	pub := publisher(t, u)
 	for i := range n {
@@ -270,7 +271,7 @@ func TestCompetingConsumers(t *testing.T) {
 	}
 	acked, nacked := map[string]int{}, 0
 	for len(acked) < n {
-		r, _ := res.wait(t, "of an ack", func(r watermillidempotency.Result) bool {
+		r, _ := res.Wait(t, "of an ack", func(r watermillidempotency.Result) bool {
 			if r.Action == watermillidempotency.Nack {
 				nacked++
 			}
@@ -282,8 +283,8 @@ func TestCompetingConsumers(t *testing.T) {
 		t.Errorf("%d retryable failures nacked, want at least %d", nacked, n/3)
 	}
 	for i := range n {
-		if id := fmt.Sprintf("order-%d", i); book.count(id) != 1 {
-			t.Errorf("%s written %d times, want 1", id, book.count(id))
+		if id := fmt.Sprintf("order-%d", i); book.Count(id) != 1 {
+			t.Errorf("%s written %d times, want 1", id, book.Count(id))
 		}
 	}
 }
