@@ -14,7 +14,10 @@
 //   - [DirectServer] calls the server interceptor as a function, with
 //     metadata a gRPC client would refuse to send;
 //   - [MoveOverServers] follows the documented move from one store to
-//     another over real servers.
+//     another over real servers;
+//   - [NewConsumerServer], [Results], [Ledger] and [RunInBackground] are
+//     what the tests of the JetStream, Kafka and watermill consumers share
+//     (each module keeps its broker's setup).
 //
 // It needs nothing but grpc, so the core module can hold it and every
 // module of the repository can import it.
