@@ -5,26 +5,40 @@ TOOL := GOWORK=off go tool -modfile=tools.mod
 # `go test ./...` at the root covers the root module only, even in workspace
 # mode; the go commands below name each module's ./... instead.
 MODULES := $(shell go list -m -f '{{.Dir}}')
-GENERATED_DIRS := gen internal/gen examples internal/test/gatewaytest/gen internal/test/connecttest/gen watermillidempotency/internal/gen
-PROTO_DIRS := proto internal/proto watermillidempotency/internal/proto
+# What buf generate writes, wherever it is: a new proto module's code needs
+# no entry here. The directories buf reads are buf.yaml's modules.
+GENERATED := '*.pb.go' '*.pb.gw.go' '*.connect.go'
+PROTO_DIRS := $(shell sed -n 's/^  - path: //p' buf.yaml)
 
-.PHONY: all generate check-generate check-docs check-core-deps lint test bench
+# Each target has a line `## target: what it does.` above it, which
+# `make help` prints; more about it goes in plain comments below that line.
 
+.PHONY: all help generate check-generate check-docs check-core-deps lint test bench
+
+## all: generate, lint and test.
 all: generate lint test
 
-## generate: regenerate Go code from proto/ (removes stale files first).
+## help: list the targets, each with its one-line description (this list).
+help:
+	@awk '/^## [a-z-]+: / { name = $$2; sub(/:$$/, "", name); text = $$0; sub(/^## [a-z-]+: /, "", text); desc[name] = text } \
+		/^[a-z][a-z-]*:([^=]|$$)/ { t = $$1; sub(/:.*/, "", t); order[++n] = t } \
+		END { for (i = 1; i <= n; i++) { if (!(order[i] in desc)) { print "make help: target " order[i] " has no \"## " order[i] ": ...\" line" > "/dev/stderr"; bad = 1 } else printf "  %-16s %s\n", order[i], desc[order[i]] } exit bad }' $(firstword $(MAKEFILE_LIST))
+
+## generate: regenerate the Go code of every proto module of buf.yaml (removes stale files first).
 generate:
-	find $(GENERATED_DIRS) \( -name '*.pb.go' -o -name '*.pb.gw.go' -o -name '*.connect.go' \) -delete 2>/dev/null || true
+	git ls-files -z --cached --others --exclude-standard -- $(GENERATED) | xargs -0 rm -f
 	$(TOOL) buf generate
 
 ## check-generate: fail when regenerating changes a byte.
+# A generated file that is new, gone or changed anywhere in the tree counts.
 check-generate: generate
-	@test -z "$$(git status --porcelain -- $(GENERATED_DIRS) $(PROTO_DIRS))" || \
-		{ git status --porcelain -- $(GENERATED_DIRS); echo "generated code is stale: run make generate"; exit 1; }
+	@test -z "$$(git status --porcelain -- $(GENERATED) $(PROTO_DIRS))" || \
+		{ git status --porcelain -- $(GENERATED) $(PROTO_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
-## lint: buf lint, gofmt, no merge conflict markers, no module but the core importing the
-## core's internal packages outside its tests, then go vet and staticcheck in every module,
-## each built on its own (GOWORK=off: its go.mod and replace directives alone).
+## lint: buf lint, gofmt, conflict markers, internal imports, go vet and staticcheck in every module.
+# No module but the core may import the core's internal packages outside its
+# tests; go vet and staticcheck build each module on its own (GOWORK=off: its
+# go.mod and replace directives alone).
 lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
@@ -35,33 +49,35 @@ lint:
 		(cd $$m && GOWORK=off go vet ./... && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod staticcheck ./...) || exit 1; \
 	done
 
-## check-core-deps: fail when the core module requires more than grpc,
-## protobuf and the few small modules the core needs.
+## check-core-deps: fail when the core module requires more than grpc, protobuf and a few small modules.
 check-core-deps:
 	./scripts/check-core-deps.sh
 
-## check-docs: every proto snippet of the docs builds with buf (run with
-## GOWORK=off, as it runs buf from tools.mod), every whole Go snippet builds
-## and passes go vet in the workspace and every other one is whole
-## statements, the README's examples run
-## when copied into an empty module, the README's quickstart runs as written
-## (fetching options.proto from the module cache, buf generate, go run), and
-## every relative link between the Markdown files, and every link of the Go
-## files to the repository's files (docs/semantics/<topic>.md#decision-N),
-## resolves, anchors included.
+## check-docs: the docs' proto and Go snippets build, the README's examples and quickstart run, links and module tables agree.
+# Every proto snippet of the docs builds with buf (run with GOWORK=off, as it
+# runs buf from tools.mod), every whole Go snippet builds and passes go vet
+# in the workspace and every other one is whole statements, the README's
+# examples run when copied into an empty module, the README's quickstart
+# runs as written (fetching options.proto from the module cache, buf
+# generate, go run), and every relative link between the Markdown files, and
+# every link of the Go files to the repository's files
+# (docs/semantics/<topic>.md#decision-N), resolves, anchors included; and
+# the modules tables of docs/releasing.md and the README name every module of
+# go.work (scripts/check-modules-listed.sh).
 check-docs:
 	GOWORK=off go run ./internal/tools/protosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	go run ./internal/tools/gosnippets $$(find . -name '*.md' -not -path './.git/*' | sed 's|^\./||' | sort)
 	./scripts/check-examples.sh
 	./scripts/check-quickstart.sh
 	./scripts/check-links.sh
+	./scripts/check-modules-listed.sh
 
-## test: the test command the README gives: first one line per backend
-## (Redis, PostgreSQL) saying whether its tests run or skip, then the tests
-## of every module of go.work.
+## test: the README's test command: one line per backend (runs or skips), then every module's tests.
+# First one line per backend (Redis, PostgreSQL, RabbitMQ, MySQL) saying
+# whether its tests run or skip, then the tests of every module of go.work.
 test:
 	go run ./internal/tools/backends && go test -race -shuffle=on -count=1 $$(go list -m -f '{{.Dir}}/...')
 
-## bench: run the benchmarks and rewrite BENCHMARKS.md.
+## bench: run the benchmarks and rewrite BENCHMARKS.md (scripts/bench.sh).
 bench:
 	./scripts/bench.sh

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Prints the modules of go.work in the order they are tagged
+# (docs/releasing.md): one line per step, each naming the modules that
+# require, in their go.mod, only modules of this repository named on the
+# lines above. With a version (scripts/release-order.sh v0.1.0) it prints
+# each module's tag instead of its directory (v0.1.0,
+# store/redisstore/v0.1.0, ...). The order is read from the go.mod files,
+# so a new module needs no entry here; a requirement cycle fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version=${1:-}
+root=$(go list -m -f '{{.Path}}' | head -1)
+declare -A dir_of req_of
+paths=()
+while read -r path dir; do
+  rel=${dir#"$PWD"}
+  rel=${rel#/}
+  dir_of[$path]=${rel:-.}
+  paths+=("$path")
+  # The modules of this repository that go.mod requires, direct or indirect.
+  req_of[$path]=$(go mod edit -json "$dir/go.mod" |
+    awk -v root="$root" '/^\t"Require": \[/ { on = 1; next } on && /^\t\]/ { on = 0 }
+      on && /"Path":/ { gsub(/[",]/, "", $2); if ($2 == root || index($2, root "/") == 1) print $2 }')
+done < <(go list -m -f '{{.Path}} {{.Dir}}')
+
+declare -A done_
+left=${#paths[@]}
+while [ "$left" -gt 0 ]; do
+  step=()
+  for p in "${paths[@]}"; do
+    [ -z "${done_[$p]:-}" ] || continue
+    ready=1
+    for r in ${req_of[$p]}; do
+      [ -n "${done_[$r]:-}" ] || { ready=0; break; }
+    done
+    [ "$ready" = 0 ] || step+=("$p")
+  done
+  if [ ${#step[@]} = 0 ]; then
+    echo "release-order: the requirements of these modules form a cycle:" >&2
+    for p in "${paths[@]}"; do [ -n "${done_[$p]:-}" ] || echo "  ${dir_of[$p]}" >&2; done
+    exit 1
+  fi
+  line=()
+  for p in "${step[@]}"; do
+    done_[$p]=1
+    left=$((left - 1))
+    d=${dir_of[$p]}
+    if [ -z "$version" ]; then
+      line+=("$d")
+    elif [ "$d" = . ]; then
+      line+=("$version")
+    else
+      line+=("$d/$version")
+    fi
+  done
+  echo "${line[*]}"
+done
