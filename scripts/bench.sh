@@ -52,8 +52,9 @@ cmd5="scripts/bench-instructions.sh"
 cmd6="go test -run '^\$' -bench '^(BenchmarkJetStream|BenchmarkKafka|BenchmarkWatermill)\$' -benchmem -benchtime=5000x -count=$count ./jetstreamidempotency ./kafkaidempotency ./watermillidempotency"
 # Inspection (the admin service's and idempotencyctl's reads) on a store of
 # 1,000,000 entries: a List page of 100, a Lookup and Stats, with their p50
-# and p99 latency; each run fills its store first, so fewer runs.
-cmd7="go test -run '^\$' -bench '^(BenchmarkInspectMemory|BenchmarkInspectRedis|BenchmarkInspectPostgres)\$' -benchmem -count=3 ./store/memorystore ./store/redisstore ./store/postgresstore"
+# and p99 latency; each run fills its store first, so fewer runs. Every
+# store's BenchmarkInspectXxx, in the packages that declare one.
+cmd7="go test -run '^\$' -bench '^BenchmarkInspect' -benchmem -count=3 $(scripts/bench-packages.sh BenchmarkInspect | tr '\n' ' ' | sed 's/ $//')"
 export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1 IDEMPOTENCY_REQUIRE_MYSQL=1 IDEMPOTENCY_REQUIRE_RABBITMQ=1
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"

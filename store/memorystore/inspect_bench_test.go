@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
@@ -16,7 +17,7 @@ import (
 // the one before), a Lookup, and Stats. Each reports its p50, p99 and
 // maximum latency.
 func BenchmarkInspectMemory(b *testing.B) {
-	const n = 1_000_000
+	n := benchtest.Size(1_000_000)
 	s := memorystore.New()
 	defer s.Close()
 	ctx := b.Context()
@@ -68,7 +69,7 @@ func BenchmarkInspectMemory(b *testing.B) {
 			start := time.Now()
 			st, err := s.Stats(ctx)
 			lat = append(lat, time.Since(start))
-			if err != nil || st.InFlight.Entries+st.Completed.Entries != n {
+			if err != nil || st.InFlight.Entries+st.Completed.Entries != int64(n) {
 				b.Fatalf("Stats = %+v, %v", st, err)
 			}
 		}

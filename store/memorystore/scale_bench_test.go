@@ -65,7 +65,7 @@ func fillRecords(tb testing.TB, s *memorystore.Store, n int, fp, data []byte) {
 func BenchmarkScale(b *testing.B) {
 	fp := make([]byte, 33)
 	data := record200(fp)
-	for _, n := range []int{1_000, 1_000_000} {
+	for _, n := range benchtest.Sizes(1_000, 1_000_000) {
 		b.Run("records="+strconv.Itoa(n), func(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.GC()

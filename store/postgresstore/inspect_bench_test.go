@@ -32,7 +32,7 @@ FROM generate_series(1, $1) AS i`
 // and Stats (a sequential scan of the table). Each reports its p50 and p99
 // latency.
 func BenchmarkInspectPostgres(b *testing.B) {
-	const n = 1_000_000
+	n := benchtest.Size(1_000_000)
 	s, pool := newStore(b, 4, postgresstore.WithSweepInterval(0))
 	table := tableOf(b, s)
 	ctx := b.Context()
@@ -88,7 +88,7 @@ func BenchmarkInspectPostgres(b *testing.B) {
 			start := time.Now()
 			st, err := s.Stats(ctx)
 			lat = append(lat, time.Since(start))
-			if err != nil || st.InFlight.Entries+st.Completed.Entries != n {
+			if err != nil || st.InFlight.Entries+st.Completed.Entries != int64(n) {
 				b.Fatalf("Stats = %+v, %v", st, err)
 			}
 		}

@@ -40,7 +40,7 @@ FROM generate_series(1, $1 + $1 / 10) AS i`
 // ([benchtest.ReportLatency]), and how many rows the sweeper had deleted by
 // the end.
 func BenchmarkPostgresScale(b *testing.B) {
-	for _, n := range []int{1_000, 1_000_000} {
+	for _, n := range benchtest.Sizes(1_000, 1_000_000) {
 		b.Run("records="+strconv.Itoa(n), func(b *testing.B) {
 			var swept atomic.Int64
 			s, _ := newStore(b, 4, postgresstore.WithSweepInterval(time.Second),

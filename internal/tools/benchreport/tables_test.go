@@ -1,7 +1,9 @@
 package main
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -84,9 +86,11 @@ var derived = map[string]struct{ script, of string }{
 
 // Every benchmark of the report is run by make bench, and every benchmark
 // of a comparison table once by the CI smoke, so a benchmark that stops
-// running, or is renamed, fails CI instead of leaving a table empty. A
-// derived benchmark's rows must be among those its script measures, and
-// the benchmark it measures must run in the CI smoke.
+// running, or is renamed, fails CI instead of leaving a table empty. The
+// smoke runs every benchmark the test files declare (-bench .), so a
+// table's benchmark must be declared by one. A derived benchmark's rows
+// must be among those its script measures, and the benchmark it measures
+// must be declared.
 func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 	t.Parallel()
 	read := func(path string) string {
@@ -97,15 +101,33 @@ func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 		return string(b)
 	}
 	bench, ci := read("../../../scripts/bench.sh"), read("../../../.ci/run")
+	// The smoke: every benchmark of the packages whose test files declare
+	// one, once.
+	if !strings.Contains(ci, "bench_pkgs=$(scripts/bench-packages.sh)") ||
+		!regexp.MustCompile(`go test -short -run '\^\$' -bench \. -benchtime=1x \$bench_pkgs`).MatchString(ci) {
+		t.Fatal(".ci/run's benchmark smoke no longer runs every benchmark (-bench . over $bench_pkgs)")
+	}
+	declared := declaredBenchmarks(t, "../../..")
 	runs := func(script, name string) bool {
 		return regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(script)
+	}
+	// prefixes are the -bench '^BenchmarkX' of bench.sh without a $: each
+	// runs every benchmark declared whose name starts with it.
+	prefixes := regexp.MustCompile(`-bench '\^(Benchmark\w*)'`).FindAllStringSubmatch(bench, -1)
+	benchRuns := func(name string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p[1]) && declared[name] {
+				return true
+			}
+		}
+		return runs(bench, name)
 	}
 	top := func(name string) string { return strings.Split(name, "/")[0] }
 	// missing returns why bench.sh does not give the row name, or "".
 	missing := func(name string) string {
 		d, ok := derived[top(name)]
 		if !ok {
-			if !runs(bench, top(name)) {
+			if !benchRuns(top(name)) {
 				return "scripts/bench.sh does not run " + top(name)
 			}
 			return ""
@@ -148,8 +170,42 @@ func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 		if d, ok := derived[c.bench]; ok {
 			smoke = d.of
 		}
-		if !runs(ci, smoke) {
-			t.Errorf(".ci/run's benchmark smoke does not run %s", smoke)
+		if !declared[smoke] {
+			t.Errorf("no test file declares %s, which .ci/run's benchmark smoke would run", smoke)
 		}
 	}
+}
+
+// declaredBenchmarks returns the names of the benchmarks that the test
+// files under root declare (func BenchmarkX(b *testing.B)).
+func declaredBenchmarks(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^func (Benchmark\w*)\(\w+ \*testing\.B\)`)
+	names := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range decl.FindAllStringSubmatch(string(b), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatalf("found no benchmark declared under %s", root)
+	}
+	return names
 }
