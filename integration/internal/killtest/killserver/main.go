@@ -1,0 +1,120 @@
+// Command killserver is the kill tests' server: one unary method
+// ([killpoint.Method]) behind the idempotency interceptor over a shared
+// store, whose handler records a side effect outside the process, and
+// which stops at the point named by -kill-at and waits there to be
+// killed. The kill tests build it, run it as real OS processes and kill
+// it with SIGKILL; it is not a server to deploy.
+//
+// It writes [killpoint.Listening] on its standard output once it serves,
+// and [killpoint.At] when a call reaches the kill point. It exits when its
+// standard input closes, so that a test process that dies leaves none
+// behind.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/integration/internal/killtest/killpoint"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "killserver:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the command line.
+type config struct {
+	listen                 string
+	storeKind, storeURL    string
+	table                  string
+	effectKind, effectURL  string
+	effectTable            string
+	killAt                 killpoint.Point
+	lease, wait, retryWait time.Duration
+}
+
+func parseFlags() (config, error) {
+	var c config
+	var killAt string
+	flag.StringVar(&c.listen, "listen", "127.0.0.1:0", "address to serve on")
+	flag.StringVar(&c.storeKind, "store", "", "the idempotency store: redis, postgres or mysql")
+	flag.StringVar(&c.storeURL, "store-url", "", "the store's Redis address, PostgreSQL URL or MySQL DSN")
+	flag.StringVar(&c.table, "table", "", "the store's table (postgres, mysql)")
+	flag.StringVar(&c.effectKind, "effect", "", "where the side effect is recorded: redis (a list per key) or postgres (a row)")
+	flag.StringVar(&c.effectURL, "effect-url", "", "the Redis address or PostgreSQL URL of the side effect")
+	flag.StringVar(&c.effectTable, "effect-table", "", "the PostgreSQL table of the side effect (columns key, pid)")
+	flag.StringVar(&killAt, "kill-at", "", "the point at which a call stops and waits to be killed; none when empty")
+	flag.DurationVar(&c.lease, "lease", 2*time.Second, "idempotency.WithLease")
+	flag.DurationVar(&c.wait, "wait", 30*time.Second, "idempotency.WithWaitForInFlight")
+	flag.DurationVar(&c.retryWait, "retry-after", 100*time.Millisecond, "idempotency.WithRetryAfter")
+	flag.Parse()
+	c.killAt = killpoint.Point(killAt)
+	if killAt != "" && !c.killAt.Valid() {
+		return c, fmt.Errorf("-kill-at %q: not one of %v", killAt, killpoint.Points)
+	}
+	return c, nil
+}
+
+func run() error {
+	c, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	st, closeStore, err := openStore(ctx, c.storeKind, c.storeURL, c.table)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	eff, err := openEffects(ctx, c.effectKind, c.effectURL, c.effectTable)
+	if err != nil {
+		return err
+	}
+	defer eff.close()
+
+	hook := &hook{at: c.killAt, out: os.Stdout}
+	srv := idempotency.NewServer(st,
+		idempotency.WithLease(c.lease),
+		idempotency.WithWaitForInFlight(c.wait),
+		idempotency.WithRetryAfter(c.retryWait),
+		idempotency.WithObserver(hook),
+	)
+	defer func() { _ = srv.Close() }()
+	pid := strconv.Itoa(os.Getpid())
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(hook.afterComplete, srv.UnaryServerInterceptor()))
+	killpoint.Register(gs, func(ctx context.Context, req *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		key := req.GetValue()
+		hook.reach(killpoint.BeforeEffect, key)
+		if err := eff.record(ctx, key, pid); err != nil {
+			return nil, err // not a status: UNKNOWN, which releases the claim
+		}
+		hook.reach(killpoint.AfterEffect, key)
+		return wrapperspb.String(pid), nil
+	})
+
+	lis, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return err
+	}
+	hook.println(killpoint.Listening(lis.Addr().String()))
+	go func() {
+		// The test holds the other end of standard input: when it ends,
+		// so does this process.
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		gs.Stop()
+	}()
+	return gs.Serve(lis)
+}

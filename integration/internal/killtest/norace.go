@@ -1,0 +1,5 @@
+//go:build !race
+
+package killtest
+
+const race = false
