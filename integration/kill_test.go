@@ -25,8 +25,10 @@ const (
 	// process is killed holding a claim, before the key runs again. It is
 	// long enough that a loaded machine renews it in time.
 	killLease = 2 * time.Second
-	// killTimeout bounds the whole test, so that a hang fails it.
-	killTimeout = 5 * time.Minute
+	// killTimeout bounds the whole test, and killTrialTimeout each trial,
+	// so that a hang fails it with what was awaited.
+	killTimeout      = 5 * time.Minute
+	killTrialTimeout = time.Minute
 )
 
 // killExpect is what a retry on a second process finds after the first
@@ -111,6 +113,8 @@ func killTrial(ctx context.Context, t *testing.T, bin string, args []string, poi
 	key string, second *killtest.Process, retry *killtest.Client, b killBackend,
 ) (executions int, replayed bool) {
 	t.Helper()
+	ctx, cancel := context.WithTimeoutCause(ctx, killTrialTimeout, fmt.Errorf("trial of %s not over within %v", key, killTrialTimeout))
+	defer cancel()
 	want := killExpected[point]
 	first := killtest.Start(ctx, t, bin, append(slices.Clone(args), "-kill-at", string(point))...)
 	calls := killtest.Dial(t, first.Addr(), idempotency.WithoutRetry())
