@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os/exec"
-	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/integration/internal/killtest/killpoint"
@@ -117,9 +117,16 @@ func (p *Process) WaitStop(ctx context.Context, tb testing.TB) killpoint.Stop {
 func (p *Process) Kill(tb testing.TB) {
 	tb.Helper()
 	p.kill()
-	if !strings.Contains(fmt.Sprint(p.waitErr), "signal: killed") {
+	var exit *exec.ExitError
+	if !errors.As(p.waitErr, &exit) || !killed(exit) {
 		tb.Fatalf("killtest: process %d ended with %v, want killed by SIGKILL; its stderr:\n%s", p.PID(), p.waitErr, p.stderr.String())
 	}
+}
+
+// killed reports whether exit is that of a process ended by SIGKILL.
+func killed(exit *exec.ExitError) bool {
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // kill sends SIGKILL, once, and reaps the process: standard output is

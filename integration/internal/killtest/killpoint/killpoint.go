@@ -13,6 +13,7 @@ package killpoint
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -37,14 +38,7 @@ const (
 var Points = []Point{BeforeEffect, AfterEffect, AfterComplete}
 
 // Valid reports whether p is one of [Points].
-func (p Point) Valid() bool {
-	for _, q := range Points {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
+func (p Point) Valid() bool { return slices.Contains(Points, p) }
 
 // Line prefixes of the binary's standard output.
 const (

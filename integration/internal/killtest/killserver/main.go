@@ -37,13 +37,13 @@ func main() {
 
 // config is the command line.
 type config struct {
-	listen                 string
-	storeKind, storeURL    string
-	table                  string
-	effectKind, effectURL  string
-	effectTable            string
-	killAt                 killpoint.Point
-	lease, wait, retryWait time.Duration
+	listen                  string
+	storeKind, storeURL     string
+	table                   string
+	effectKind, effectURL   string
+	effectTable             string
+	killAt                  killpoint.Point
+	lease, wait, retryAfter time.Duration
 }
 
 func parseFlags() (config, error) {
@@ -59,7 +59,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&killAt, "kill-at", "", "the point at which a call stops and waits to be killed; none when empty")
 	flag.DurationVar(&c.lease, "lease", 2*time.Second, "idempotency.WithLease")
 	flag.DurationVar(&c.wait, "wait", 30*time.Second, "idempotency.WithWaitForInFlight")
-	flag.DurationVar(&c.retryWait, "retry-after", 100*time.Millisecond, "idempotency.WithRetryAfter")
+	flag.DurationVar(&c.retryAfter, "retry-after", 100*time.Millisecond, "idempotency.WithRetryAfter")
 	flag.Parse()
 	c.killAt = killpoint.Point(killAt)
 	if killAt != "" && !c.killAt.Valid() {
@@ -89,7 +89,7 @@ func run() error {
 	srv := idempotency.NewServer(st,
 		idempotency.WithLease(c.lease),
 		idempotency.WithWaitForInFlight(c.wait),
-		idempotency.WithRetryAfter(c.retryWait),
+		idempotency.WithRetryAfter(c.retryAfter),
 		idempotency.WithObserver(hook),
 	)
 	defer func() { _ = srv.Close() }()
