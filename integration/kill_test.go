@@ -96,9 +96,11 @@ func TestKillMidCall(t *testing.T) {
 						}
 					}
 					// Printed, not logged: the counts are the test's
-					// output, shown under go test -v in CI.
-					fmt.Printf("kill: store %s, killed %s: %d trials, %d executions (%d second executions), %d replays, in %v\n",
-						name, point, trials, executions, executions-trials, replays, time.Since(start).Round(time.Millisecond))
+					// output, shown under go test -v, and appended to
+					// the file IDEMPOTENCY_KILL_REPORT names, which CI
+					// prints after the test command.
+					reportKill(t, fmt.Sprintf("kill: store %s, killed %s: %d trials, %d executions (%d second executions), %d replays, in %v\n",
+						name, point, trials, executions, executions-trials, replays, time.Since(start).Round(time.Millisecond)))
 				})
 			}
 		})
@@ -176,4 +178,24 @@ func killTrials(t *testing.T) int {
 		t.Fatalf("%s=%q: want a positive number of trials", killTrialsEnv, s)
 	}
 	return n
+}
+
+// reportKill prints line and appends it to the file IDEMPOTENCY_KILL_REPORT
+// names, when it names one: go test shows a passing package's output only
+// under -v, and CI runs the README's test command without it.
+func reportKill(t *testing.T, line string) {
+	t.Helper()
+	fmt.Print(line)
+	path := os.Getenv("IDEMPOTENCY_KILL_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatalf("IDEMPOTENCY_KILL_REPORT: %v", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line); err != nil {
+		t.Fatalf("IDEMPOTENCY_KILL_REPORT: %v", err)
+	}
 }
