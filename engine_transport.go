@@ -31,7 +31,7 @@ import (
 //
 // What several of them share is a file each, which they call: [reply]
 // (server_response.go) records and replays one response message or a
-// stored error, and converts a status to and from its record form, and
+// stored error and converts a status to and from its record form;
 // [captureStream] (server_capture.go) captures a gRPC handler's
 // header and trailer, which a replay sets with the replay marker. So what
 // a replay carries changes in the record (record.proto, under
