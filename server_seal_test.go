@@ -3,8 +3,11 @@ package idempotency_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -868,5 +871,63 @@ func TestHostileSealedRequestChangedAfterPrepare(t *testing.T) {
 	}
 	if n := ch.runs.Load(); n != 1 {
 		t.Errorf("the function ran %d times, want 1", n)
+	}
+}
+
+// sealedGolden is a record a sealing server stored before the
+// cryptography moved to internal/seal: Do of sealOp, key order-1, for the
+// tenant acme, with the request {Payload: "charge", Amount: 1}, under the
+// key k1 (32 bytes of 1), answered {Payload: secretPayload, Amount: 1,
+// Execution: 1}. internal/seal's tests open the same bytes.
+type sealedGolden struct {
+	StoreKey    string `json:"store_key"`
+	Fingerprint string `json:"fingerprint"`
+	Sealed      string `json:"sealed"`
+}
+
+// A record sealed by an earlier build replays, byte for byte, on a server
+// with its key, as primary or as an older key: the format, the key
+// derivation, the keyed fingerprint and the associated data are the ones
+// it was sealed with.
+func TestSealedRecordGolden(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("internal/seal/testdata/v1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g sealedGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := hex.DecodeString(g.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := hex.DecodeString(g.Sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &testingv1.DoResponse{Payload: secretPayload, Amount: 1, Execution: 1}
+	for name, kr := range map[string]*idempotency.Keyring{
+		"primary": idempotency.NewKeyring(sealingKey("k1", 1)),
+		"older":   idempotency.NewKeyring(sealingKey("k2", 2), sealingKey("k1", 1)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := memStore(t)
+			srv := sealedServer(st, kr)
+			if sk, err := srv.StoreKey(sealOp, "acme", "order-1"); err != nil || sk != g.StoreKey {
+				t.Fatalf("StoreKey = %q, %v; the golden record's is %q", sk, err, g.StoreKey)
+			}
+			rewrite(t, st, g.StoreKey, fp, data)
+			var ch charger
+			got, replayed, err := ch.charge(asTenant(t.Context(), "acme"), srv, "order-1", &testingv1.DoRequest{Payload: "charge", Amount: 1})
+			if err != nil || !replayed || !proto.Equal(got, want) {
+				t.Errorf("the golden record: %v, replayed %v, %v; want %v replayed", got, replayed, err, want)
+			}
+			if n := ch.runs.Load(); n != 0 {
+				t.Errorf("the function ran %d times, want 0", n)
+			}
+		})
 	}
 }
