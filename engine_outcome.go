@@ -11,6 +11,7 @@ import (
 
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
+	"github.com/grpc-idempotency/idempotency/internal/seal"
 )
 
 // errTooLarge is why an outcome over the size limit is not retained.
@@ -49,7 +50,7 @@ func (e *engine) outcome(ctx context.Context, c *call, resp any, herr error) *[]
 	}
 	if s := c.sealed; s != nil {
 		sealed := getBuffer()
-		*sealed = seal((*sealed)[:0], s.key, s.keyring.primary.ID, c.key, *data)
+		*sealed = s.key.Seal((*sealed)[:0], s.keyring.primary.ID, c.key, *data)
 		e.seal.countSealed(s.keyring.primary.ID)
 		putBuffer(data)
 		data = sealed
@@ -99,14 +100,14 @@ func (c *call) stamp() *recordv1.Record {
 // the record too, nil when data does not decode.
 func (e *engine) replay(ctx context.Context, c *call, data []byte) (*recordv1.Record, any, error) {
 	switch s := c.sealed; {
-	case s == nil && isSealed(data):
+	case s == nil && seal.IsSealed(data):
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
 	case s == nil:
-	case s.legacyFP && isSealed(data):
+	case s.legacyFP && seal.IsSealed(data):
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealedOld)
 	case s.legacyFP:
 		// A record written before sealing, under its unkeyed fingerprint.
-	case !isSealed(data):
+	case !seal.IsSealed(data):
 		return nil, nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errNotSealed)
 	default:
 		buf := getBuffer()

@@ -3,57 +3,14 @@ package idempotency
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"sync"
 	"sync/atomic"
+
+	"github.com/grpc-idempotency/idempotency/internal/seal"
 )
-
-// A sealed record ([WithSealing]) is
-//
-//	0x00 'S' 0x01 | len(id) | id | nonce (12 bytes) | AES-256-GCM ciphertext and tag
-//
-// whose plaintext is the record's encoding and whose associated data is
-// everything before the nonce followed by the store key. A record's
-// encoding never starts with 0x00 (no protobuf field has number 0), so the
-// first byte tells a sealed record from one written without sealing. The
-// AEAD key is derived from the key named by id and the call's scope
-// ([sealer.derive]): a record edited, cut, moved to another store key or
-// opened for another scope fails authentication.
-const (
-	sealMagic   = 0x00
-	sealFormat  = 'S'
-	sealVersion = 1
-	sealHeader  = 4 // magic, format, version, id length
-	sealNonce   = 12
-	sealTag     = 16
-)
-
-// keyedFingerprintVersion is the first byte of a fingerprint keyed by a
-// sealing key: 0x02 | len(id) | id | HMAC-SHA256 under the key named by
-// id, derived for the call's scope, of the request ([macOfInput]).
-const keyedFingerprintVersion = 2
-
-// What a keyed fingerprint's HMAC is of, told by its first byte: with the
-// default fingerprint function and one request, what [Fingerprint] hashes
-// ([fingerprintInput]), so the request's bytes are hashed once, not
-// hashed and the hash keyed; else the unkeyed fingerprint (a custom
-// fingerprint function's, or a client stream's of other than one message).
-const (
-	macOfInput       = 0
-	macOfFingerprint = 1
-)
-
-// macKinds holds the first byte of each kind of HMAC input, to write
-// without allocating.
-var macKinds = [2]byte{macOfInput, macOfFingerprint}
 
 // inlineInput is the longest fingerprint input a call keeps in its
 // callSeal; a longer one is kept in an allocation of its own. The call
@@ -62,13 +19,6 @@ var macKinds = [2]byte{macOfInput, macOfFingerprint}
 // caller's request, read again then, would not be (another call sharing
 // it may have changed it).
 const inlineInput = 64
-
-// maxKeyedFingerprint is the length of the longest keyed fingerprint.
-const maxKeyedFingerprint = 2 + maxSealingKeyID + sha256.Size
-
-// maxDerived bounds the cache of derived keys; past it the cache starts
-// again (a derivation is an HKDF, microseconds).
-const maxDerived = 4096
 
 // Why a record does not open. Each is wrapped in [ErrRecordCorrupt].
 var (
@@ -80,16 +30,16 @@ var (
 	errSealedOld  = errors.New("the record is sealed, and its entry's fingerprint is not keyed: only a server without sealing writes such an entry")
 )
 
-// sealer seals and opens the records of a server built [WithSealing], and
-// keys its fingerprints.
+// sealer is the glue between a server built [WithSealing] and package
+// seal, which does the cryptography: it picks the keyring of a call's
+// scope and the key of a record, keys the call's fingerprint, counts the
+// records sealed and says why one does not open.
 type sealer struct {
 	keys          *Keyring
 	tenant        func(context.Context, string) (*Keyring, error)
 	requireSealed bool
 
-	derived sync.Map // derivedID → *derivedEntry
-	n       atomic.Int64
-	last    atomic.Pointer[derivedEntry] // the key derive returned last, looked at first
+	derived seal.Cache[*Keyring]
 
 	sealed sync.Map // key ID → *atomic.Uint64: the records sealed with it ([Server.SealedRecords])
 }
@@ -103,29 +53,18 @@ func (s *sealer) countSealed(id string) {
 	n.(*atomic.Uint64).Add(1)
 }
 
-// derivedEntry is a derived key with what it was derived from.
-type derivedEntry struct {
-	derivedID
-	d *derivedKey
-}
-
-type derivedID struct {
-	kr        *Keyring
-	id, scope string
-}
-
 // callSeal is a sealed call's own state, allocated only when the server
 // seals, so that calls of other servers carry none of it.
 type callSeal struct {
 	scope    string
 	keyring  *Keyring
-	key      *derivedKey // the keyring's primary key's, for scope
-	input    []byte      // the input, when the call keys it ([macOfInput])
-	rawFP    []byte      // the request's unkeyed fingerprint; with input, nil until asked for ([callSeal.unkeyed])
-	keyedFP  []byte      // the request's fingerprint keyed by the primary key, which the call claims with
-	legacyFP bool        // the call took the unkeyed fingerprint of an entry written before sealing
+	key      *seal.Key // the keyring's primary key's, for scope
+	input    []byte    // the input, when the call keys it ([seal.OfInput])
+	rawFP    []byte    // the request's unkeyed fingerprint; with input, nil until asked for ([callSeal.unkeyed])
+	keyedFP  []byte    // the request's fingerprint keyed by the primary key, which the call claims with
+	legacyFP bool      // the call took the unkeyed fingerprint of an entry written before sealing
 	rawArray [fingerprintSize]byte
-	keyArray [maxKeyedFingerprint]byte
+	keyArray [seal.MaxFingerprint]byte
 	inArray  [inlineInput]byte
 }
 
@@ -143,7 +82,7 @@ func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp, input []by
 	switch {
 	case input == nil:
 		cs.rawFP = append(cs.rawArray[:0], fp...)
-		cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfFingerprint, cs.rawFP)
+		cs.keyedFP = cs.key.Fingerprint(cs.keyArray[:0], kr.primary.ID, seal.OfFingerprint, cs.rawFP)
 		return cs
 	case len(input) <= inlineInput:
 		cs.input = append(cs.inArray[:0], input...)
@@ -151,7 +90,7 @@ func (s *sealer) prepare(cs *callSeal, kr *Keyring, scope string, fp, input []by
 		cs.input = make([]byte, len(input))
 		copy(cs.input, input)
 	}
-	cs.keyedFP = cs.key.keyFingerprint(cs.keyArray[:0], kr.primary.ID, macOfInput, input)
+	cs.keyedFP = cs.key.Fingerprint(cs.keyArray[:0], kr.primary.ID, seal.OfInput, input)
 	return cs
 }
 
@@ -166,18 +105,11 @@ func (cs *callSeal) unkeyed() []byte {
 
 // keyedBy appends to dst the call's request's fingerprint keyed by d,
 // the derived key of the key named id: one of the keyring's older keys.
-func (cs *callSeal) keyedBy(dst []byte, d *derivedKey, id string) []byte {
+func (cs *callSeal) keyedBy(dst []byte, d *seal.Key, id string) []byte {
 	if cs.input == nil {
-		return d.keyFingerprint(dst, id, macOfFingerprint, cs.rawFP)
+		return d.Fingerprint(dst, id, seal.OfFingerprint, cs.rawFP)
 	}
-	return d.keyFingerprint(dst, id, macOfInput, cs.input)
-}
-
-// derivedKey is a sealing key's key for one scope: an AEAD that seals the
-// scope's records and a MAC key that keys its fingerprints.
-type derivedKey struct {
-	aead cipher.AEAD
-	macs sync.Pool // of hash.Hash, HMAC-SHA256 under the MAC key
+	return d.Fingerprint(dst, id, seal.OfInput, cs.input)
 }
 
 func newSealer(s Sealing) *sealer {
@@ -200,79 +132,10 @@ func (s *sealer) keyring(ctx context.Context, scope string) (*Keyring, error) {
 	return kr, err
 }
 
-// derive returns k's key for scope: 64 bytes of HKDF-SHA256 of k's secret,
-// with the scope in its info, split into an AES-256-GCM key and a MAC key.
-func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *derivedKey {
-	if l := s.last.Load(); l != nil && l.kr == kr && l.id == k.ID && l.scope == scope {
-		return l.d
-	}
-	id := derivedID{kr: kr, id: k.ID, scope: scope}
-	if e, ok := s.derived.Load(id); ok {
-		s.last.Store(e.(*derivedEntry))
-		return e.(*derivedEntry).d
-	}
-	okm, err := hkdf.Key(sha256.New, k.Secret, nil, "idempotency sealed record v1\x00"+scope, 64)
-	if err != nil {
-		panic(err) // 64 bytes of SHA-256 is far below HKDF's bound
-	}
-	block, err := aes.NewCipher(okm[:32])
-	if err != nil {
-		panic(err) // a 32-byte key is always valid
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		panic(err)
-	}
-	macKey := okm[32:]
-	d := &derivedKey{aead: aead}
-	d.macs.New = func() any { return hmac.New(sha256.New, macKey) }
-	if s.n.Add(1) > maxDerived {
-		s.derived.Clear()
-		s.n.Store(1)
-	}
-	actual, _ := s.derived.LoadOrStore(id, &derivedEntry{id, d})
-	s.last.Store(actual.(*derivedEntry))
-	return actual.(*derivedEntry).d
-}
-
-// keyFingerprint appends to dst the fingerprint keyed by d, the derived
-// key of the key named id ([keyedFingerprintVersion]), of data, which kind
-// says what it is ([macOfInput], [macOfFingerprint]).
-func (d *derivedKey) keyFingerprint(dst []byte, id string, kind byte, data []byte) []byte {
-	h := d.macs.Get().(hash.Hash)
-	h.Reset()
-	h.Write(macKinds[kind : kind+1])
-	h.Write(data)
-	dst = append(dst, keyedFingerprintVersion, byte(len(id)))
-	dst = h.Sum(append(dst, id...))
-	d.macs.Put(h)
-	return dst
-}
-
-// fingerprintKey returns the ID of the key that keyed fp, and false when
-// fp is not a keyed fingerprint.
-func fingerprintKey(fp []byte) ([]byte, bool) {
-	if len(fp) < 2 || fp[0] != keyedFingerprintVersion || len(fp) != 2+int(fp[1])+sha256.Size || fp[1] == 0 {
-		return nil, false
-	}
-	return fp[2 : 2+int(fp[1])], true
-}
-
-// seal appends to dst the sealed form of rec, the encoded record of the
-// call under storeKey, under d, the derived key of the key named id for
-// the call's scope.
-func seal(dst []byte, d *derivedKey, id, storeKey string, rec []byte) []byte {
-	start := len(dst)
-	dst = append(dst, sealMagic, sealFormat, sealVersion, byte(len(id)))
-	dst = append(dst, id...)
-	headerEnd := len(dst)
-	dst = append(dst, make([]byte, sealNonce)...)
-	nonce := dst[headerEnd:]
-	rand.Read(nonce)   // never fails
-	aad := getBuffer() // scratch: the AEAD's arguments escape
-	defer putBuffer(aad)
-	*aad = append(append((*aad)[:0], dst[start:headerEnd]...), storeKey...)
-	return d.aead.Seal(dst, nonce, rec, *aad)
+// derive returns the key of scope derived from k, a key of kr
+// ([seal.Derive]), cached.
+func (s *sealer) derive(kr *Keyring, k SealingKey, scope string) *seal.Key {
+	return s.derived.Key(kr, k.ID, k.Secret, scope)
 }
 
 // open returns the encoded record that data, a stored record of the call
@@ -281,14 +144,14 @@ func seal(dst []byte, d *derivedKey, id, storeKey string, rec []byte) []byte {
 // (ID ""), unless the server requires sealed records. Its errors say why
 // the record does not open; the caller wraps them in [ErrRecordCorrupt].
 // primary, when not nil, is the derived key of kr's primary for scope.
-func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte, primary *derivedKey) ([]byte, string, error) {
-	if !isSealed(data) {
+func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []byte, primary *seal.Key) ([]byte, string, error) {
+	if !seal.IsSealed(data) {
 		if s.requireSealed {
 			return nil, "", errUnsealed
 		}
 		return append(dst, data...), "", nil
 	}
-	id, nonce, ct, ok := parseSealed(data)
+	id, ok := seal.KeyID(data)
 	if !ok {
 		return nil, "", errSealFormat
 	}
@@ -300,34 +163,11 @@ func (s *sealer) open(dst []byte, kr *Keyring, scope, storeKey string, data []by
 	if d == nil || k.ID != kr.primary.ID {
 		d = s.derive(kr, k, scope)
 	}
-	aad := getBuffer() // scratch: the AEAD's arguments escape
-	defer putBuffer(aad)
-	*aad = append(append((*aad)[:0], data[:sealHeader+len(id)]...), storeKey...)
-	plain, err := d.aead.Open(dst, nonce, ct, *aad)
-	if err != nil {
+	plain, ok := d.Open(dst, data, storeKey)
+	if !ok {
 		return nil, k.ID, errSealOpen
 	}
 	return plain, k.ID, nil
-}
-
-// isSealed reports whether data starts as a sealed record does.
-func isSealed(data []byte) bool {
-	return len(data) > 0 && data[0] == sealMagic
-}
-
-// parseSealed splits a sealed record into its key ID, nonce and
-// ciphertext; ok is false when data is too short or not of a known format.
-func parseSealed(data []byte) (id, nonce, ct []byte, ok bool) {
-	if len(data) < sealHeader || data[0] != sealMagic || data[1] != sealFormat || data[2] != sealVersion {
-		return nil, nil, nil, false
-	}
-	n := int(data[3])
-	if n == 0 || len(data) < sealHeader+n+sealNonce+sealTag {
-		return nil, nil, nil, false
-	}
-	id = data[sealHeader : sealHeader+n]
-	nonce = data[sealHeader+n : sealHeader+n+sealNonce]
-	return id, nonce, data[sealHeader+n+sealNonce:], true
 }
 
 // sameRequest returns nil when fp, the fingerprint of a stored entry of
@@ -350,15 +190,15 @@ func (e *engine) sameRequest(c *call, fp, data []byte) error {
 		if bytes.Equal(fp, c.fingerprint) {
 			return nil
 		}
-		if _, keyed := fingerprintKey(fp); keyed && isSealed(data) {
+		if _, keyed := seal.FingerprintKeyID(fp); keyed && seal.IsSealed(data) {
 			return fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
 		}
 		return ErrKeyReused
 	}
-	if id, keyed := fingerprintKey(fp); keyed {
+	if id, keyed := seal.FingerprintKeyID(fp); keyed {
 		if k, held := cs.keyring.keys[string(id)]; held {
 			if k.ID != cs.keyring.primary.ID {
-				var buf [maxKeyedFingerprint]byte
+				var buf [seal.MaxFingerprint]byte
 				if !hmac.Equal(fp, cs.keyedBy(buf[:0], e.seal.derive(cs.keyring, k, cs.scope), k.ID)) {
 					return ErrKeyReused
 				}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/grpc-idempotency/idempotency/internal/policy"
+	"github.com/grpc-idempotency/idempotency/internal/seal"
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
@@ -135,7 +136,7 @@ func (s *Server) Purge(ctx context.Context, storeKey string, opts store.PurgeOpt
 func (s *Server) OpenRecord(ctx context.Context, storeKey, scope string, data []byte) ([]byte, string, error) {
 	e := s.e
 	if e.seal == nil {
-		if isSealed(data) {
+		if seal.IsSealed(data) {
 			id, _ := SealedBy(data)
 			return nil, id, fmt.Errorf("%w: %w", ErrRecordCorrupt, errSealingOff)
 		}

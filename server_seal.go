@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/grpc-idempotency/idempotency/internal/seal"
 )
 
 // SealingKeySize is the length of a [SealingKey]'s secret: 32 bytes.
 const SealingKeySize = 32
 
 // maxSealingKeyID is the length of the longest key ID, in bytes.
-const maxSealingKeyID = 64
+const maxSealingKeyID = seal.MaxKeyID
 
 // SealingKey is one key of a [Keyring]: an ID of 1 to 64 bytes, which
 // every record it seals and every fingerprint it keys carries in the
@@ -122,6 +124,6 @@ func (s *Server) SealedRecords() map[string]uint64 {
 // ([WithSealing]), without opening it; ok is false when data is not a
 // sealed record. It reads untrusted bytes and never panics.
 func SealedBy(data []byte) (keyID string, ok bool) {
-	id, _, _, ok := parseSealed(data)
+	id, ok := seal.KeyID(data)
 	return string(id), ok
 }
