@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/grpc-idempotency/idempotency/internal/adminhook"
 	"github.com/grpc-idempotency/idempotency/internal/policy"
 	"github.com/grpc-idempotency/idempotency/internal/seal"
 	"github.com/grpc-idempotency/idempotency/store"
@@ -78,12 +79,6 @@ func (s *Server) Inspector() (store.Inspector, bool) {
 	return in, ok
 }
 
-// Descriptors returns the descriptor registry s reads method options and
-// decodes stored messages with: [WithDescriptors], by default
-// protoregistry.GlobalFiles. A tool that shows stored outcomes decodes them
-// with it.
-func (s *Server) Descriptors() *protoregistry.Files { return s.e.cfg.files }
-
 // errNotInspector is the error of [Server.Purge] over a store that is not a
 // [store.Inspector].
 var errNotInspector = errors.New("idempotency: the store is not a store.Inspector")
@@ -123,17 +118,18 @@ func (s *Server) Purge(ctx context.Context, storeKey string, opts store.PurgeOpt
 	return info, nil
 }
 
-// OpenRecord returns the encoded record that data, the stored outcome of
-// the entry under storeKey, holds for scope (the value of the scope
-// function of the callers that made it, [WithScope]), opened with s's
-// sealing keys ([WithSealing]), and the ID of the key that sealed it: ""
-// for a record written without sealing, which it returns as it is. It is
-// for inspection (package admin): a record that does not open (edited,
-// moved, another scope's, sealed by a key s's keyring no longer holds,
-// or sealed while s has no sealing keys) is an error wrapping
-// [ErrRecordCorrupt], which says why, with the key's ID when the record
-// names one.
-func (s *Server) OpenRecord(ctx context.Context, storeKey, scope string, data []byte) ([]byte, string, error) {
+// Package admin reaches the server's descriptors and its opening of
+// stored records through adminhook, off the public API.
+func init() {
+	adminhook.Descriptors = func(s any) *protoregistry.Files { return s.(*Server).e.cfg.files }
+	adminhook.OpenRecord = func(s any, ctx context.Context, storeKey, scope string, data []byte) ([]byte, string, error) {
+		return s.(*Server).openRecord(ctx, storeKey, scope, data)
+	}
+}
+
+// openRecord is [adminhook.OpenRecord]: the record data holds for scope,
+// opened with s's sealing keys, and the ID of the key that sealed it.
+func (s *Server) openRecord(ctx context.Context, storeKey, scope string, data []byte) ([]byte, string, error) {
 	e := s.e
 	if e.seal == nil {
 		if seal.IsSealed(data) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	idempotencyv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/v1"
+	"github.com/grpc-idempotency/idempotency/internal/adminhook"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
@@ -105,7 +106,7 @@ func callOnce(t *testing.T, srv *idempotency.Server, name, key string) {
 	var err error
 	switch name {
 	case "/dyn.v1.Payments/Charge":
-		md := mustFind[protoreflect.ServiceDescriptor](t, srv.Descriptors(), "dyn.v1.Payments").Methods().Get(0)
+		md := mustFind[protoreflect.ServiceDescriptor](t, adminhook.Descriptors(srv), "dyn.v1.Payments").Methods().Get(0)
 		var ran atomic.Int64
 		s := newDynamicServer(t, "dyn.v1.Payments", md, &ran, grpc.ChainUnaryInterceptor(srv.UnaryServerInterceptor()))
 		err = s.Dial(t).Invoke(withKey(ctx, key), name, dynamicpb.NewMessage(md.Input()), dynamicpb.NewMessage(md.Output()))

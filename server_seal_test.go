@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/adminhook"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
@@ -438,8 +439,9 @@ func TestSealingTenantKeys(t *testing.T) {
 	}
 }
 
-// OpenRecord gives an operator the record a sealed entry holds and the
-// key that sealed it, and refuses it for another scope.
+// OpenRecord, package admin's way into a server (adminhook), gives an
+// operator the record a sealed entry holds and the key that sealed it,
+// and refuses it for another scope and on a server without sealing keys.
 func TestOpenRecord(t *testing.T) {
 	t.Parallel()
 	st := memStore(t)
@@ -449,15 +451,15 @@ func TestOpenRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	info := entry(t, srv, st, "acme", "order-1")
-	rec, id, err := srv.OpenRecord(t.Context(), info.Key, "acme", info.Data)
+	rec, id, err := adminhook.OpenRecord(srv, t.Context(), info.Key, "acme", info.Data)
 	if err != nil || id != "k2" || !bytes.Contains(rec, []byte(secretPayload)) {
 		t.Errorf("OpenRecord = %d bytes, %q, %v; want the record, k2", len(rec), id, err)
 	}
-	if _, id, err := srv.OpenRecord(t.Context(), info.Key, "globex", info.Data); !errors.Is(err, idempotency.ErrRecordCorrupt) || id != "k2" {
+	if _, id, err := adminhook.OpenRecord(srv, t.Context(), info.Key, "globex", info.Data); !errors.Is(err, idempotency.ErrRecordCorrupt) || id != "k2" {
 		t.Errorf("OpenRecord for another scope = %q, %v; want k2, ErrRecordCorrupt", id, err)
 	}
 	plain := idempotency.NewServer(st)
-	if _, id, err := plain.OpenRecord(t.Context(), info.Key, "acme", info.Data); !errors.Is(err, idempotency.ErrRecordCorrupt) || id != "k2" {
+	if _, id, err := adminhook.OpenRecord(plain, t.Context(), info.Key, "acme", info.Data); !errors.Is(err, idempotency.ErrRecordCorrupt) || id != "k2" {
 		t.Errorf("OpenRecord without sealing keys = %q, %v; want k2, ErrRecordCorrupt", id, err)
 	}
 }

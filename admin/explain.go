@@ -31,8 +31,8 @@ import (
 // httpidempotency stored, with the times the record holds.
 //
 // Messages are written as protojson writes them, with types resolved from
-// files (the server's descriptors, [idempotency.Server.Descriptors]; nil
-// is protoregistry.GlobalFiles), preferring the generated type of a name
+// files (the registry given the server, [idempotency.WithDescriptors]; nil
+// is protoregistry.GlobalFiles, the server's default), preferring the generated type of a name
 // when one is linked in, as the server's replays do, and from
 // protoregistry.GlobalTypes for names files does not have. A message whose
 // type is not known, or whose bytes do not read as it, is given as its

@@ -18,6 +18,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
+	"github.com/grpc-idempotency/idempotency/internal/adminhook"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -65,7 +66,7 @@ func NewService(s *idempotency.Server, authorize AuthorizeFunc, opts ...Option) 
 	if len(c.invalid) > 0 {
 		panic(strings.Join(c.invalid, "; "))
 	}
-	return &Service{s: s, authorize: authorize, authorizeRequest: c.authorizeRequest, log: c.log, files: s.Descriptors()}
+	return &Service{s: s, authorize: authorize, authorizeRequest: c.authorizeRequest, log: c.log, files: adminhook.Descriptors(s)}
 }
 
 // GetKey implements adminv1.AdminServiceServer.
@@ -400,13 +401,13 @@ const keyNotUTF8 = "the store key is not UTF-8, so it is not a key the server de
 
 // outcome reads the record of info, a completed entry, as the server reads
 // it for scope: opened with the server's sealing keys
-// ([idempotency.Server.OpenRecord]), then decoded and checked against the
+// (adminhook.OpenRecord), then decoded and checked against the
 // entry's fingerprint. It returns the outcome, the ID of the key that
 // sealed the record ("" when it is not sealed), and, in place of the
 // outcome, why it cannot be read, and whether that is because it is sealed
 // and did not open (the Entry's sealed_unopened).
 func (svc *Service) outcome(ctx context.Context, info store.Info, scope string) (_ *adminv1.Outcome, sealedBy, why string, unopened bool) {
-	data, sealedBy, err := svc.s.OpenRecord(ctx, info.Key, scope, info.Data)
+	data, sealedBy, err := adminhook.OpenRecord(svc.s, ctx, info.Key, scope, info.Data)
 	_, sealed := idempotency.SealedBy(info.Data)
 	if sealedBy == "" {
 		sealedBy, _ = idempotency.SealedBy(info.Data)
@@ -423,7 +424,7 @@ func (svc *Service) outcome(ctx context.Context, info store.Info, scope string) 
 }
 
 // openError says why the record under key does not open: the reason
-// [idempotency.Server.OpenRecord] gives for a record that does not open
+// the server gives (adminhook.OpenRecord) for a record that does not open
 // with the scope's keys, and for a failure to find those keys
 // ([idempotency.Sealing.TenantKeys]) the code and message of a gRPC
 // status, or else no more than that they were not found, the error being

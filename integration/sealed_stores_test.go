@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/adminhook"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -18,9 +19,10 @@ import (
 // nor the bytes read from the backend itself (the Redis value, the row's
 // columns) contain a secret of the answer or the digest of the unkeyed
 // fingerprint; the record names the primary key (SealedBy), its
-// fingerprint is keyed by it, and OpenRecord opens it to the answer. The
-// same calls through a server without sealing store the secrets and the
-// unkeyed fingerprint, so the checks can fail.
+// fingerprint is keyed by it, and the server opens it to the answer for
+// package admin (adminhook.OpenRecord). The same calls through a server
+// without sealing store the secrets and the unkeyed fingerprint, so the
+// checks can fail.
 func TestSealedOverStores(t *testing.T) {
 	t.Parallel()
 	const tag = "over-stores"
@@ -89,7 +91,7 @@ func TestSealedOverStores(t *testing.T) {
 						t.Errorf("no bytes read from the backend hold the record Lookup returned: read the wrong entry")
 					}
 
-					rec, id, err := rig.srv.OpenRecord(ctx, info.Key, "", info.Data)
+					rec, id, err := adminhook.OpenRecord(rig.srv, ctx, info.Key, "", info.Data)
 					if err != nil || id != "k1" || !bytes.Contains(rec, []byte(e.secrets[0])) {
 						t.Errorf("OpenRecord = %d bytes, %q, %v; want the answer, sealed by k1", len(rec), id, err)
 					}

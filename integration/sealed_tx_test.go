@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/adminhook"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -29,10 +30,11 @@ type sealedTxBackend struct {
 // records with CompleteTx in its own transaction (idempotency.NewTxOutcome)
 // is sealed as the interceptor's own are: CompleteTx succeeds, the row
 // names the primary key (SealedBy), neither Lookup's data nor the row's
-// columns hold the answer or the unkeyed fingerprint, OpenRecord opens it
-// to the answer, and a retry on a replica whose keyring has another
-// primary and the writer's key among its older keys replays it, without
-// running the handler or writing the ledger again.
+// columns hold the answer or the unkeyed fingerprint, the server opens it
+// to the answer for package admin (adminhook.OpenRecord), and a retry on a
+// replica whose keyring has another primary and the writer's key among its
+// older keys replays it, without running the handler or writing the ledger
+// again.
 func TestSealedCompleteTx(t *testing.T) {
 	t.Parallel()
 	k1, k2 := sealedKey("k1", 1), sealedKey("k2", 2)
@@ -94,7 +96,7 @@ func TestSealedCompleteTx(t *testing.T) {
 			if !bytes.Equal(raw[1], info.Data) {
 				t.Errorf("the row's data %x is not what Lookup returned, %x", raw[1], info.Data)
 			}
-			if rec, id, err := opener.OpenRecord(t.Context(), sk, "", info.Data); err != nil || id != "k1" || !bytes.Contains(rec, []byte(secret)) {
+			if rec, id, err := adminhook.OpenRecord(opener, t.Context(), sk, "", info.Data); err != nil || id != "k1" || !bytes.Contains(rec, []byte(secret)) {
 				t.Errorf("OpenRecord = %d bytes, %q, %v; want the answer, sealed by k1", len(rec), id, err)
 			}
 
