@@ -35,18 +35,19 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- $(GENERATED) $(PROTO_DIRS))" || \
 		{ git status --porcelain -- $(GENERATED) $(PROTO_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
-## lint: buf lint, gofmt, conflict markers, internal imports, go vet and staticcheck in every module.
+## lint: buf lint, gofmt, conflict markers, internal imports, then golangci-lint in every module.
 # No module but the core may import the core's internal packages outside its
-# tests; go vet and staticcheck build each module on its own (GOWORK=off: its
-# go.mod and replace directives alone).
+# tests. golangci-lint (.golangci.yml: go vet's analyzers, staticcheck and the
+# other linters listed there) runs in every module, each built on its own
+# (GOWORK=off: its go.mod and replace directives alone).
 lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	@! git grep -nE '^(<<<<<<<|>>>>>>>)( |$$)' -- . || { echo "merge conflict markers left in the files above"; exit 1; }
 	./scripts/check-internal-imports.sh
 	@for m in $(MODULES); do \
-		echo "go vet, staticcheck: .$${m#$(CURDIR)}"; \
-		(cd $$m && GOWORK=off go vet ./... && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod staticcheck ./...) || exit 1; \
+		echo "golangci-lint: .$${m#$(CURDIR)}"; \
+		(cd $$m && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod golangci-lint run -c $(CURDIR)/.golangci.yml ./...) || exit 1; \
 	done
 
 ## check-core-deps: fail when the core module requires more than grpc, protobuf and a few small modules.

@@ -316,7 +316,7 @@ func clientError(err error) error {
 	if !errors.As(err, &gs) {
 		return err // not a status: io.EOF, say
 	}
-	if _, ok := err.(*statusError); ok {
+	if _, ok := err.(*statusError); ok { //nolint:errorlint // already ours only when err itself is one: a wrapped one is converted below
 		return err
 	}
 	st, _ := status.FromError(err)

@@ -41,7 +41,7 @@ func ValidateKey(key string) error {
 	if len(key) > MaxKeyLen {
 		return &KeyError{Err: ErrKeyInvalid, Detail: "key is longer than " + strconv.Itoa(MaxKeyLen) + " bytes"}
 	}
-	for i := 0; i < len(key); i++ {
+	for i := range len(key) {
 		if c := key[i]; c < 0x21 || c > 0x7e {
 			return &KeyError{Err: ErrKeyInvalid, Detail: "key has a byte outside printable ASCII at offset " + strconv.Itoa(i)}
 		}

@@ -41,7 +41,7 @@ func FuzzKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key string) {
 		err := idempotency.ValidateKey(key)
 		want := len(key) >= 1 && len(key) <= idempotency.MaxKeyLen
-		for i := 0; i < len(key); i++ {
+		for i := range len(key) {
 			if key[i] < 0x21 || key[i] > 0x7e {
 				want = false
 			}

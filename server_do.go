@@ -97,7 +97,7 @@ func (e *engine) do(ctx context.Context, c *call, op, key string, req proto.Mess
 	if err == nil {
 		err = e.prepare(ctx, c, op, op, m, key, req)
 	}
-	if hf, ok := err.(*hookFailure); ok {
+	if hf, ok := err.(*hookFailure); ok { //nolint:errorlint // the engine returns its *hookFailure unwrapped
 		// The caller's own function failed: its error, wrapped.
 		return nil, (*hookError)(hf)
 	}

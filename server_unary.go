@@ -100,7 +100,7 @@ func setReplayMD(ctx context.Context, header, trailer map[string][]string) {
 // fingerprint function as decision 7 says. Handler errors and replayed
 // statuses pass through unchanged.
 func (e *engine) fail(ctx context.Context, s *subject, err error, storeTime time.Duration) error {
-	if hf, ok := err.(*hookFailure); ok {
+	if hf, ok := err.(*hookFailure); ok { //nolint:errorlint // the engine returns its *hookFailure unwrapped
 		return hf.status()
 	}
 	f, own := e.report(ctx, s, err, storeTime)

@@ -82,7 +82,7 @@ func (s *clientStream) streamer(ctx context.Context, _ *grpc.StreamDesc, _ *grpc
 	defer s.amu.Unlock()
 	conn := s.first
 	if n := len(s.attempts); n > 0 {
-		s.attempts[n-1].close()
+		_ = s.attempts[n-1].close() // replaced by the next attempt: its close error is of no use
 		conn = s.next(ctx, s.spec)
 		h := conn.RequestHeader()
 		for k, vs := range s.first.RequestHeader() {

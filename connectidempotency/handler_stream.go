@@ -93,7 +93,7 @@ func (s *serverStream) handler(next connect.StreamingHandlerFunc) grpc.StreamHan
 // *connect.Error (its trailer, the replay marker or the pushback, is in
 // the conn's already).
 func (s *serverStream) answer(err error) error {
-	if se, ok := err.(*statusError); ok {
+	if se, ok := err.(*statusError); ok { //nolint:errorlint // our own *statusError comes back as it is; any other error, a wrapped one too, goes through fromStatus
 		return se.err
 	}
 	return fromStatus(err)

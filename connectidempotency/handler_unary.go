@@ -89,7 +89,7 @@ func (c *unaryCall) answer(ctx context.Context, out any, err error) (connect.Any
 	}
 	if err != nil {
 		err = fromStatus(err)
-		if ce, ok := err.(*connect.Error); ok {
+		if ce, ok := err.(*connect.Error); ok { //nolint:errorlint // fromStatus returns the *connect.Error itself, unwrapped
 			addReplayMD(ce.Meta(), c.tr.trailer, c.tr.marker)
 			if info, ok := connect.CallInfoForHandlerContext(ctx); ok && len(c.tr.header) > 0 {
 				addReplayMD(info.ResponseHeader(), c.tr.header, c.tr.marker)

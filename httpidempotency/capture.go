@@ -50,8 +50,8 @@ var (
 )
 
 // newRecorder returns the recorder of a keyed request's handler.
-func newRecorder(w http.ResponseWriter, max int) *recorder {
-	rec := &recorder{w: w, keep: true, max: max}
+func newRecorder(w http.ResponseWriter, limit int) *recorder {
+	rec := &recorder{w: w, keep: true, max: limit}
 	if h := w.Header(); len(h) > 0 {
 		rec.outer = h.Clone()
 	}

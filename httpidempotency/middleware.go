@@ -200,9 +200,9 @@ func writeRequestError(w http.ResponseWriter, err error) {
 		Problem{Type: ProblemType, Title: http.StatusText(http.StatusRequestEntityTooLarge), Status: http.StatusRequestEntityTooLarge,
 			Detail: "the request body is longer than the server accepts"}.Write(w)
 	case errors.Is(err, errFingerprint):
-		Problem{Type: ProblemType, Title: http.StatusText(500), Status: 500, Detail: err.Error()}.Write(w)
+		Problem{Type: ProblemType, Title: http.StatusText(http.StatusInternalServerError), Status: http.StatusInternalServerError, Detail: err.Error()}.Write(w)
 	default: // reading the body failed: the client went away or sent garbage
-		Problem{Type: ProblemType, Title: http.StatusText(400), Status: 400, Detail: "reading the request body failed"}.Write(w)
+		Problem{Type: ProblemType, Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest, Detail: "reading the request body failed"}.Write(w)
 	}
 }
 

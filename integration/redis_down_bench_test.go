@@ -77,7 +77,7 @@ func BenchmarkFirstCallRedisDown(b *testing.B) {
 						b.Skip("waits seconds to minutes on a down Redis; run without -short")
 					}
 					var attempts int
-					for i := 0; i < b.N; i++ {
+					for range b.N {
 						b.StopTimer()
 						call, n := firstCallThroughDownRedis(b, cfg.opts(sc.addr), cl.opts)
 						b.StartTimer()

@@ -127,7 +127,9 @@ func TestProducedReplayed(t *testing.T) {
 				first[i].UUID, first[i].Payload, first[i].Metadata)
 		}
 	}
-	handle(mw, h, "m2", "nothing")
+	if _, err := handle(mw, h, "m2", "nothing"); err != nil {
+		t.Fatalf("first run of no messages: %v", err)
+	}
 	if none, err := handle(mw, h, "m2", "nothing"); err != nil || len(none) != 0 || runs != 2 {
 		t.Fatalf("replay of no messages: %v, %v, ran %d times; want none, one run", none, err, runs)
 	}

@@ -108,8 +108,8 @@ func postgresPlace(pool *pgxpool.Pool, table string) *place {
 			if !exists {
 				return doesNotExist
 			}
-			var any bool
-			if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+ident+")").Scan(&any); err != nil || any {
+			var nonEmpty bool
+			if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+ident+")").Scan(&nonEmpty); err != nil || nonEmpty {
 				return holdsSomething
 			}
 			return holdsNothing

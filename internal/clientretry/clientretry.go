@@ -38,10 +38,10 @@ const (
 )
 
 // FullJitter returns exponential backoff with full jitter: before retry n,
-// a random wait between 0 and base·2^n, at most max.
-func FullJitter(base, max time.Duration) Backoff {
+// a random wait between 0 and base·2^n, at most maxWait.
+func FullJitter(base, maxWait time.Duration) Backoff {
 	// A jitter fraction of 1 draws from [0, 2·base·2^(n-1)).
-	return retry.BackoffExponentialWithJitterBounded(base, 1, max)
+	return retry.BackoffExponentialWithJitterBounded(base, 1, maxWait)
 }
 
 // Delay returns the wait before the retry that follows attempt number

@@ -177,7 +177,7 @@ func parseToken(s string) (uint64, bool) {
 		return 0, false
 	}
 	var v uint64
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		c := s[i]
 		var d uint64
 		switch {

@@ -130,7 +130,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	case errors.Is(err, store.ErrNotFound) && newSeen.found:
 		// The old store's entry named by the fence has gone (expired,
 		// or purged there alone): there is nothing left to purge in it.
-		oldSeen, err = seen{}, nil
+		oldSeen = seen{}
 	case err != nil:
 		return withToken(oldSeen.info, fence{newPart: newSeen.part(), oldPart: oldSeen.part()}.String()), err
 	}

@@ -71,8 +71,8 @@ func (e *env) wantInfo(what string, info store.Info, state store.State, fp, data
 	if info.Token == "" {
 		e.t.Fatalf("%s: empty Token", what)
 	}
-	if min := int64(len(info.Key) + len(fp) + len(data)); info.Size < min {
-		e.t.Fatalf("%s: Size %d, under the %d bytes of its key, fingerprint and data", what, info.Size, min)
+	if least := int64(len(info.Key) + len(fp) + len(data)); info.Size < least {
+		e.t.Fatalf("%s: Size %d, under the %d bytes of its key, fingerprint and data", what, info.Size, least)
 	}
 	if !info.Claimed.IsZero() {
 		claimed.want(e, what+": Claimed", info.Claimed, 0)

@@ -261,7 +261,7 @@ func Drop() error {
 		return nil
 	}
 	pkg.mu.Lock()
-	names := append(pkg.extra, pkg.name)
+	names := append(pkg.extra, pkg.name) //nolint:gocritic // pkg.extra is dropped on the next line: names takes its array
 	pkg.extra = nil
 	pkg.mu.Unlock()
 	for _, name := range names {

@@ -203,7 +203,7 @@ func AddStats(st *store.Stats, state int64, c store.Count) {
 // it would had the UPDATE run and found the claim gone.
 func Ended(ctx context.Context) error {
 	err, cause := ctx.Err(), context.Cause(ctx)
-	if cause == nil || cause == err {
+	if cause == nil || cause == err { //nolint:errorlint // identity: a cause that is the context's error itself adds nothing
 		return err
 	}
 	return fmt.Errorf("%w: %w", err, cause)
