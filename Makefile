@@ -35,20 +35,28 @@ check-generate: generate
 	@test -z "$$(git status --porcelain -- $(GENERATED) $(PROTO_DIRS))" || \
 		{ git status --porcelain -- $(GENERATED) $(PROTO_DIRS); echo "generated code is stale: run make generate"; exit 1; }
 
-## lint: buf lint, gofmt, conflict markers, internal imports, then golangci-lint in every module.
+## lint: buf lint, gofmt, conflict markers, internal imports, go vet per module, then golangci-lint.
 # No module but the core may import the core's internal packages outside its
-# tests. golangci-lint (.golangci.yml: go vet's analyzers, staticcheck and the
-# other linters listed there) runs in every module, each built on its own
-# (GOWORK=off: its go.mod and replace directives alone).
+# tests. go vet runs in every module built on its own (GOWORK=off: its go.mod
+# and replace directives alone, test files included), then one golangci-lint
+# run (.golangci.yml: go vet's analyzers, staticcheck and the other linters
+# listed there) over all the modules of go.work. One run in the workspace
+# rather than one per module with GOWORK=off: each per-module run analyses the
+# core and the shared dependencies again (5.5 min against 1 min on 2 cores,
+# cold cache); the go vet loop keeps the check that each module builds on its
+# own. golangci-lint runs as the binary `go tool -n` names: `go tool -modfile`
+# needs GOWORK=off, which it would inherit.
 lint:
 	$(TOOL) buf lint
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	@! git grep -nE '^(<<<<<<<|>>>>>>>)( |$$)' -- . || { echo "merge conflict markers left in the files above"; exit 1; }
 	./scripts/check-internal-imports.sh
 	@for m in $(MODULES); do \
-		echo "golangci-lint: .$${m#$(CURDIR)}"; \
-		(cd $$m && GOWORK=off go tool -modfile=$(CURDIR)/tools.mod golangci-lint run -c $(CURDIR)/.golangci.yml ./...) || exit 1; \
+		echo "go vet: .$${m#$(CURDIR)}"; \
+		(cd $$m && GOWORK=off go vet ./...) || exit 1; \
 	done
+	$(TOOL) golangci-lint version
+	$$($(TOOL) -n golangci-lint) run -c .golangci.yml $(addsuffix /...,$(MODULES))
 
 ## check-core-deps: fail when the core module requires more than grpc, protobuf and a few small modules.
 check-core-deps:
