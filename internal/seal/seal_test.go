@@ -64,7 +64,7 @@ func TestOpenRefuses(t *testing.T) {
 			t.Fatalf("bit %d flipped: the record opened, to %x", i, plain)
 		}
 	}
-	for n := range len(data) {
+	for n := range data {
 		if _, ok := k.Open(nil, data[:n], "store-key"); ok {
 			t.Fatalf("cut to %d bytes: the record opened", n)
 		}
