@@ -63,7 +63,11 @@ func TestRoundTrip(t *testing.T) {
 // generated code of version 1, whose metadata values and status message
 // were strings), and version 2 records written while the record proto was the
 // public package idempotency.v1 (gen/idempotency/v1), before it moved
-// under internal/ with its field numbers unchanged.
+// under internal/ with its field numbers unchanged. v2-stream.bin is a
+// server stream's record (OUTCOME_STREAM, whose messages are field 12) as
+// the code of record version 2 writes it, so a change that would misread a
+// stored stream fails here. Each version 2 file is record.Encode of the
+// record the test wants of it.
 func TestDecodeEarlierRecords(t *testing.T) {
 	t.Parallel()
 	ts := &timestamppb.Timestamp{Seconds: 1760000000, Nanos: 5}
@@ -73,6 +77,10 @@ func TestDecodeEarlierRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	detail, err := anypb.New(durationpb.New(1500000000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	detail3, err := anypb.New(durationpb.New(3000000000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +110,17 @@ func TestDecodeEarlierRecords(t *testing.T) {
 			CreatedAt: ts2, CompletedAt: ts2},
 		"v2-not-retained.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
 			Outcome: recordv1.Outcome_OUTCOME_NOT_RETAINED, CreatedAt: ts2, CompletedAt: ts2},
+		"v2-stream.bin": {Version: 2, State: recordv1.State_STATE_COMPLETED, Fingerprint: fp,
+			Outcome: recordv1.Outcome_OUTCOME_STREAM, ResponseType: "google.protobuf.Duration",
+			Messages:  [][]byte{{0x08, 0x01}, {}, {0x08, 0x03, 0x10, 0x05}},
+			Status:    &recordv1.Status{Code: 14, Message: []byte("feed \xff gone"), Details: []*anypb.Any{detail3}},
+			Header:    []*recordv1.Metadata{{Key: "x-feed-id", Values: [][]byte{[]byte("f_1"), []byte("f_2")}}},
+			Trailer:   []*recordv1.Metadata{{Key: "x-trace-bin", Values: [][]byte{{0xff, 0x00}}}},
+			CreatedAt: ts2, CompletedAt: &timestamppb.Timestamp{Seconds: 1764000002, Nanos: 9}},
 	}
+	// The stream's messages, in the order the handler sent them: the second
+	// is a zero Duration, whose encoding is empty, and must still count.
+	streamMessages := []*durationpb.Duration{{Seconds: 1}, {}, {Seconds: 3, Nanos: 5}}
 	for name, w := range want {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -116,6 +134,22 @@ func TestDecodeEarlierRecords(t *testing.T) {
 			}
 			if diff := cmp.Diff(w, got, protocmp.Transform()); diff != "" {
 				t.Fatalf("%s (-want +got):\n%s", name, diff)
+			}
+			if got.GetOutcome() != recordv1.Outcome_OUTCOME_STREAM {
+				return
+			}
+			if len(got.GetMessages()) != len(streamMessages) {
+				t.Fatalf("%d stream messages, want %d", len(got.GetMessages()), len(streamMessages))
+			}
+			for i, m := range got.GetMessages() {
+				var d durationpb.Duration
+				if err := proto.Unmarshal(m, &d); err != nil {
+					t.Fatalf("stream message %d does not decode as %s: %v", i, got.GetResponseType(), err)
+				}
+				if d.GetSeconds() != streamMessages[i].GetSeconds() || d.GetNanos() != streamMessages[i].GetNanos() {
+					t.Errorf("stream message %d = %ds %dns, want %ds %dns", i,
+						d.GetSeconds(), d.GetNanos(), streamMessages[i].GetSeconds(), streamMessages[i].GetNanos())
+				}
 			}
 		})
 	}
