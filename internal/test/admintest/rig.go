@@ -4,8 +4,8 @@
 // behind the interceptors of one idempotency.Server, and the admin service
 // of that server on a listener of its own, as the guide registers it. [Run]
 // takes the store to test on, as internal/test/behaviourtest does: the admin
-// package runs it on the memory store, the integration module on Redis and
-// PostgreSQL.
+// package runs it on the memory store, the integration module on Redis,
+// PostgreSQL and MySQL.
 package admintest
 
 import (

@@ -3,7 +3,7 @@
 // interop TestService over bufconn ([Start]) and the StreamService over
 // loopback behind a fault proxy ([Proxied]), for the stream tests of the
 // root package, the integration module and the PostgreSQL store: the same
-// cases run over the memory store, Redis and PostgreSQL.
+// cases run over the memory store, Redis, PostgreSQL and MySQL.
 package streamtest
 
 import (
