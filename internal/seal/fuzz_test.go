@@ -30,3 +30,35 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// Whatever record, store key and scope, a record sealed opens, appended
+// to what dst held, under the scope's key for its store key, and under
+// no other store key or scope: the round trip a server makes from the
+// outcome it stores to the replay it reads back.
+func FuzzSealOpen(f *testing.F) {
+	g := loadGolden(f)
+	f.Add(g.plain, g.storeKey, g.scope)
+	f.Add([]byte{}, "", "")
+	f.Add([]byte{0}, "k", "\x00")
+	f.Fuzz(func(t *testing.T, rec []byte, storeKey, scope string) {
+		k := seal.Derive(g.secret, scope)
+		sealed := k.Seal([]byte("dst:"), g.id, storeKey, rec)
+		if !bytes.HasPrefix(sealed, []byte("dst:")) {
+			t.Fatalf("Seal dropped what dst held: %x", sealed)
+		}
+		sealed = sealed[len("dst:"):]
+		if id, ok := seal.KeyID(sealed); !ok || string(id) != g.id || !seal.IsSealed(sealed) {
+			t.Fatalf("KeyID of a sealed record = %q, %v; want %q", id, ok, g.id)
+		}
+		plain, ok := k.Open([]byte("out:"), sealed, storeKey)
+		if !ok || !bytes.Equal(plain, append([]byte("out:"), rec...)) {
+			t.Fatalf("Open = %x, %v; want out: and %x", plain, ok, rec)
+		}
+		if _, ok := k.Open(nil, sealed, storeKey+"\x00"); ok {
+			t.Errorf("the record opened for another store key")
+		}
+		if _, ok := seal.Derive(g.secret, scope+"\x00").Open(nil, sealed, storeKey); ok {
+			t.Errorf("the record opened for another scope")
+		}
+	})
+}
