@@ -58,7 +58,9 @@ func putAAD(b *[]byte) {
 
 // Seal appends to dst the sealed record of rec, the encoded record stored
 // under storeKey, under k, the key the key named id derived for the
-// record's scope. It draws a fresh random nonce each time.
+// record's scope. It draws a fresh random nonce each time. rec must not
+// overlap dst's spare capacity (the header is written there first): seal
+// from one buffer into another, as the server's pooled buffers are.
 func (k *Key) Seal(dst []byte, id, storeKey string, rec []byte) []byte {
 	start := len(dst)
 	dst = append(dst, magic, format, version, byte(len(id)))
@@ -77,7 +79,9 @@ func (k *Key) Seal(dst []byte, id, storeKey string, rec []byte) []byte {
 // stored under storeKey, seals under k, and returns it, with true; false
 // when data is not a sealed record of a known format or does not open under k
 // for storeKey: edited, cut, moved, sealed for another scope or by
-// another key. It reads untrusted bytes and never panics.
+// another key. It reads untrusted bytes and never panics, provided dst's
+// spare capacity does not overlap data (crypto/cipher panics on an
+// inexact overlap): open from one buffer into another.
 func (k *Key) Open(dst, data []byte, storeKey string) ([]byte, bool) {
 	id, nonce, ct, ok := parse(data)
 	if !ok {
