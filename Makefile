@@ -20,8 +20,8 @@ all: generate lint test
 
 ## help: list the targets, each with its one-line description (this list).
 help:
-	@awk '/^## [a-z-]+: / { name = $$2; sub(/:$$/, "", name); text = $$0; sub(/^## [a-z-]+: /, "", text); desc[name] = text } \
-		/^[a-z][a-z-]*:([^=]|$$)/ { t = $$1; sub(/:.*/, "", t); order[++n] = t } \
+	@awk '/^## [A-Za-z0-9_.-]+: / { name = $$2; sub(/:$$/, "", name); text = $$0; sub(/^## [A-Za-z0-9_.-]+: /, "", text); desc[name] = text } \
+		/^[A-Za-z0-9][A-Za-z0-9_.-]*:([^=]|$$)/ { t = $$1; sub(/:.*/, "", t); order[++n] = t } \
 		END { for (i = 1; i <= n; i++) { if (!(order[i] in desc)) { print "make help: target " order[i] " has no \"## " order[i] ": ...\" line" > "/dev/stderr"; bad = 1 } else printf "  %-16s %s\n", order[i], desc[order[i]] } exit bad }' $(firstword $(MAKEFILE_LIST))
 
 ## generate: regenerate the Go code of every proto module of buf.yaml (removes stale files first).
