@@ -5,7 +5,8 @@
 # and the README's Packages table (a row per published module, by import
 # path, marked "own"; the test-only modules under internal/test/, examples/
 # and integration/ are not published). What each row says is written by
-# hand; which rows there are is checked against `go list -m` here.
+# hand; which rows there are is checked against `go list -m` here. It
+# fails, too, when a go.mod of the tree is not a module of go.work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,14 @@ while read -r path dir; do
     *) grep -qxF -- "$path" <<<"$readme" || fail "the README's Packages table has no row for $path (module: own)" ;;
   esac
 done < <(go list -m -f '{{.Path}} {{.Dir}}')
+
+# Every go.mod of the tree is a module of go.work: the lists above, make
+# lint, make test and the release order read go.work, so a module left out
+# of it would be in none of them.
+while read -r gomod; do
+  rel=$(dirname "$gomod")
+  printf '%s\n' "${dirs[@]}" | grep -qxF -- "$rel" || fail "$gomod is not a module of go.work: add ./$rel to its use list"
+done < <(git ls-files --cached --others --exclude-standard -- ':(glob)**/go.mod' ':(exclude,glob)**/testdata/**')
 
 while read -r rel; do
   [ -n "$rel" ] || continue
