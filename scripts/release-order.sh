@@ -24,6 +24,14 @@ while read -r path dir; do
       on && /"Path":/ { gsub(/[",]/, "", $2); if ($2 == root || index($2, root "/") == 1) print $2 }')
 done < <(go list -m -f '{{.Path}} {{.Dir}}')
 
+# A module of this repository that is not in go.work would never be ready:
+# say so, rather than call it a cycle.
+for p in "${paths[@]}"; do
+  for r in ${req_of[$p]}; do
+    [ -n "${dir_of[$r]:-}" ] || { echo "release-order: ${dir_of[$p]}/go.mod requires $r, which is not a module of go.work" >&2; exit 1; }
+  done
+done
+
 declare -A done_
 left=${#paths[@]}
 while [ "$left" -gt 0 ]; do
@@ -37,7 +45,7 @@ while [ "$left" -gt 0 ]; do
     [ "$ready" = 0 ] || step+=("$p")
   done
   if [ ${#step[@]} = 0 ]; then
-    echo "release-order: the requirements of these modules form a cycle:" >&2
+    echo "release-order: these modules are in a requirement cycle, or require a module that is:" >&2
     for p in "${paths[@]}"; do [ -n "${done_[$p]:-}" ] || echo "  ${dir_of[$p]}" >&2; done
     exit 1
   fi
