@@ -90,7 +90,7 @@ var derived = map[string]struct{ script, of string }{
 // smoke runs every benchmark the test files declare (-bench .), so a
 // table's benchmark must be declared by one. A derived benchmark's rows
 // must be among those its script measures, and the benchmark it measures
-// must be declared.
+// must be declared. The smoke runs with -short; make bench must not.
 func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 	t.Parallel()
 	read := func(path string) string {
@@ -106,6 +106,17 @@ func TestScriptsRunEveryBenchmarkReported(t *testing.T) {
 	if !strings.Contains(ci, "bench_pkgs=$(scripts/bench-packages.sh)") ||
 		!regexp.MustCompile(`go test -short -run '\^\$' -bench \. -benchtime=1x \$bench_pkgs`).MatchString(ci) {
 		t.Fatal(".ci/run's benchmark smoke no longer runs every benchmark (-bench . over $bench_pkgs)")
+	}
+	// make bench measures at full size: under -short a benchmark fills
+	// 1,000 entries, not a million (internal/test/benchtest), and
+	// BENCHMARKS.md would show the figures of the small store under the
+	// large one's name. A command is a line of go test or of a test binary
+	// (-test.run), its continuation lines joined, outside a comment.
+	short := regexp.MustCompile(`(?m)^[^#\n]*(\bgo test\b|\s-test\.run\b)[^\n]*\s-(test\.)?short\b`)
+	for _, script := range []string{"scripts/bench.sh", derived["BenchmarkUnaryInstructions"].script} {
+		if short.MatchString(strings.ReplaceAll(read("../../../"+script), "\\\n", " ")) {
+			t.Errorf("%s runs a benchmark with -short: make bench must measure every size", script)
+		}
 	}
 	declared := declaredBenchmarks(t, "../../..")
 	runs := func(script, name string) bool {
