@@ -149,7 +149,7 @@ func TestClientPushbackCap(t *testing.T) {
 			case err = <-done:
 			case <-time.After(10 * time.Second):
 				cancel()
-				<-done
+				<-done //nolint:errcheck // waits for the call to end; the test fails on the next line
 				t.Fatalf("the call was still waiting after 10s (server saw %d attempts); want the pushback refused", len(rig.Attempts.All()))
 			}
 			if status.Code(err) != tt.wantCode {

@@ -81,7 +81,7 @@ logfile = %s
 	go func() { done <- cmd.Wait() }()
 	tb.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // Wait's error is the kill's
 	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	if err := waitListening(addr, done); err != nil {

@@ -406,7 +406,9 @@ func afterTakeover(t *testing.T, newRig func(*testing.T) Rig) {
 	if err := <-completeErr; !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("CompleteTx after a takeover: %v, want ErrLeaseLost", err)
 	}
-	<-done
+	if err := <-done; err == nil {
+		t.Fatal("the call succeeded, though its handler failed after the takeover")
+	}
 	if n := f.LedgerRows(t, "p"); n != 0 {
 		t.Fatalf("%d ledger rows, want none", n)
 	}
