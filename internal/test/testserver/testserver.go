@@ -10,7 +10,9 @@ package testserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,7 +20,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
@@ -108,12 +112,25 @@ func (s *Service) Tuned(ctx context.Context, req *testingv1.DoRequest) (*testing
 	return s.handle(ctx, testingv1.TestService_Tuned_FullMethodName, req)
 }
 
-// Stream echoes every request it receives.
+// Stream echoes every request it receives. It returns nil when the client
+// closes its side (io.EOF) or the stream is cancelled or times out (the
+// client cancelled, its deadline passed, the connection closed), and the
+// receive error otherwise (a message over the server's limit, one that does
+// not decode), so that a stream interceptor sees the failure. (grpc-go has
+// already sent that error's status to the client and ended the stream's
+// context by the time Recv returns it.)
 func (s *Service) Stream(stream grpc.BidiStreamingServer[testingv1.DoRequest, testingv1.DoResponse]) error {
 	for {
 		req, err := stream.Recv()
-		if err != nil {
-			return nil //nolint:nilerr // io.EOF or a cancelled stream ends the echo.
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+			status.Code(err) == codes.Canceled, status.Code(err) == codes.DeadlineExceeded:
+			return nil // a cancelled or timed-out stream ends the echo.
+		default:
+			return err
 		}
 		if err := stream.Send(&testingv1.DoResponse{Payload: req.GetPayload(), Amount: req.GetAmount()}); err != nil {
 			return err
