@@ -100,6 +100,7 @@ const replayClientKey = "k-fuzz-replay"
 // newReplayTarget runs one real call to learn the store key (from the
 // faultstore's recorded Claim) and a genuine record.
 func newReplayTarget(f *testing.F) replayTarget {
+	f.Helper()
 	req := &testingv1.DoRequest{Payload: "p", Amount: 7}
 	fp, err := idempotency.Fingerprint(fuzzMethod, req)
 	if err != nil {

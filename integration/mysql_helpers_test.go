@@ -59,7 +59,10 @@ func (l *myLedger) store(t *testing.T, maxConns int) *mysqlstore.Store {
 
 // mysqlStore is a constructor of storeBackends' kind: a MySQL store on a
 // table of its own.
-func mysqlStore(t *testing.T) store.Store { return newMyLedger(t).store(t, 8) }
+func mysqlStore(t *testing.T) store.Store {
+	t.Helper()
+	return newMyLedger(t).store(t, 8)
+}
 
 // rows counts the ledger rows of payload.
 func (l *myLedger) rows(t *testing.T, payload string) int {

@@ -113,6 +113,7 @@ func recommendedRedisOptions(addr string) *redis.Options {
 // client with the given options, and returns the call to measure and the
 // number of attempts it made, once it has run.
 func firstCallThroughDownRedis(b *testing.B, opts *redis.Options, clientOpts []idempotency.ClientOption) (func() error, *int) {
+	b.Helper()
 	rdb := redis.NewClient(opts)
 	b.Cleanup(func() { _ = rdb.Close() })
 	srv := testserver.New(b, &testserver.Service{},
@@ -131,6 +132,7 @@ func firstCallThroughDownRedis(b *testing.B, opts *redis.Options, clientOpts []i
 
 // closedRedisAddr returns a loopback address where nothing listens.
 func closedRedisAddr(b *testing.B) string {
+	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

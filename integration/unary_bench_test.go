@@ -109,6 +109,7 @@ func BenchmarkUnary(b *testing.B) {
 // s, closed when the benchmark ends (a replay cache's subscription to the
 // store's purges ends with it).
 func serve(b *testing.B, s store.Store, opts ...idempotency.ServerOption) testingv1.TestServiceClient {
+	b.Helper()
 	srv := idempotency.NewServer(s, opts...)
 	b.Cleanup(func() { _ = srv.Close() })
 	return testserver.New(b, &testserver.Service{}, grpc.ChainUnaryInterceptor(srv.UnaryServerInterceptor())).Client(b)
@@ -160,6 +161,7 @@ func benchCachedReplays(b *testing.B) {
 // a client of the master with the scripts loaded and a round-trip counter
 // attached.
 func benchRedis(b *testing.B, replicas int) (*redis.Client, *redistest.RoundTrips) {
+	b.Helper()
 	var rdb *redis.Client
 	if replicas > 0 {
 		rdb = redistest.StartSentinelWith(b, redistest.SentinelConfig{Replicas: replicas}).Master.Client()
@@ -176,6 +178,7 @@ func benchRedis(b *testing.B, replicas int) (*redis.Client, *redistest.RoundTrip
 
 // resetCommandStats zeroes the command counters of INFO commandstats.
 func resetCommandStats(b *testing.B, rdb *redis.Client) {
+	b.Helper()
 	if err := rdb.ConfigResetStat(b.Context()).Err(); err != nil {
 		b.Fatal(err)
 	}
@@ -184,6 +187,7 @@ func resetCommandStats(b *testing.B, rdb *redis.Client) {
 // redisCPU returns the CPU time redis-server has used (INFO cpu, user and
 // system, its main thread and the others).
 func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	b.Helper()
 	info, err := rdb.InfoMap(b.Context(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -203,6 +207,7 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 // last resetCommandStats, those scripts call included, leaving out the
 // benchmark's own (INFO, CONFIG) and connection handshakes (HELLO, CLIENT).
 func commandsExecuted(b *testing.B, rdb *redis.Client) int64 {
+	b.Helper()
 	info, err := rdb.Info(b.Context(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)

@@ -197,6 +197,7 @@ func setup(env *testscript.Env, m mode, shared any) error {
 // mTLS in an mtls mode, and returns the flags that reach it; the scripts
 // find its address in $ADMIN_ADDR.
 func startAdmin(tb testing.TB, env *testscript.Env, m mode, srv *idempotency.Server) ([]string, error) {
+	tb.Helper()
 	svc := admin.NewService(srv, authorize, admin.WithLogger(slog.New(slog.DiscardHandler)))
 	register := func(s grpc.ServiceRegistrar) { adminv1.RegisterAdminServiceServer(s, svc) }
 	if !m.mtls {

@@ -96,6 +96,7 @@ func BenchmarkClaimFullSteadyExpiry(b *testing.B) {
 // memory the process has never touched, and pay the kernel for it, which a
 // store that has been full for a while does not.
 func warmUp(b *testing.B, s *memorystore.Store, fp, data []byte) {
+	b.Helper()
 	ctx := context.Background()
 	keys := ringKeys(0) // the benchmark's goroutines count from 1
 	for i := range fullEntries {
@@ -113,6 +114,7 @@ func warmUp(b *testing.B, s *memorystore.Store, fp, data []byte) {
 
 // fillExpired claims n keys and completes them with a retention of 1ns.
 func fillExpired(b *testing.B, s *memorystore.Store, n int) {
+	b.Helper()
 	ctx := context.Background()
 	for i := range n {
 		k := "expired-" + strconv.Itoa(i)

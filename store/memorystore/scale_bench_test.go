@@ -41,6 +41,7 @@ func record200(fp []byte) []byte {
 
 // fillRecords completes n keys with a 200-byte-response record.
 func fillRecords(tb testing.TB, s *memorystore.Store, n int, fp, data []byte) {
+	tb.Helper()
 	ctx := context.Background()
 	for i := range n {
 		k := storeKey(i)

@@ -49,6 +49,7 @@ func newStoreOn(tb testing.TB, db *sql.DB, table string, opts ...mysqlstore.Opti
 var tables sync.Map
 
 func tableOf(tb testing.TB, s *mysqlstore.Store) string {
+	tb.Helper()
 	name, ok := tables.Load(s)
 	if !ok {
 		tb.Fatal("store not made by newStore")

@@ -32,6 +32,7 @@ func TestCompleteTxElsewhere(t *testing.T) {
 	table := tableOf(t, s)
 	srv := idempotency.NewServer(s)
 	otherDB := func(t *testing.T, migrate bool) *sql.DB {
+		t.Helper()
 		cfg, err := mysql.ParseDSN(mysqltest.NewDatabase(t))
 		if err != nil {
 			t.Fatal(err)

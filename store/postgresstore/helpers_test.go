@@ -45,6 +45,7 @@ func newStore(tb testing.TB, maxConns int32, opts ...postgresstore.Option) (*pos
 var pools, tables sync.Map
 
 func poolOf(tb testing.TB, s *postgresstore.Store) *pgxpool.Pool {
+	tb.Helper()
 	p, ok := pools.Load(s)
 	if !ok {
 		tb.Fatal("store not made by newStore")
@@ -53,6 +54,7 @@ func poolOf(tb testing.TB, s *postgresstore.Store) *pgxpool.Pool {
 }
 
 func tableOf(tb testing.TB, s *postgresstore.Store) string {
+	tb.Helper()
 	name, ok := tables.Load(s)
 	if !ok {
 		tb.Fatal("store not made by newStore")

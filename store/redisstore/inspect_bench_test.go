@@ -102,6 +102,7 @@ func benchKey(i int) string {
 
 // fillRedis writes n entries, 1% of them in flight, in pipelines.
 func fillRedis(b *testing.B, rdb *redis.Client, n int) {
+	b.Helper()
 	ctx := b.Context()
 	data := bytes.Repeat([]byte{0xab}, 200)
 	const batch = 10_000

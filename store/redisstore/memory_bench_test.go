@@ -64,6 +64,7 @@ func BenchmarkMemoryPerRecord(b *testing.B) {
 
 // usedMemory returns used_memory of INFO memory.
 func usedMemory(b *testing.B, rdb *redis.Client) int64 {
+	b.Helper()
 	info, err := rdb.InfoMap(b.Context(), "memory").Result()
 	if err != nil {
 		b.Fatal(err)

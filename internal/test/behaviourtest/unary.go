@@ -25,6 +25,7 @@ const callIDKey = "behaviour-call"
 type unaryEntry struct{ client testingv1.TestServiceClient }
 
 func newUnary(t *testing.T, e *Env) Caller {
+	t.Helper()
 	srv := idempotency.NewServer(e.Store, e.Opts...)
 	handler := func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		return e.Work(ctx, callID(ctx))

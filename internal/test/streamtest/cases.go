@@ -29,6 +29,7 @@ func RunCore(t *testing.T, newStore func(t *testing.T) store.Store) {
 		idempotency.WithWaitForInFlight(time.Minute))
 	// start serves a fresh service behind two Server values over st.
 	start := func(t *testing.T) (*Service, [2]testgrpc.TestServiceClient) {
+		t.Helper()
 		svc := &Service{}
 		return svc, [2]testgrpc.TestServiceClient{
 			Start(t, svc, idempotency.NewServer(st, opts...)),
