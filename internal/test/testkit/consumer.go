@@ -2,11 +2,13 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 )
 
 // The rig of the message-consumer modules' tests (jetstreamidempotency,
@@ -82,25 +84,22 @@ func (r Results[R]) Drain() []R {
 // message's work was done, and in which order. It is safe for concurrent
 // use; the zero value is ready to use.
 type Ledger struct {
-	mu      sync.Mutex
-	done    map[string]int
-	order   []string
-	written chan struct{} // closed by the next Write; nil while no one waits
+	mu     sync.Mutex
+	done   map[string]int
+	order  []string
+	signal wait.Signal // notified by each Write
 }
 
 // Write records that the work of message id was done once more.
 func (l *Ledger) Write(id string) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.done == nil {
 		l.done = make(map[string]int)
 	}
 	l.done[id]++
 	l.order = append(l.order, id)
-	if l.written != nil {
-		close(l.written)
-		l.written = nil
-	}
+	l.mu.Unlock()
+	l.signal.Notify()
 }
 
 // Count returns how many times the work of message id was done.
@@ -121,26 +120,9 @@ func (l *Ledger) Writes() []string {
 // test if it does not within [ConsumerWait].
 func (l *Ledger) WaitWrites(tb testing.TB, n int) {
 	tb.Helper()
-	limit := time.NewTimer(ConsumerWait)
-	defer limit.Stop()
-	for {
-		l.mu.Lock()
-		got := len(l.order)
-		if got >= n {
-			l.mu.Unlock()
-			return
-		}
-		if l.written == nil {
-			l.written = make(chan struct{})
-		}
-		written := l.written
-		l.mu.Unlock()
-		select {
-		case <-written:
-		case <-limit.C:
-			tb.Fatalf("%d writes after %v, want %d", got, ConsumerWait, n)
-		}
-	}
+	l.signal.UntilWithin(tb, fmt.Sprintf("%d writes in the ledger", n), ConsumerWait, func() bool {
+		return len(l.Writes()) >= n
+	})
 }
 
 // Background is a function [RunInBackground] runs in a goroutine of its

@@ -62,7 +62,14 @@ func (s *Signal) next() <-chan struct{} {
 // what was awaited, for the failure message.
 func (s *Signal) Until(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	timer := time.NewTimer(Timeout)
+	s.UntilWithin(tb, what, Timeout, cond)
+}
+
+// UntilWithin is [Signal.Until] with a bound of its own, for a wait that
+// [Timeout] is too short for (a broker's redelivery).
+func (s *Signal) UntilWithin(tb testing.TB, what string, limit time.Duration, cond func() bool) {
+	tb.Helper()
+	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
 		changed := s.next() // taken before cond, so no Notify in between is missed
@@ -72,7 +79,7 @@ func (s *Signal) Until(tb testing.TB, what string, cond func() bool) {
 		select {
 		case <-changed:
 		case <-timer.C:
-			tb.Fatalf("%s: not within %v", what, Timeout)
+			tb.Fatalf("%s: not within %v", what, limit)
 		}
 	}
 }
