@@ -14,6 +14,7 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -410,7 +411,7 @@ func TestClientRetriesStoreFull(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			mem := memStore(t, memorystore.WithMaxEntries(1))
-			filler, err := mem.Claim(t.Context(), "filler", nil, time.Hour)
+			filler, err := mem.Claim(t.Context(), "filler", nil, time.Hour, store.ClaimOptions{})
 			if err != nil || !filler.Won() {
 				t.Fatalf("filling the store: won=%v err=%v", filler.Won(), err)
 			}

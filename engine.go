@@ -261,7 +261,7 @@ func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) 
 		defer l.end(nil)
 		ctx = l
 	}
-	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease)
+	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease, store.ClaimOptions{})
 }
 
 // claimFailed handles a Claim error: fail closed, or fail open when

@@ -502,8 +502,8 @@ type claimHook struct {
 	after func(key string)
 }
 
-func (h *claimHook) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
-	c, err := h.Store.Claim(ctx, key, fp, lease)
+func (h *claimHook) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
+	c, err := h.Store.Claim(ctx, key, fp, lease, opts)
 	if err == nil && !c.Won() && c.Existing.State == store.StateCompleted && h.after != nil {
 		h.after(key)
 	}

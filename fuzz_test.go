@@ -18,6 +18,7 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -118,7 +119,7 @@ func newReplayTarget(f *testing.F) replayTarget {
 		f.Fatal(err)
 	}
 	key := fs.Calls()[0].Key
-	cl, err := mem.Claim(context.Background(), key, fp, time.Minute)
+	cl, err := mem.Claim(context.Background(), key, fp, time.Minute, store.ClaimOptions{})
 	if err != nil || cl.Won() {
 		f.Fatalf("reading back the record: %v, won %v", err, cl.Won())
 	}
@@ -154,7 +155,7 @@ func FuzzReplay(f *testing.F) {
 		ctx := context.Background()
 		mem := memorystore.New(memorystore.WithSweepInterval(0))
 		defer mem.Close()
-		cl, err := mem.Claim(ctx, tg.storeKey, tg.fp, time.Minute)
+		cl, err := mem.Claim(ctx, tg.storeKey, tg.fp, time.Minute, store.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -101,7 +101,7 @@ func rewrite(t *testing.T, st *memorystore.Store, storeKey string, fingerprint, 
 	if _, err := st.Purge(ctx, storeKey, store.PurgeOptions{}); err != nil && !errors.Is(err, store.ErrNotFound) {
 		t.Fatal(err)
 	}
-	cl, err := st.Claim(ctx, storeKey, fingerprint, time.Minute)
+	cl, err := st.Claim(ctx, storeKey, fingerprint, time.Minute, store.ClaimOptions{})
 	if err != nil || !cl.Won() {
 		t.Fatalf("claim %s: %v (won %v)", storeKey, err, cl.Won())
 	}
@@ -798,11 +798,11 @@ type claimHookStore struct {
 	onClaim func()
 }
 
-func (s *claimHookStore) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
+func (s *claimHookStore) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if s.onClaim != nil {
 		s.onClaim()
 	}
-	return s.Store.Claim(ctx, key, fingerprint, lease)
+	return s.Store.Claim(ctx, key, fingerprint, lease, opts)
 }
 
 // A request changed after the call took it (another call sharing the

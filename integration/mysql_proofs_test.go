@@ -215,7 +215,7 @@ func TestMySQLConcurrentTakeover(t *testing.T) {
 		const rounds = 100
 		for r := range rounds {
 			key := fmt.Sprintf("store-%d", r)
-			c, err := a.store.Claim(t.Context(), key, []byte("dead server"), time.Millisecond)
+			c, err := a.store.Claim(t.Context(), key, []byte("dead server"), time.Millisecond, store.ClaimOptions{})
 			if err != nil || !c.Won() {
 				t.Fatalf("Claim(%s): %v, won=%v", key, err, c.Won())
 			}
@@ -227,7 +227,7 @@ func TestMySQLConcurrentTakeover(t *testing.T) {
 			for i, s := range []*mysqlstore.Store{a.store, b.store} {
 				wg.Go(func() {
 					<-start
-					claims[i], errs[i] = s.Claim(t.Context(), key, []byte{byte(i)}, time.Minute)
+					claims[i], errs[i] = s.Claim(t.Context(), key, []byte{byte(i)}, time.Minute, store.ClaimOptions{})
 				})
 			}
 			close(start)

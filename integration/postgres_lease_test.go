@@ -113,7 +113,7 @@ func TestPostgresConcurrentTakeover(t *testing.T) {
 			for i, s := range []*postgresstore.Store{a.store, b.store} {
 				wg.Go(func() {
 					<-start
-					claims[i], errs[i] = s.Claim(t.Context(), key, []byte{byte(i)}, time.Minute)
+					claims[i], errs[i] = s.Claim(t.Context(), key, []byte{byte(i)}, time.Minute, store.ClaimOptions{})
 				})
 			}
 			close(start)
@@ -189,7 +189,7 @@ func TestPostgresConcurrentTakeover(t *testing.T) {
 // expire leaves key with a claim whose lease has run out.
 func expire(t *testing.T, s *postgresstore.Store, key string) {
 	t.Helper()
-	c, err := s.Claim(t.Context(), key, []byte("dead server"), time.Millisecond)
+	c, err := s.Claim(t.Context(), key, []byte("dead server"), time.Millisecond, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim(%s): %v, won=%v", key, err, c.Won())
 	}

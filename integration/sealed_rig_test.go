@@ -280,7 +280,7 @@ func sealedRewrite(t *testing.T, st store.Store, storeKey string, fingerprint, d
 	if _, err := in.Purge(ctx, storeKey, store.PurgeOptions{}); err != nil && !errors.Is(err, store.ErrNotFound) {
 		t.Fatal(err)
 	}
-	cl, err := st.Claim(ctx, storeKey, fingerprint, time.Minute)
+	cl, err := st.Claim(ctx, storeKey, fingerprint, time.Minute, store.ClaimOptions{})
 	if err != nil || !cl.Won() {
 		t.Fatalf("claim %s: %v (won %v)", storeKey, err, cl.Won())
 	}

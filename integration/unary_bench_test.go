@@ -268,7 +268,7 @@ func benchStore(b *testing.B, s store.Store, callers int, replay bool, start fun
 	fp, data := make([]byte, 33), make([]byte, 120)
 	keyOf := benchtest.Keys(replay)
 	if replay {
-		c, err := s.Claim(ctx, keyOf(0), fp, time.Minute)
+		c, err := s.Claim(ctx, keyOf(0), fp, time.Minute, store.ClaimOptions{})
 		if err != nil || s.Complete(ctx, keyOf(0), c.Token, data, time.Hour) != nil {
 			b.Fatal(err)
 		}
@@ -280,7 +280,7 @@ func benchStore(b *testing.B, s store.Store, callers int, replay bool, start fun
 	b.ResetTimer()
 	benchtest.Parallel(b, callers, func(i int64) {
 		key := keyOf(i)
-		c, err := s.Claim(ctx, key, fp, time.Minute)
+		c, err := s.Claim(ctx, key, fp, time.Minute, store.ClaimOptions{})
 		if err != nil {
 			b.Error(err)
 			return

@@ -20,6 +20,7 @@ import (
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/otelidempotency"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -102,18 +103,18 @@ func ExampleRegisterStoreMetrics() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
-	store := memorystore.New()
-	defer store.Close()
-	reg, err := otelidempotency.RegisterStoreMetrics(store, otelidempotency.WithMeterProvider(mp))
+	st := memorystore.New()
+	defer st.Close()
+	reg, err := otelidempotency.RegisterStoreMetrics(st, otelidempotency.WithMeterProvider(mp))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer func() { _ = reg.Unregister() }()
 
 	ctx := context.Background()
-	done, _ := store.Claim(ctx, "done", []byte("fp"), time.Minute)
-	_ = store.Complete(ctx, "done", done.Token, []byte("outcome"), time.Hour)
-	_, _ = store.Claim(ctx, "running", []byte("fp"), time.Minute)
+	done, _ := st.Claim(ctx, "done", []byte("fp"), time.Minute, store.ClaimOptions{})
+	_ = st.Complete(ctx, "done", done.Token, []byte("outcome"), time.Hour)
+	_, _ = st.Claim(ctx, "running", []byte("fp"), time.Minute, store.ClaimOptions{})
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {

@@ -80,7 +80,7 @@ func fill(t *testing.T, s store.Store, prefix string, n, done int) {
 	t.Helper()
 	for i := range n {
 		key := prefix + string(rune('a'+i))
-		c, err := s.Claim(t.Context(), key, []byte("fp"), time.Hour)
+		c, err := s.Claim(t.Context(), key, []byte("fp"), time.Hour, store.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

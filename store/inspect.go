@@ -89,13 +89,16 @@ type Inspector interface {
 type Info struct {
 	// Key is the store key.
 	Key string
-	// State is StateInFlight or StateCompleted.
+	// State is StateInFlight, StateAbandoned or StateCompleted.
 	State State
 	// Token names the claim that made the entry: opaque, unique to that
 	// claim, and given back in [PurgeOptions.Token] to purge this very
 	// entry and no other. (It is the claim's owner token, the token that
 	// completed the entry once it is completed, or derived from it: keep
-	// it from anyone who may not act on the store.)
+	// it from anyone who may not act on the store.) For an entry in
+	// flight or abandoned, Token is its owner token itself: an operator
+	// resolves an abandoned entry with [Store.Complete] under it, which
+	// fails once anyone else has taken the entry over.
 	Token string
 	// Fingerprint is the fingerprint the key was claimed with.
 	Fingerprint []byte
@@ -113,10 +116,14 @@ type Info struct {
 	// Completed is when the entry was completed; the zero Time while in
 	// flight, and when the store does not record it.
 	Completed time.Time
-	// Expires is when its lease (in flight) or its retention (completed)
-	// runs out, by the store's clock; a time far in the future for a
-	// duration the store saturated.
+	// Expires is when its lease (in flight), its keep (abandoned) or its
+	// retention (completed) runs out, by the store's clock; a time far in
+	// the future for a duration the store saturated.
 	Expires time.Time
+	// Attempt counts the claims of the key that ran a handler (see
+	// [ClaimResult.Attempt]); 0 when the store does not know (a completed
+	// entry of a store that does not keep it).
+	Attempt int
 }
 
 // Page limits of [Inspector.List].
@@ -130,7 +137,7 @@ const (
 
 // ListOptions selects the entries of [Inspector.List].
 type ListOptions struct {
-	// State keeps the entries in that state; 0 keeps both.
+	// State keeps the entries in that state; 0 keeps every state.
 	State State
 	// MinAge keeps the entries claimed at least that long ago, and those
 	// whose claim time is unknown; 0 or less keeps every entry.
@@ -197,8 +204,9 @@ func ShellSafe(s string) bool {
 
 // PurgeOptions fences [Inspector.Purge].
 type PurgeOptions struct {
-	// InFlight purges an in-flight entry, and only an in-flight one. By
-	// default, only a completed entry is purged.
+	// InFlight purges an in-flight or abandoned entry, and only such an
+	// entry: purging an abandoned one lets the next retry run its handler
+	// afresh. By default, only a completed entry is purged.
 	InFlight bool
 	// Token, when set, purges the entry only while it is the one whose
 	// [Info.Token] it is.
@@ -207,8 +215,9 @@ type PurgeOptions struct {
 
 // Stats are the counts of [Inspector.Stats].
 type Stats struct {
-	// InFlight and Completed count the live entries in each state.
-	InFlight, Completed Count
+	// InFlight, Abandoned and Completed count the live entries in each
+	// state.
+	InFlight, Abandoned, Completed Count
 	// Estimated is true when the counts are estimated from a sample
 	// rather than counted; each store's documentation says how.
 	Estimated bool

@@ -24,6 +24,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
@@ -100,7 +101,7 @@ func cmdPlant(ts *testscript.TestScript, neg bool, args []string) {
 	st := rigOf(ts).store
 	ctx := context.Background()
 	const key = "copied-\xff\xfe-key"
-	c, err := st.Claim(ctx, key, []byte("fp"), time.Minute)
+	c, err := st.Claim(ctx, key, []byte("fp"), time.Minute, store.ClaimOptions{})
 	ts.Check(err)
 	ts.Check(st.Complete(ctx, key, c.Token, []byte("x"), time.Hour))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -49,7 +50,7 @@ func TestMapsShrinkAfterChurn(t *testing.T) {
 			s := newStore(t, tc.opts...)
 			toks := make([]string, n)
 			for i := range toks {
-				c, err := s.Claim(t.Context(), fmt.Sprint("k", i), nil, time.Hour)
+				c, err := s.Claim(t.Context(), fmt.Sprint("k", i), nil, time.Hour, store.ClaimOptions{})
 				if err != nil || !c.Won() {
 					t.Fatalf("Claim k%d: won=%v err=%v", i, c.Won(), err)
 				}

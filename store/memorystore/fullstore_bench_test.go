@@ -63,7 +63,7 @@ func BenchmarkClaimFullSteadyExpiry(b *testing.B) {
 				for i := 0; pb.Next(); i++ {
 					k := keys[i&1023]
 					start := time.Now()
-					c, err := s.Claim(b.Context(), k, fp, time.Minute)
+					c, err := s.Claim(b.Context(), k, fp, time.Minute, store.ClaimOptions{})
 					lat = append(lat, time.Since(start))
 					if errors.Is(err, store.ErrFull) {
 						refused.Add(1)
@@ -101,7 +101,7 @@ func warmUp(b *testing.B, s *memorystore.Store, fp, data []byte) {
 	keys := ringKeys(0) // the benchmark's goroutines count from 1
 	for i := range fullEntries {
 		k := keys[i&1023]
-		c, err := s.Claim(ctx, k, fp, time.Minute)
+		c, err := s.Claim(ctx, k, fp, time.Minute, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			b.Fatalf("warm-up Claim: won=%v err=%v", c.Won(), err)
 		}
@@ -118,7 +118,7 @@ func fillExpired(b *testing.B, s *memorystore.Store, n int) {
 	ctx := context.Background()
 	for i := range n {
 		k := "expired-" + strconv.Itoa(i)
-		c, err := s.Claim(ctx, k, nil, time.Minute)
+		c, err := s.Claim(ctx, k, nil, time.Minute, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			b.Fatalf("Claim %q: won=%v err=%v", k, c.Won(), err)
 		}

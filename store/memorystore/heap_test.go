@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/grpc-idempotency/idempotency/store"
 )
 
 // checkHeap fails t unless h is a heap whose slots know their items, and
@@ -160,7 +162,7 @@ func TestShardsStayConsistent(t *testing.T) {
 				d := durations[r.IntN(len(durations))]
 				switch r.IntN(4) {
 				case 0:
-					if c, err := s.Claim(ctx, key, nil, d); err == nil && c.Won() {
+					if c, err := s.Claim(ctx, key, nil, d, store.ClaimOptions{}); err == nil && c.Won() {
 						toks[key] = c.Token
 					}
 				case 1:
@@ -197,7 +199,7 @@ func TestShrinkKeepsShardsConsistent(t *testing.T) {
 			const n = 40_000 // over shrinkMin entries per shard
 			toks := make([]string, n)
 			for i := range toks {
-				c, err := s.Claim(ctx, fmt.Sprint("k", i), nil, time.Hour)
+				c, err := s.Claim(ctx, fmt.Sprint("k", i), nil, time.Hour, store.ClaimOptions{})
 				if err != nil || !c.Won() {
 					t.Fatalf("Claim k%d: won=%v err=%v", i, c.Won(), err)
 				}

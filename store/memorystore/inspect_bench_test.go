@@ -24,7 +24,7 @@ func BenchmarkInspectMemory(b *testing.B) {
 	fp, data := make([]byte, 33), bytes.Repeat([]byte{0xab}, 200)
 	for i := range n {
 		k := "key-" + strconv.Itoa(i)
-		c, err := s.Claim(ctx, k, fp, time.Hour)
+		c, err := s.Claim(ctx, k, fp, time.Hour, store.ClaimOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

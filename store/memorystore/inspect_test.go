@@ -29,7 +29,7 @@ func TestStatsExact(t *testing.T) {
 	toks := map[string]string{}
 	for i := range 4 {
 		k := "k" + strconv.Itoa(i)
-		c, err := s.Claim(ctx, k, fp, time.Minute)
+		c, err := s.Claim(ctx, k, fp, time.Minute, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatal(c, err)
 		}
@@ -51,7 +51,7 @@ func TestStatsExact(t *testing.T) {
 	}
 	want("released one, purged one", 1, 13, 0, 0)
 	// k1 expired: a claim takes it over in place.
-	if c, err := s.Claim(ctx, "k1", []byte("fp"), time.Minute); err != nil || !c.Won() {
+	if c, err := s.Claim(ctx, "k1", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatal(c, err)
 	}
 	want("claimed over an expired entry", 2, 13+4, 0, 0)
@@ -69,7 +69,7 @@ func TestListAcrossShrink(t *testing.T) {
 	const n, kept = 40_000, 500 // about 600 entries per shard, over shrink's minimum of 256
 	toks := make([]string, n)
 	for i := range n {
-		c, err := s.Claim(ctx, "k"+strconv.Itoa(i), []byte("fp"), time.Hour)
+		c, err := s.Claim(ctx, "k"+strconv.Itoa(i), []byte("fp"), time.Hour, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatal(c, err)
 		}
@@ -115,7 +115,7 @@ func TestInvalidationsTwoSubscribers(t *testing.T) {
 	s, ctx := newStore(t), t.Context()
 	a, _ := s.Invalidations(ctx)
 	b, _ := s.Invalidations(ctx)
-	c, _ := s.Claim(ctx, "key", []byte("fp"), time.Minute)
+	c, _ := s.Claim(ctx, "key", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err := s.Complete(ctx, "key", c.Token, []byte("data"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestInvalidationsSlowSubscriber(t *testing.T) {
 	const n = 3000
 	for i := range n {
 		k := "k" + strconv.Itoa(i)
-		c, _ := s.Claim(ctx, k, []byte("fp"), time.Minute)
+		c, _ := s.Claim(ctx, k, []byte("fp"), time.Minute, store.ClaimOptions{})
 		if _, err := s.Purge(ctx, k, store.PurgeOptions{InFlight: true, Token: c.Token}); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestInvalidationsSlowSubscriber(t *testing.T) {
 func TestPurgeTokenSpellings(t *testing.T) {
 	t.Parallel()
 	s, ctx := newStore(t), t.Context()
-	c, _ := s.Claim(ctx, "key", []byte("fp"), time.Minute)
+	c, _ := s.Claim(ctx, "key", []byte("fp"), time.Minute, store.ClaimOptions{})
 	for _, tok := range []string{"0" + c.Token, c.Token + " ", "x"} {
 		if _, err := s.Purge(ctx, "key", store.PurgeOptions{InFlight: true, Token: tok}); !errors.Is(err, store.ErrChanged) {
 			t.Fatalf("Purge with token %q: %v, want store.ErrChanged", tok, err)
@@ -190,7 +190,7 @@ func FuzzListCursor(f *testing.F) {
 	s := memorystore.New(memorystore.WithSweepInterval(0))
 	defer s.Close()
 	for i := range 300 {
-		_, _ = s.Claim(f.Context(), "k"+strconv.Itoa(i), []byte("fp"), time.Hour)
+		_, _ = s.Claim(f.Context(), "k"+strconv.Itoa(i), []byte("fp"), time.Hour, store.ClaimOptions{})
 	}
 	page, _ := s.List(f.Context(), store.ListOptions{Limit: 7})
 	f.Add(page.Next)

@@ -18,7 +18,7 @@ func fill(t *testing.T, s *memorystore.Store, n int, lease time.Duration) []stri
 	t.Helper()
 	toks := make([]string, n)
 	for i := range n {
-		c, err := s.Claim(t.Context(), fmt.Sprint("k", i), nil, lease)
+		c, err := s.Claim(t.Context(), fmt.Sprint("k", i), nil, lease, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim k%d: won=%v err=%v", i, c.Won(), err)
 		}
@@ -29,7 +29,7 @@ func fill(t *testing.T, s *memorystore.Store, n int, lease time.Duration) []stri
 
 func wantFull(t *testing.T, s *memorystore.Store, key string) {
 	t.Helper()
-	if c, err := s.Claim(t.Context(), key, nil, time.Minute); !errors.Is(err, store.ErrFull) {
+	if c, err := s.Claim(t.Context(), key, nil, time.Minute, store.ClaimOptions{}); !errors.Is(err, store.ErrFull) {
 		t.Fatalf("Claim of new key %q in a full store: won=%v err=%v, want store.ErrFull", key, c.Won(), err)
 	}
 }
@@ -45,12 +45,12 @@ func TestMaxEntriesNeverEvicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantFull(t, s, "new")
-	c, err := s.Claim(ctx, "k0", nil, time.Minute)
+	c, err := s.Claim(ctx, "k0", nil, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Existing.State != store.StateCompleted || string(c.Existing.Data) != "kept" {
 		t.Fatalf("completed k0 in a full store: %+v, %v", c, err)
 	}
 	// Existing in-flight keys are still answered, not refused.
-	c, err = s.Claim(ctx, "k1", nil, time.Minute)
+	c, err = s.Claim(ctx, "k1", nil, time.Minute, store.ClaimOptions{})
 	if err != nil || c.Existing.State != store.StateInFlight {
 		t.Fatalf("in-flight k1 in a full store: %+v, %v", c, err)
 	}
@@ -67,7 +67,7 @@ func TestMaxEntriesNeverEvicts(t *testing.T) {
 	if err := s.Release(ctx, "k1", toks[1]); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.Claim(ctx, "new", nil, time.Minute); err != nil || !c.Won() {
+	if c, err := s.Claim(ctx, "new", nil, time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim after a release: won=%v err=%v", c.Won(), err)
 	}
 	wantFull(t, s, "newer")
@@ -78,8 +78,8 @@ func TestMaxEntriesDropsExpired(t *testing.T) {
 	s := newStore(t, memorystore.WithMaxEntries(4), memorystore.WithSweepInterval(0))
 	ctx := t.Context()
 	fill(t, s, 2, time.Minute)
-	c, _ := s.Claim(ctx, "short-lease", nil, 20*time.Millisecond)
-	d, _ := s.Claim(ctx, "short-retention", nil, time.Minute)
+	c, _ := s.Claim(ctx, "short-lease", nil, 20*time.Millisecond, store.ClaimOptions{})
+	d, _ := s.Claim(ctx, "short-retention", nil, time.Minute, store.ClaimOptions{})
 	if err := s.Complete(ctx, "short-retention", d.Token, nil, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestMaxEntriesDropsExpired(t *testing.T) {
 		t.Fatalf("Len = %d before the full store made room, want 4 (sweeper is off)", n)
 	}
 	for _, key := range []string{"a", "b"} {
-		if c, err := s.Claim(ctx, key, nil, time.Minute); err != nil || !c.Won() {
+		if c, err := s.Claim(ctx, key, nil, time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 			t.Fatalf("Claim %q once two entries expired: won=%v err=%v", key, c.Won(), err)
 		}
 	}
@@ -108,7 +108,7 @@ func TestMaxEntriesReclaimsExpiredKeyInPlace(t *testing.T) {
 	fill(t, s, 1, 10*time.Millisecond)
 	time.Sleep(30 * time.Millisecond)
 	// The same key: its expired entry is replaced, no room needed.
-	if c, err := s.Claim(t.Context(), "k0", nil, time.Minute); err != nil || !c.Won() {
+	if c, err := s.Claim(t.Context(), "k0", nil, time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("reclaim of an expired key in a full store: won=%v err=%v", c.Won(), err)
 	}
 	wantFull(t, s, "other")
@@ -122,7 +122,7 @@ func TestMaxEntriesConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range claimers {
 		wg.Go(func() {
-			c, err := s.Claim(t.Context(), fmt.Sprint("k", i), nil, time.Minute)
+			c, err := s.Claim(t.Context(), fmt.Sprint("k", i), nil, time.Minute, store.ClaimOptions{})
 			switch {
 			case errors.Is(err, store.ErrFull):
 				full.Add(1)
@@ -168,7 +168,7 @@ func TestMaxEntriesMakesRoomAfterClose(t *testing.T) {
 				for round := range 3 {
 					for i := range 4 {
 						key := fmt.Sprint("round", round, "-", i)
-						c, err := s.Claim(t.Context(), key, nil, 10*time.Millisecond)
+						c, err := s.Claim(t.Context(), key, nil, 10*time.Millisecond, store.ClaimOptions{})
 						if err != nil || !c.Won() {
 							t.Fatalf("Claim %q in a closed store whose entries expired: won=%v err=%v", key, c.Won(), err)
 						}
@@ -191,7 +191,7 @@ func TestMaxEntriesSteadyExpiryNeverRefuses(t *testing.T) {
 	ctx := t.Context()
 	fill(t, s, limit-claimers, time.Minute)
 	for i := range claimers {
-		c, err := s.Claim(ctx, fmt.Sprint("seed", i), nil, time.Minute)
+		c, err := s.Claim(ctx, fmt.Sprint("seed", i), nil, time.Minute, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim seed%d: won=%v err=%v", i, c.Won(), err)
 		}
@@ -205,7 +205,7 @@ func TestMaxEntriesSteadyExpiryNeverRefuses(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				key := fmt.Sprint("w", w, "-", i)
-				c, err := s.Claim(ctx, key, nil, time.Minute)
+				c, err := s.Claim(ctx, key, nil, time.Minute, store.ClaimOptions{})
 				if errors.Is(err, store.ErrFull) {
 					refused.Add(1)
 					continue

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 		keys := ringKeys(gid.Add(1))
 		for i := 0; pb.Next(); i++ {
 			k := keys[i&1023]
-			c, err := s.Claim(ctx, k, fp, time.Minute)
+			c, err := s.Claim(ctx, k, fp, time.Minute, store.ClaimOptions{})
 			if err != nil || !c.Won() {
 				b.Errorf("Claim: won=%v err=%v", c.Won(), err)
 				return
@@ -63,14 +64,14 @@ func BenchmarkClaimExisting(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		keys := ringKeys(gid.Add(1))
 		for _, k := range keys {
-			c, _ := s.Claim(ctx, k, fp, time.Minute)
+			c, _ := s.Claim(ctx, k, fp, time.Minute, store.ClaimOptions{})
 			if err := s.Complete(ctx, k, c.Token, data, time.Hour); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 		for i := 0; pb.Next(); i++ {
-			c, err := s.Claim(ctx, keys[i&1023], fp, time.Minute)
+			c, err := s.Claim(ctx, keys[i&1023], fp, time.Minute, store.ClaimOptions{})
 			if err != nil || c.Won() {
 				b.Errorf("Claim: won=%v err=%v", c.Won(), err)
 				return

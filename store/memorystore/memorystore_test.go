@@ -59,11 +59,11 @@ func TestNonPositiveDurationsRejected(t *testing.T) {
 	t.Parallel()
 	s, ctx := newStore(t), t.Context()
 	for _, d := range []time.Duration{0, -time.Second} {
-		if _, err := s.Claim(ctx, "k", nil, d); err == nil {
+		if _, err := s.Claim(ctx, "k", nil, d, store.ClaimOptions{}); err == nil {
 			t.Errorf("Claim with lease %v: nil error", d)
 		}
 	}
-	c, err := s.Claim(ctx, "k", nil, time.Minute)
+	c, err := s.Claim(ctx, "k", nil, time.Minute, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim: won=%v err=%v", c.Won(), err)
 	}
@@ -85,17 +85,17 @@ func TestHugeTTLDoesNotOverflow(t *testing.T) {
 	t.Parallel()
 	s, ctx := newStore(t), t.Context()
 	const forever = time.Duration(1<<63 - 1)
-	c, err := s.Claim(ctx, "k", nil, forever)
+	c, err := s.Claim(ctx, "k", nil, forever, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim: won=%v err=%v", c.Won(), err)
 	}
-	if c2, _ := s.Claim(ctx, "k", nil, time.Minute); c2.Won() {
+	if c2, _ := s.Claim(ctx, "k", nil, time.Minute, store.ClaimOptions{}); c2.Won() {
 		t.Fatal("a claim with the largest lease expired at once")
 	}
 	if err := s.Complete(ctx, "k", c.Token, []byte("x"), forever); err != nil {
 		t.Fatal(err)
 	}
-	if c2, _ := s.Claim(ctx, "k", nil, time.Minute); c2.Existing.State != store.StateCompleted {
+	if c2, _ := s.Claim(ctx, "k", nil, time.Minute, store.ClaimOptions{}); c2.Existing.State != store.StateCompleted {
 		t.Fatalf("completed with the largest retention: got %v", c2.Existing.State)
 	}
 }
@@ -107,7 +107,7 @@ func TestTokenSpellingsRefused(t *testing.T) {
 	// Claim until the token has a letter, so it has an upper-case spelling.
 	for i := 0; !strings.ContainsAny(c.Token, "abcdefghijklmnopqrstuvwxyz"); i++ {
 		var err error
-		c, err = s.Claim(ctx, fmt.Sprint("k", i), nil, time.Minute)
+		c, err = s.Claim(ctx, fmt.Sprint("k", i), nil, time.Minute, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim: won=%v err=%v", c.Won(), err)
 		}
@@ -130,12 +130,12 @@ func TestClaimReturnsSharedReadOnlyData(t *testing.T) {
 	t.Parallel()
 	// Documented: Claim does not copy; Complete does.
 	s, ctx := newStore(t), t.Context()
-	c, _ := s.Claim(ctx, "k", []byte("fp"), time.Minute)
+	c, _ := s.Claim(ctx, "k", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err := s.Complete(ctx, "k", c.Token, []byte("data"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := s.Claim(ctx, "k", nil, time.Minute)
-	b, _ := s.Claim(ctx, "k", nil, time.Minute)
+	a, _ := s.Claim(ctx, "k", nil, time.Minute, store.ClaimOptions{})
+	b, _ := s.Claim(ctx, "k", nil, time.Minute, store.ClaimOptions{})
 	if &a.Existing.Data[0] != &b.Existing.Data[0] {
 		t.Fatal("two Claims of a completed key returned different copies; the hot path should not copy")
 	}
@@ -153,7 +153,7 @@ func TestConcurrentMixedKeys(t *testing.T) {
 		wg.Go(func() {
 			for i := range 2000 {
 				key := fmt.Sprint("k", (i*7+w)%500)
-				c, err := s.Claim(ctx, key, nil, time.Millisecond*time.Duration(1+i%3))
+				c, err := s.Claim(ctx, key, nil, time.Millisecond*time.Duration(1+i%3), store.ClaimOptions{})
 				if err != nil {
 					t.Error(err)
 					return

@@ -2,6 +2,7 @@ package memorystore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -13,7 +14,7 @@ import (
 // It returns an error when lease is not positive, and [store.ErrFull] when
 // the store is bounded by [WithMaxEntries], full, and holds nothing that
 // has expired.
-func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
+func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if lease <= 0 {
 		return store.ClaimResult{}, errLease
 	}
@@ -175,4 +176,9 @@ func clone(b []byte) []byte {
 	c := make([]byte, len(b))
 	copy(c, b)
 	return c
+}
+
+// Abandon implements [store.Store.Abandon].
+func (s *Store) Abandon(ctx context.Context, key, token string) error {
+	return errors.New("memorystore: Abandon: not built yet")
 }

@@ -15,6 +15,7 @@ import (
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 	"github.com/grpc-idempotency/idempotency/internal/record"
 	"github.com/grpc-idempotency/idempotency/internal/test/benchtest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -45,7 +46,7 @@ func fillRecords(tb testing.TB, s *memorystore.Store, n int, fp, data []byte) {
 	ctx := context.Background()
 	for i := range n {
 		k := storeKey(i)
-		c, err := s.Claim(ctx, k, fp, time.Minute)
+		c, err := s.Claim(ctx, k, fp, time.Minute, store.ClaimOptions{})
 		if err != nil {
 			tb.Fatal(err)
 		}

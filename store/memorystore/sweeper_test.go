@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
@@ -18,12 +19,12 @@ func TestSweeperRemovesExpired(t *testing.T) {
 	// More than one sweep batch per shard, so the batched walk runs.
 	const short, long = 40000, 100
 	for i := range short {
-		if _, err := s.Claim(ctx, fmt.Sprint("short", i), nil, 30*time.Millisecond); err != nil {
+		if _, err := s.Claim(ctx, fmt.Sprint("short", i), nil, 30*time.Millisecond, store.ClaimOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range long {
-		c, err := s.Claim(ctx, fmt.Sprint("long", i), nil, time.Minute)
+		c, err := s.Claim(ctx, fmt.Sprint("long", i), nil, time.Minute, store.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +40,7 @@ func TestSweeperRemovesExpired(t *testing.T) {
 	eventually(t, func() bool { return s.Len() == long }, fmt.Sprintf("Len == %d once the short leases expired", long))
 	// What is left is untouched.
 	for i := range long {
-		c, err := s.Claim(ctx, fmt.Sprint("long", i), nil, time.Minute)
+		c, err := s.Claim(ctx, fmt.Sprint("long", i), nil, time.Minute, store.ClaimOptions{})
 		if err != nil || c.Won() {
 			t.Fatalf("long%d was removed: won=%v err=%v", i, c.Won(), err)
 		}
@@ -50,7 +51,7 @@ func TestSweeperRemovesExpired(t *testing.T) {
 func TestCloseStopsSweeper(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s := memorystore.New(memorystore.WithSweepInterval(time.Millisecond))
-	if _, err := s.Claim(t.Context(), "k", nil, time.Millisecond); err != nil {
+	if _, err := s.Claim(t.Context(), "k", nil, time.Millisecond, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -65,7 +66,7 @@ func TestCloseStopsSweeper(t *testing.T) {
 		t.Fatalf("Len = %d after Close, want 1: something still sweeps", n)
 	}
 	// The store still works, with lazy expiry.
-	if c, err := s.Claim(t.Context(), "k", nil, time.Minute); err != nil || !c.Won() {
+	if c, err := s.Claim(t.Context(), "k", nil, time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim after Close: won=%v err=%v", c.Won(), err)
 	}
 }

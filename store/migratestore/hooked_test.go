@@ -65,11 +65,11 @@ func (h *hooked) before(op string) error {
 	return hook()
 }
 
-func (h *hooked) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
+func (h *hooked) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if err := h.before("claim"); err != nil {
 		return store.ClaimResult{}, err
 	}
-	return h.Store.Claim(ctx, key, fp, lease)
+	return h.Store.Claim(ctx, key, fp, lease, opts)
 }
 
 func (h *hooked) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {

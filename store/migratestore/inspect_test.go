@@ -14,7 +14,7 @@ import (
 // complete claims and completes key in s with data.
 func complete(t *testing.T, s store.Store, key string, data string) {
 	t.Helper()
-	c, err := s.Claim(t.Context(), key, []byte("fp"), minute)
+	c, err := s.Claim(t.Context(), key, []byte("fp"), minute, store.ClaimOptions{})
 	must(t, err)
 	must(t, s.Complete(t.Context(), key, c.Token, []byte(data), minute))
 }

@@ -102,12 +102,12 @@ func New(from, to store.Store) *Store {
 
 // Claim claims key in the new store, then in the old one; see the package
 // documentation.
-func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
-	newClaim, err := s.to.Claim(ctx, key, fingerprint, lease)
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
+	newClaim, err := s.to.Claim(ctx, key, fingerprint, lease, opts)
 	if err != nil || !newClaim.Won() {
 		return newClaim, err
 	}
-	oldClaim, err := s.from.Claim(ctx, key, fingerprint, lease)
+	oldClaim, err := s.from.Claim(ctx, key, fingerprint, lease, opts)
 	if err != nil || !oldClaim.Won() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
@@ -174,4 +174,9 @@ func (s *Store) mac(body string) string {
 	h := hmac.New(sha256.New, s.seal)
 	h.Write([]byte(body))
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Abandon implements [store.Store.Abandon].
+func (s *Store) Abandon(ctx context.Context, key, token string) error {
+	return errors.New("migratestore: Abandon: not built yet")
 }

@@ -53,7 +53,7 @@ func TestMoveSeesBothStores(t *testing.T) {
 			from, to := newMemory(t), newMemory(t)
 			tc.before(t, from)
 			s := migratestore.New(from, to)
-			got, err := s.Claim(t.Context(), "k", fp, minute)
+			got, err := s.Claim(t.Context(), "k", fp, minute, store.ClaimOptions{})
 			must(t, err)
 			if tc.wantState != 0 {
 				e := got.Existing
@@ -70,7 +70,7 @@ func TestMoveSeesBothStores(t *testing.T) {
 			}
 			wantEntry(t, "old store, while in flight", from, store.StateInFlight, nil)
 			wantEntry(t, "new store, while in flight", to, store.StateInFlight, nil)
-			if again, err := migratestore.New(from, to).Claim(t.Context(), "k", fp, minute); err != nil || again.Won() {
+			if again, err := migratestore.New(from, to).Claim(t.Context(), "k", fp, minute, store.ClaimOptions{}); err != nil || again.Won() {
 				t.Fatalf("another moved server's Claim = %+v, %v; want the key in flight", again, err)
 			}
 			must(t, s.Extend(t.Context(), "k", got.Token, minute))
@@ -91,7 +91,7 @@ func TestMoveFailsClosed(t *testing.T) {
 		t.Parallel()
 		from, to := faultstore.New(newMemory(t)), newMemory(t)
 		from.Down.Store(true)
-		if _, err := migratestore.New(from, to).Claim(t.Context(), "k", fp, minute); !errors.Is(err, faultstore.ErrDown) {
+		if _, err := migratestore.New(from, to).Claim(t.Context(), "k", fp, minute, store.ClaimOptions{}); !errors.Is(err, faultstore.ErrDown) {
 			t.Fatalf("err = %v, want the old store's", err)
 		}
 		if c := claim(t, to, fp); !c.Won() {
@@ -102,7 +102,7 @@ func TestMoveFailsClosed(t *testing.T) {
 		t.Parallel()
 		from, to := newMemory(t), faultstore.New(newMemory(t))
 		to.Down.Store(true)
-		if _, err := migratestore.New(from, to).Claim(t.Context(), "k", fp, minute); !errors.Is(err, faultstore.ErrDown) {
+		if _, err := migratestore.New(from, to).Claim(t.Context(), "k", fp, minute, store.ClaimOptions{}); !errors.Is(err, faultstore.ErrDown) {
 			t.Fatalf("err = %v, want the new store's", err)
 		}
 		if c := claim(t, from, fp); !c.Won() {
@@ -113,7 +113,7 @@ func TestMoveFailsClosed(t *testing.T) {
 		t.Parallel()
 		from, to := faultstore.New(newMemory(t)), newMemory(t)
 		s := migratestore.New(from, to)
-		c, err := s.Claim(t.Context(), "k", fp, minute)
+		c, err := s.Claim(t.Context(), "k", fp, minute, store.ClaimOptions{})
 		must(t, err)
 		from.Down.Store(true)
 		if err := s.Complete(t.Context(), "k", c.Token, []byte("answer"), minute); !errors.Is(err, faultstore.ErrDown) {
@@ -128,7 +128,7 @@ func TestMoveFailsClosed(t *testing.T) {
 
 func claim(t *testing.T, s store.Store, fp []byte) store.ClaimResult {
 	t.Helper()
-	c, err := s.Claim(t.Context(), "k", fp, minute)
+	c, err := s.Claim(t.Context(), "k", fp, minute, store.ClaimOptions{})
 	must(t, err)
 	return c
 }
@@ -137,7 +137,7 @@ func claim(t *testing.T, s store.Store, fp []byte) store.ClaimResult {
 // held key changes nothing.
 func wantEntry(t *testing.T, what string, s store.Store, state store.State, data []byte) {
 	t.Helper()
-	c, err := s.Claim(context.Background(), "k", []byte("fp"), minute)
+	c, err := s.Claim(context.Background(), "k", []byte("fp"), minute, store.ClaimOptions{})
 	must(t, err)
 	if c.Won() || c.Existing.State != state || !bytes.Equal(c.Existing.Data, data) {
 		t.Fatalf("%s: %+v, want %s %q", what, c, state, data)

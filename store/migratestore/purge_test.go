@@ -125,7 +125,7 @@ func TestPurgeWindows(t *testing.T) {
 	// completed makes "k" completed in both stores, through s.
 	completed := func(t *testing.T, s *migratestore.Store) {
 		t.Helper()
-		c, err := s.Claim(t.Context(), "k", fp, minute)
+		c, err := s.Claim(t.Context(), "k", fp, minute, store.ClaimOptions{})
 		must(t, err)
 		must(t, s.Complete(t.Context(), "k", c.Token, []byte("answer"), minute))
 	}
@@ -143,7 +143,7 @@ func TestPurgeWindows(t *testing.T) {
 		wantGone(t, "new store", to, "k")
 		wantState(t, "old store", from, "k", store.StateCompleted)
 		// A claim in between still replays the outcome, from the old store.
-		if c, err := s.Claim(ctx, "k", fp, minute); err != nil || c.Won() || string(c.Existing.Data) != "answer" {
+		if c, err := s.Claim(ctx, "k", fp, minute, store.ClaimOptions{}); err != nil || c.Won() || string(c.Existing.Data) != "answer" {
 			t.Fatalf("Claim between = %+v, %v; want the old store's outcome", c, err)
 		}
 		from.on("purge", nil)
@@ -158,7 +158,7 @@ func TestPurgeWindows(t *testing.T) {
 		ctx := t.Context()
 		from, to := newHooked(t), newHooked(t)
 		s := migratestore.New(from, to)
-		c, err := s.Claim(ctx, "k", fp, minute)
+		c, err := s.Claim(ctx, "k", fp, minute, store.ClaimOptions{})
 		must(t, err)
 		to.once("purge", func() { must(t, s.Complete(ctx, "k", c.Token, []byte("answer"), minute)) })
 		if _, err := s.Purge(ctx, "k", store.PurgeOptions{InFlight: true, Token: lookup(t, s, "k").Token}); !errors.Is(err, store.ErrChanged) {
@@ -173,7 +173,7 @@ func TestPurgeWindows(t *testing.T) {
 		ctx := t.Context()
 		from, to := newHooked(t), newHooked(t)
 		s := migratestore.New(from, to)
-		c, err := s.Claim(ctx, "k", fp, minute)
+		c, err := s.Claim(ctx, "k", fp, minute, store.ClaimOptions{})
 		must(t, err)
 		var completeErr error
 		from.once("purge", func() { completeErr = s.Complete(ctx, "k", c.Token, []byte("answer"), minute) })
@@ -246,7 +246,7 @@ func TestTwoPurgesOfOneKey(t *testing.T) {
 			ctx := t.Context()
 			from, to := newHooked(t), newHooked(t)
 			s := migratestore.New(from, to)
-			c, err := s.Claim(ctx, "k", fp, minute)
+			c, err := s.Claim(ctx, "k", fp, minute, store.ClaimOptions{})
 			must(t, err)
 			must(t, s.Complete(ctx, "k", c.Token, []byte("answer"), minute))
 			var opts store.PurgeOptions

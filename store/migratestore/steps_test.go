@@ -21,7 +21,7 @@ func TestStepWindows(t *testing.T) {
 	// finds the key in flight: it wins nothing, and no handler runs.
 	inFlight := func(t *testing.T, from, to store.Store) {
 		t.Helper()
-		c, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute)
+		c, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute, store.ClaimOptions{})
 		if err != nil || c.Won() || c.Existing.State != store.StateInFlight {
 			t.Fatalf("Claim = %+v, %v; want the key in flight", c, err)
 		}
@@ -32,7 +32,7 @@ func TestStepWindows(t *testing.T) {
 		from, to := newHooked(t), newHooked(t)
 		claim(t, from.Store, fp) // a server on the old store alone runs it
 		to.fail("release")
-		if c, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute); !errors.Is(err, errDown) || c.Won() {
+		if c, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute, store.ClaimOptions{}); !errors.Is(err, errDown) || c.Won() {
 			t.Fatalf("Claim = %+v, %v; want the new store's error and no claim", c, err)
 		}
 		to.on("release", nil)
@@ -47,7 +47,7 @@ func TestStepWindows(t *testing.T) {
 			claim(t, from.Store, fp)
 			return errDown
 		})
-		if c, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute); !errors.Is(err, errDown) || c.Won() {
+		if c, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute, store.ClaimOptions{}); !errors.Is(err, errDown) || c.Won() {
 			t.Fatalf("Claim = %+v, %v; want the old store's error and no claim", c, err)
 		}
 		from.on("claim", nil)
@@ -68,7 +68,7 @@ func TestStepWindows(t *testing.T) {
 		// The outcome is in the new store, which moved servers answer from.
 		wantEntry(t, "new store", to, store.StateCompleted, []byte("answer"))
 		wantState(t, "old store", from, "k", store.StateInFlight)
-		if again, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute); err != nil || string(again.Existing.Data) != "answer" {
+		if again, err := migratestore.New(from, to).Claim(ctx, "k", fp, minute, store.ClaimOptions{}); err != nil || string(again.Existing.Data) != "answer" {
 			t.Fatalf("Claim = %+v, %v; want the outcome", again, err)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
 	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
 
@@ -47,13 +48,13 @@ func TestClaimReplyLost(t *testing.T) {
 			proxied := mysqlstore.New(mysqltest.DBFrom(t, cfg, 1), mysqlstore.WithTable(tableOf(t, direct)), mysqlstore.WithSweepInterval(0))
 			t.Cleanup(func() { _ = proxied.Close() })
 			if tc.expired {
-				if _, err := direct.Claim(t.Context(), "k", []byte("dead server"), time.Millisecond); err != nil {
+				if _, err := direct.Claim(t.Context(), "k", []byte("dead server"), time.Millisecond, store.ClaimOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
 			armed.Store(true)
-			if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour); err == nil {
+			if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{}); err == nil {
 				t.Fatal("Claim succeeded though its answer was lost")
 			}
 			if p.Cuts() != 1 {
@@ -63,7 +64,7 @@ func TestClaimReplyLost(t *testing.T) {
 			if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+tableOf(t, direct)+" WHERE `key` = 'k' AND expires_at > UTC_TIMESTAMP(6)").Scan(&rows); err != nil {
 				t.Fatal(err)
 			}
-			c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour)
+			c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 			if err != nil || !c.Won() {
 				t.Fatalf("key after the failed claim: won=%v err=%v (%d live rows), want it free", c.Won(), err, rows)
 			}

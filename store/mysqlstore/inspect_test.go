@@ -14,7 +14,7 @@ import (
 // completeKey claims key and completes it with data.
 func completeKey(t *testing.T, s *mysqlstore.Store, key string, data []byte) string {
 	t.Helper()
-	c, err := s.Claim(t.Context(), key, []byte("fp"), time.Minute)
+	c, err := s.Claim(t.Context(), key, []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim %q: %v, won=%v", key, err, c.Won())
 	}
@@ -69,7 +69,7 @@ func TestPurgeDoesNotWaitForAHandler(t *testing.T) {
 	t.Parallel()
 	s, db := newStore(t, 4)
 	ctx := t.Context()
-	c, err := s.Claim(ctx, "k", []byte("fp"), time.Minute)
+	c, err := s.Claim(ctx, "k", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +108,12 @@ func TestStatsExact(t *testing.T) {
 		want.Completed.Entries++
 		want.Completed.Bytes += info.Size
 	}
-	if _, err := s.Claim(ctx, "c", []byte("fp"), time.Minute); err != nil {
+	if _, err := s.Claim(ctx, "c", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	info, _ := s.Lookup(ctx, "c")
 	want.InFlight = store.Count{Entries: 1, Bytes: info.Size}
-	if _, err := s.Claim(ctx, "expired", []byte("fp"), time.Microsecond); err != nil {
+	if _, err := s.Claim(ctx, "expired", []byte("fp"), time.Microsecond, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
 
@@ -22,14 +23,14 @@ func TestKeyAndFingerprintLimits(t *testing.T) {
 	s, db := newStoreFrom(t, cfg, 2, mysqlstore.WithSweepInterval(0))
 	ctx := t.Context()
 	long, fp := strings.Repeat("k", 255), bytes.Repeat([]byte{0xff}, 255)
-	c, err := s.Claim(ctx, long, fp, time.Minute)
+	c, err := s.Claim(ctx, long, fp, time.Minute, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim of a 255-byte key with a 255-byte fingerprint: won=%v %v", c.Won(), err)
 	}
 	if err := s.Complete(ctx, long, c.Token, []byte("data"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Claim(ctx, long, nil, time.Minute); err != nil || got.Won() || !bytes.Equal(got.Existing.Fingerprint, fp) {
+	if got, err := s.Claim(ctx, long, nil, time.Minute, store.ClaimOptions{}); err != nil || got.Won() || !bytes.Equal(got.Existing.Fingerprint, fp) {
 		t.Fatalf("replay of the 255-byte key: won=%v fingerprint %x, %v", got.Won(), got.Existing.Fingerprint, err)
 	}
 	for _, tc := range []struct {
@@ -40,12 +41,12 @@ func TestKeyAndFingerprintLimits(t *testing.T) {
 		{"key of 256 bytes", long + "x", []byte("fp")},
 		{"fingerprint of 256 bytes", "short", append(fp, 0)},
 	} {
-		if _, err := s.Claim(ctx, tc.key, tc.fp, time.Minute); err == nil || !strings.Contains(err.Error(), "longer than") {
+		if _, err := s.Claim(ctx, tc.key, tc.fp, time.Minute, store.ClaimOptions{}); err == nil || !strings.Contains(err.Error(), "longer than") {
 			t.Fatalf("Claim with a %s: %v, want an argument error", tc.name, err)
 		}
 	}
 	for _, key := range []string{"Case", "case", "case "} {
-		if c, err := s.Claim(ctx, key, []byte("fp"), time.Minute); err != nil || !c.Won() {
+		if c, err := s.Claim(ctx, key, []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 			t.Fatalf("Claim of %q: won=%v %v; want a key of its own", key, c.Won(), err)
 		}
 	}

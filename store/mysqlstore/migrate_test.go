@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
@@ -55,7 +56,7 @@ func TestMigrateTableNames(t *testing.T) {
 			if err != nil || indexes != 1 {
 				t.Fatalf("expires_at index of %s: %d (%v), want 1", name, indexes, err)
 			}
-			if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute); err != nil || !c.Won() {
+			if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 				t.Fatalf("Claim on %s: %v, won=%v", name, err, c.Won())
 			}
 		})
@@ -102,7 +103,7 @@ func TestSchemaByHand(t *testing.T) {
 	}
 	s := mysqlstore.New(db, mysqlstore.WithTable(name+"."+mysqlstore.DefaultTable), mysqlstore.WithSweepInterval(0))
 	defer s.Close()
-	if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute); err != nil || !c.Won() {
+	if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim on the table of Schema: %v, won=%v", err, c.Won())
 	}
 }

@@ -40,17 +40,17 @@ func TestMaxAllowedPacket(t *testing.T) {
 
 	ctx := t.Context()
 	data := bytes.Repeat([]byte{0xa5}, limit)
-	c, err := s.Claim(ctx, "largest", []byte("fp"), time.Minute)
+	c, err := s.Claim(ctx, "largest", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}
 	if err := s.Complete(ctx, "largest", c.Token, data, time.Hour); err != nil {
 		t.Fatalf("Complete of %d bytes (MaxRecordBytes): %v", len(data), err)
 	}
-	if r, err := s.Claim(ctx, "largest", []byte("fp"), time.Minute); err != nil || !bytes.Equal(r.Existing.Data, data) {
+	if r, err := s.Claim(ctx, "largest", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !bytes.Equal(r.Existing.Data, data) {
 		t.Fatalf("replay of %d bytes: %d bytes, %v", len(data), len(r.Existing.Data), err)
 	}
-	c, err = s.Claim(ctx, "too large", []byte("fp"), time.Minute)
+	c, err = s.Claim(ctx, "too large", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("claim: %+v, %v", c, err)
 	}

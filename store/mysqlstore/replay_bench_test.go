@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 )
 
@@ -26,7 +27,7 @@ import (
 func BenchmarkClaimCompletedMySQL(b *testing.B) {
 	key, fp, data := "bench-"+strconv.FormatInt(time.Now().UnixNano(), 36), []byte("fingerprint"), []byte(strings.Repeat("x", 200))
 	s, db := newStore(b, 16, mysqlstore.WithSweepInterval(0))
-	c, err := s.Claim(b.Context(), key, fp, time.Hour)
+	c, err := s.Claim(b.Context(), key, fp, time.Hour, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		b.Fatalf("claim: won=%v err=%v", c.Won(), err)
 	}
@@ -44,7 +45,7 @@ func BenchmarkClaimCompletedMySQL(b *testing.B) {
 	}{
 		{"select", func(ctx context.Context) error { return scanReplay(ctx, sel, []byte(key)) }},
 		{"claim", func(ctx context.Context) error {
-			c, err := s.Claim(ctx, key, fp, time.Hour)
+			c, err := s.Claim(ctx, key, fp, time.Hour, store.ClaimOptions{})
 			if err == nil && c.Won() {
 				return errors.New("a replay won the key")
 			}

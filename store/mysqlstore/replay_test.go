@@ -48,20 +48,20 @@ func TestClaimReplayWritesNothing(t *testing.T) {
 	t.Parallel()
 	s, db := newStore(t, 1)
 	ctx := t.Context()
-	done, err := s.Claim(ctx, "done", []byte("fp"), time.Minute)
+	done, err := s.Claim(ctx, "done", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !done.Won() {
 		t.Fatal(err)
 	}
 	if err := s.Complete(ctx, "done", done.Token, []byte("answer"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.Claim(ctx, "busy", []byte("fp"), time.Minute); err != nil || !c.Won() {
+	if c, err := s.Claim(ctx, "busy", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatal(err)
 	}
 	before := handlerWrites(t, db)
 	for range 10 {
 		for key, want := range map[string]store.State{"done": store.StateCompleted, "busy": store.StateInFlight} {
-			c, err := s.Claim(ctx, key, []byte("fp"), time.Minute)
+			c, err := s.Claim(ctx, key, []byte("fp"), time.Minute, store.ClaimOptions{})
 			if err != nil || c.Won() || c.Existing.State != want {
 				t.Fatalf("claim of %s: won=%v %v %v", key, c.Won(), c.Existing.State, err)
 			}
@@ -74,7 +74,7 @@ func TestClaimReplayWritesNothing(t *testing.T) {
 		}
 	}
 	// The counters do count this session's writes.
-	if _, err := s.Claim(ctx, "new", []byte("fp"), time.Minute); err != nil {
+	if _, err := s.Claim(ctx, "new", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if w := handlerWrites(t, db); w["Handler_write"] <= after["Handler_write"] || w["Com_insert"] <= after["Com_insert"] {
@@ -96,14 +96,14 @@ func TestClaimReplayNotBlockedByRowLock(t *testing.T) {
 			cfg.Params = map[string]string{"tx_isolation": level, "innodb_lock_wait_timeout": "1"}
 			s, db := newStoreFrom(t, cfg, 4)
 			ctx := t.Context()
-			done, err := s.Claim(ctx, "done", []byte("fp"), time.Minute)
+			done, err := s.Claim(ctx, "done", []byte("fp"), time.Minute, store.ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Complete(ctx, "done", done.Token, []byte("answer"), time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Claim(ctx, "busy", []byte("fp"), time.Minute); err != nil {
+			if _, err := s.Claim(ctx, "busy", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			holder, err := db.BeginTx(ctx, nil)
@@ -117,7 +117,7 @@ func TestClaimReplayNotBlockedByRowLock(t *testing.T) {
 			}
 			for key, want := range map[string]store.State{"done": store.StateCompleted, "busy": store.StateInFlight} {
 				cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-				c, err := s.Claim(cctx, key, []byte("fp"), time.Minute)
+				c, err := s.Claim(cctx, key, []byte("fp"), time.Minute, store.ClaimOptions{})
 				cancel()
 				if err != nil || c.Won() || c.Existing.State != want {
 					t.Fatalf("claim of %s while its row is locked: won=%v %v %v; want %v at once", key, c.Won(), c.Existing.State, err, want)

@@ -75,7 +75,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	claim := func(key string, lease time.Duration) store.ClaimResult {
 		t.Helper()
-		c, err := s.Claim(ctx, key, fp, lease)
+		c, err := s.Claim(ctx, key, fp, lease, store.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

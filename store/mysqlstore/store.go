@@ -114,7 +114,7 @@ var errContended = errors.New("the key's row kept changing between the claim's r
 // landed all the same; Claim then releases it, fenced by the claim's fresh
 // token, before it returns the error, so that no claim nobody owns blocks
 // the key for a whole lease (see the package documentation).
-func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	us, err := micros("lease", lease)
 	if err != nil {
 		return store.ClaimResult{}, err
@@ -295,4 +295,9 @@ func micros(what string, d time.Duration) (int64, error) {
 		return 0, fmt.Errorf("mysqlstore: %s must be positive, got %v", what, d)
 	}
 	return n, nil
+}
+
+// Abandon implements [store.Store.Abandon].
+func (s *Store) Abandon(ctx context.Context, key, token string) error {
+	return errors.New("mysqlstore: Abandon: not built yet")
 }

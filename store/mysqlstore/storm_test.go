@@ -44,7 +44,7 @@ func TestClaimStormAcrossStores(t *testing.T) {
 	for r := range rounds {
 		key := "storm-" + strconv.Itoa(r)
 		if r%2 == 1 {
-			if c, err := stores[0].Claim(ctx, key, []byte("dead server"), time.Millisecond); err != nil || !c.Won() {
+			if c, err := stores[0].Claim(ctx, key, []byte("dead server"), time.Millisecond, store.ClaimOptions{}); err != nil || !c.Won() {
 				t.Fatalf("round %d: %v", r, err)
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -56,7 +56,7 @@ func TestClaimStormAcrossStores(t *testing.T) {
 		for i := range results {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = stores[i%servers].Claim(ctx, key, []byte("claimer-"+strconv.Itoa(i)), time.Minute)
+				results[i], errs[i] = stores[i%servers].Claim(ctx, key, []byte("claimer-"+strconv.Itoa(i)), time.Minute, store.ClaimOptions{})
 			})
 		}
 		close(start)
@@ -109,7 +109,7 @@ func TestLeaseStormAcrossStores(t *testing.T) {
 			for k := range keys {
 				key := fmt.Sprintf("lease-storm-%d", k)
 				for {
-					c, err := s.Claim(ctx, key, []byte("fp"), lease)
+					c, err := s.Claim(ctx, key, []byte("fp"), lease, store.ClaimOptions{})
 					if err != nil {
 						t.Error(err)
 						return
@@ -145,7 +145,7 @@ func TestLeaseStormAcrossStores(t *testing.T) {
 			t.Errorf("%s completed %d times, want exactly once", key, n)
 			continue
 		}
-		c, err := stores[0].Claim(ctx, key, []byte("fp"), lease)
+		c, err := stores[0].Claim(ctx, key, []byte("fp"), lease, store.ClaimOptions{})
 		if err != nil || c.Won() || !bytes.Equal(c.Existing.Data, winners[k].Load().([]byte)) {
 			t.Errorf("%s holds %q (won=%v, %v), want the data of its one Complete %q", key, c.Existing.Data, c.Won(), err, winners[k].Load())
 		}

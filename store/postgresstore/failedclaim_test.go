@@ -8,6 +8,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
 	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
@@ -31,12 +32,12 @@ func TestClaimReplyLost(t *testing.T) {
 	t.Cleanup(func() { _ = proxied.Close() })
 	// Prepare the claim statement on the proxied connection, so that the
 	// next reply is the claim's answer, not its preparation.
-	if _, err := proxied.Claim(t.Context(), "warm-up", []byte("fp"), time.Hour); err != nil {
+	if _, err := proxied.Claim(t.Context(), "warm-up", []byte("fp"), time.Hour, store.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	p.CutNextReply(1)
-	if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour); err == nil {
+	if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{}); err == nil {
 		t.Fatal("Claim succeeded though its answer was lost")
 	}
 	if p.Cuts() != 1 {
@@ -46,7 +47,7 @@ func TestClaimReplyLost(t *testing.T) {
 	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM "+tableOf(t, direct)+" WHERE key = 'k'").Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour)
+	c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("key after the failed claim: won=%v err=%v (%d rows), want it free", c.Won(), err, rows)
 	}

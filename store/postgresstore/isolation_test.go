@@ -57,7 +57,7 @@ func TestStepsUnderStricterDefaultIsolation(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					owner, err := s.Claim(ctx, "k", []byte("fp"), time.Hour)
+					owner, err := s.Claim(ctx, "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 					if err != nil || !owner.Won() {
 						t.Fatalf("claim: %+v, %v", owner, err)
 					}
@@ -76,7 +76,7 @@ func TestStepsUnderStricterDefaultIsolation(t *testing.T) {
 					go func() {
 						switch op {
 						case "claim":
-							c, err := s.Claim(ctx, "k", []byte("fp"), time.Hour)
+							c, err := s.Claim(ctx, "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 							if err == nil && (c.Won() || c.Existing.State != store.StateInFlight) {
 								err = fmt.Errorf("claim of a key in flight = %+v, want it in flight", c)
 							}
@@ -190,7 +190,7 @@ func TestStricterDefaultIsolationStorm(t *testing.T) {
 					s := sts[(k+c)%stores]
 					wg.Go(func() {
 						for ctx.Err() == nil {
-							cl, err := s.Claim(ctx, key, fp, time.Minute)
+							cl, err := s.Claim(ctx, key, fp, time.Minute, store.ClaimOptions{})
 							switch {
 							case err != nil:
 								fail(fmt.Errorf("claim %s: %w", key, err))

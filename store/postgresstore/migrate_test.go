@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
@@ -92,7 +93,7 @@ func TestSchemaByHand(t *testing.T) {
 	}
 	s := postgresstore.New(pool, postgresstore.WithTable(schema+"."+postgresstore.DefaultTable), postgresstore.WithSweepInterval(0))
 	defer s.Close()
-	if c, err := s.Claim(t.Context(), "k", []byte("fp"), 60e9); err != nil || !c.Won() {
+	if c, err := s.Claim(t.Context(), "k", []byte("fp"), 60e9, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim on the table of Schema: %v, won=%v", err, c.Won())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkClaimCompleted(b *testing.B) {
 			return scanReplay(ctx, pool, selectSQL, nil, []byte(key))
 		}},
 		{"claim", func(ctx context.Context) error {
-			c, err := s.Claim(ctx, key, fp, time.Hour)
+			c, err := s.Claim(ctx, key, fp, time.Hour, store.ClaimOptions{})
 			if err == nil && c.Won() {
 				return errors.New("a replay won the key")
 			}
@@ -121,7 +122,7 @@ func completedStore(b *testing.B, key string, fp, data []byte) (*postgresstore.S
 	b.Helper()
 	s, pool := newStore(b, 16, postgresstore.WithSweepInterval(0))
 	schema, name, _ := strings.Cut(tableOf(b, s), ".")
-	c, err := s.Claim(b.Context(), key, fp, time.Hour)
+	c, err := s.Claim(b.Context(), key, fp, time.Hour, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		b.Fatalf("claim: won=%v err=%v", c.Won(), err)
 	}

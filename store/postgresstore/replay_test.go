@@ -16,7 +16,7 @@ import (
 // completed claims and completes key with data, kept an hour.
 func completed(t *testing.T, s *postgresstore.Store, key string, data []byte) {
 	t.Helper()
-	c, err := s.Claim(t.Context(), key, []byte("fp"), time.Hour)
+	c, err := s.Claim(t.Context(), key, []byte("fp"), time.Hour, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("claim %q: won=%v err=%v", key, c.Won(), err)
 	}
@@ -56,7 +56,7 @@ func TestClaimReplayWritesNothing(t *testing.T) {
 	completed(t, s, "k", []byte("outcome"))
 	before := rowVersion(t, pool, table, "k")
 	for range 10 {
-		c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour)
+		c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 		wantReplay(t, c, err, []byte("outcome"))
 	}
 	if after := rowVersion(t, pool, table, "k"); after != before {
@@ -104,7 +104,7 @@ func TestClaimReplayNotBlockedByRowLock(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	c, err := s.Claim(ctx, "k", []byte("fp"), time.Hour)
+	c, err := s.Claim(ctx, "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 	wantReplay(t, c, err, []byte("outcome"))
 }
 
@@ -121,7 +121,7 @@ func TestClaimSeesCompletionAfterItsSnapshot(t *testing.T) {
 			t.Parallel()
 			s, pool := newStore(t, 3, postgresstore.WithSweepInterval(0))
 			table := tableOf(t, s)
-			first, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour)
+			first, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 			if err != nil || !first.Won() {
 				t.Fatalf("claim: won=%v err=%v", first.Won(), err)
 			}
@@ -139,7 +139,7 @@ func TestClaimSeesCompletionAfterItsSnapshot(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour)
+				c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 				done <- result{c, err}
 			}()
 			waitForLockWaiter(t, pool, tx)

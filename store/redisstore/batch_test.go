@@ -61,7 +61,7 @@ func TestSharedRoundTrips(t *testing.T) {
 			errs := make(chan error, callers)
 			for range callers {
 				wg.Go(func() {
-					c, err := st.Claim(t.Context(), newKey(t), fp(), longTTL)
+					c, err := st.Claim(t.Context(), newKey(t), fp(), longTTL, store.ClaimOptions{})
 					if err == nil && !c.Won() {
 						err = errors.New("a claim of a new key did not win")
 					}
@@ -101,7 +101,7 @@ func TestQueuedCallerLeaves(t *testing.T) {
 	defer wg.Wait()
 	claim := func() {
 		wg.Go(func() {
-			if _, err := st.Claim(t.Context(), newKey(t), fp(), longTTL); err != nil {
+			if _, err := st.Claim(t.Context(), newKey(t), fp(), longTTL, store.ClaimOptions{}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -118,7 +118,7 @@ func TestQueuedCallerLeaves(t *testing.T) {
 	key := newKey(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
-	if c, err := st.Claim(ctx, key, fp(), longTTL); !errors.Is(err, context.DeadlineExceeded) {
+	if c, err := st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("queued Claim whose deadline passed = %+v, %v; want context.DeadlineExceeded", c, err)
 	}
 	wg.Wait()
@@ -151,7 +151,7 @@ func TestSharedRoundTripsNoScript(t *testing.T) {
 	for i := range claims {
 		wg.Go(func() {
 			key, fingerprint := newKey(t), fp()
-			c, err := st.Claim(ctx, key, fingerprint, longTTL)
+			c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 			if err != nil || !c.Won() {
 				t.Errorf("Claim = %+v, %v", c, err)
 			}
@@ -170,7 +170,7 @@ func TestSharedRoundTripsNoScript(t *testing.T) {
 	// every completion queues.
 	for i := range redisstore.MaxLanes {
 		wg.Go(func() {
-			if _, err := st.Claim(ctx, newKey(t), fp(), longTTL); err != nil {
+			if _, err := st.Claim(ctx, newKey(t), fp(), longTTL, store.ClaimOptions{}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -205,7 +205,7 @@ func TestSharedRoundTripsNoScript(t *testing.T) {
 	}
 	check := redisstore.New(direct) // no latency
 	for _, c := range claims {
-		got, err := check.Claim(ctx, c.key, c.fingerprint, longTTL)
+		got, err := check.Claim(ctx, c.key, c.fingerprint, longTTL, store.ClaimOptions{})
 		if err != nil || got.Won() || got.Existing.State != store.StateCompleted || string(got.Existing.Data) != "done "+c.key {
 			t.Fatalf("Claim of %s after its completion = %+v, %v; want it completed with its data", c.key, got, err)
 		}

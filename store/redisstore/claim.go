@@ -30,7 +30,7 @@ import (
 // claim went out in a shared round trip gets its context's error at once;
 // the release then follows that round trip (see Shared round trips in the
 // package documentation).
-func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration) (store.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	ms, err := millis("lease", lease)
 	if err != nil {
 		return store.ClaimResult{}, err
@@ -223,4 +223,9 @@ func (s *Store) releaseFailedClaim(ctx context.Context, rkey, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimReleaseTimeout)
 	defer cancel()
 	_, _ = s.do(ctx, newScriptRequest(ctx, releaseScript, rkey, false, token))
+}
+
+// Abandon implements [store.Store.Abandon].
+func (s *Store) Abandon(ctx context.Context, key, token string) error {
+	return errors.New("redisstore: Abandon: not built yet")
 }

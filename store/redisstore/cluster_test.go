@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -31,7 +32,7 @@ func TestClusterKeysSpread(t *testing.T) {
 		slots[slot] = true
 
 		fingerprint := fp()
-		c, err := st.Claim(ctx, key, fingerprint, longTTL)
+		c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim(%q) = %+v, %v", key, c, err)
 		}
@@ -47,7 +48,7 @@ func TestClusterKeysSpread(t *testing.T) {
 		if err := st.Complete(ctx, key, c.Token, []byte(key), longTTL); err != nil {
 			t.Fatalf("Complete(%q): %v", key, err)
 		}
-		c, err = st.Claim(ctx, key, fp(), longTTL)
+		c, err = st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{})
 		if err != nil || c.Won() || string(c.Existing.Data) != key || string(c.Existing.Fingerprint) != string(fingerprint) {
 			t.Fatalf("Claim(%q) of a completed key = %+v, %v", key, c, err)
 		}

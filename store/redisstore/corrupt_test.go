@@ -54,7 +54,7 @@ func TestCorruptValues(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := st.Claim(t.Context(), key, fp(), longTTL)
+			c, err := st.Claim(t.Context(), key, fp(), longTTL, store.ClaimOptions{})
 			if !errors.Is(err, store.ErrCorrupt) {
 				t.Fatalf("Claim = %+v, %v; want an error matching store.ErrCorrupt", c, err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkClaimRedisDown(b *testing.B) {
 				return rdb.Do(ctx, "set", "k", redisstore.EncodeInFlight("token", []byte("fp")), "nx", "get", "px", 60000).Err()
 			},
 			"Claim": func(rdb *redis.Client) error {
-				_, err := redisstore.New(rdb).Claim(ctx, "k", []byte("fp"), time.Minute)
+				_, err := redisstore.New(rdb).Claim(ctx, "k", []byte("fp"), time.Minute, store.ClaimOptions{})
 				return err
 			},
 		}

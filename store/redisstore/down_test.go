@@ -28,13 +28,13 @@ func TestRedisDown(t *testing.T) {
 	st := redisstore.New(rdb)
 	ctx := t.Context()
 	key := newKey(t)
-	c, err := st.Claim(ctx, key, fp(), longTTL)
+	c, err := st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
 
 	srv.Stop()
-	_, claimErr := st.Claim(ctx, newKey(t), fp(), longTTL)
+	_, claimErr := st.Claim(ctx, newKey(t), fp(), longTTL, store.ClaimOptions{})
 	for op, err := range map[string]error{
 		"Claim":    claimErr,
 		"Complete": st.Complete(ctx, key, c.Token, []byte("x"), longTTL),
@@ -47,7 +47,7 @@ func TestRedisDown(t *testing.T) {
 	}
 
 	srv.Restart() // empty: persistence is off
-	c, err = st.Claim(ctx, key, fp(), longTTL)
+	c, err = st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim after restart = %+v, %v; want a win with the same client", c, err)
 	}
@@ -62,7 +62,7 @@ func TestDeadline(t *testing.T) {
 	st := redisstore.New(redistest.StartServer(t).Client())
 	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
-	if _, err := st.Claim(ctx, newKey(t), fp(), longTTL); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := st.Claim(ctx, newKey(t), fp(), longTTL, store.ClaimOptions{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Claim with an expired deadline = %v, want context.DeadlineExceeded", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // completeKey claims and completes key in st with data.
 func completeKey(t *testing.T, st *redisstore.Store, key string, data []byte) {
 	t.Helper()
-	c, err := st.Claim(t.Context(), key, fp(), longTTL)
+	c, err := st.Claim(t.Context(), key, fp(), longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim(%q) = %+v, %v", key, c, err)
 	}
@@ -268,7 +268,7 @@ func TestStats(t *testing.T) {
 	var want store.Stats
 	for i := range 3 {
 		key := fmt.Sprint("k", i)
-		c, err := st.Claim(ctx, key, fp(), longTTL)
+		c, err := st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,7 +330,7 @@ func TestPurgeWhileFull(t *testing.T) {
 	completeKey(t, st, key, []byte("data"))
 	n := srv.FillMemory(ctx, "filler:")
 	defer srv.FreeMemory(ctx, "filler:", n)
-	if _, err := st.Claim(ctx, newKey(t)+"new", fp(), longTTL); !errors.Is(err, store.ErrFull) {
+	if _, err := st.Claim(ctx, newKey(t)+"new", fp(), longTTL, store.ClaimOptions{}); !errors.Is(err, store.ErrFull) {
 		t.Fatalf("Claim of a new key: %v, want store.ErrFull: Redis is not full", err)
 	}
 	if _, err := st.Lookup(ctx, key); err != nil {

@@ -23,7 +23,7 @@ func TestLayout(t *testing.T) {
 	key, fingerprint := newKey(t), fp()
 	rkey := redisstore.DefaultPrefix + key
 
-	c, err := st.Claim(ctx, key, fingerprint, 1500*time.Millisecond)
+	c, err := st.Claim(ctx, key, fingerprint, 1500*time.Millisecond, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
@@ -62,10 +62,10 @@ func TestPrefix(t *testing.T) {
 	b := redisstore.New(rdb, redisstore.WithPrefix("tenant-b:"))
 	key := newKey(t)
 	fpA, fpB := fp(), fp()
-	if c, err := a.Claim(ctx, key, fpA, longTTL); err != nil || !c.Won() {
+	if c, err := a.Claim(ctx, key, fpA, longTTL, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("a.Claim = %+v, %v", c, err)
 	}
-	if c, err := b.Claim(ctx, key, fpB, longTTL); err != nil || !c.Won() {
+	if c, err := b.Claim(ctx, key, fpB, longTTL, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("b.Claim of the same key under another prefix = %+v, %v; want a win", c, err)
 	}
 	for prefix, want := range map[string][]byte{"idempotency:": fpA, "tenant-b:": fpB} {
@@ -90,11 +90,11 @@ func TestNonPositiveTTL(t *testing.T) {
 	st := redisstore.New(rdb)
 	key := newKey(t)
 	for _, d := range []time.Duration{0, -time.Second} {
-		if _, err := st.Claim(ctx, key, fp(), d); err == nil {
+		if _, err := st.Claim(ctx, key, fp(), d, store.ClaimOptions{}); err == nil {
 			t.Errorf("Claim with lease %v succeeded", d)
 		}
 	}
-	c, err := st.Claim(ctx, key, fp(), longTTL)
+	c, err := st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
@@ -117,13 +117,13 @@ func TestFingerprintTooLong(t *testing.T) {
 	rdb := redistest.StartServer(t).Client()
 	st := redisstore.New(rdb)
 	key := newKey(t)
-	if _, err := st.Claim(t.Context(), key, make([]byte, 1<<16), longTTL); err == nil {
+	if _, err := st.Claim(t.Context(), key, make([]byte, 1<<16), longTTL, store.ClaimOptions{}); err == nil {
 		t.Fatal("Claim with a 64 KiB fingerprint succeeded")
 	}
 	if n := rdb.Exists(t.Context(), redisstore.DefaultPrefix+key).Val(); n != 0 {
 		t.Fatal("the refused claim wrote an entry")
 	}
-	if c, err := st.Claim(t.Context(), key, make([]byte, 1<<16-1), longTTL); err != nil || !c.Won() {
+	if c, err := st.Claim(t.Context(), key, make([]byte, 1<<16-1), longTTL, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim with a fingerprint of 65535 bytes = %+v, %v; want a win", c, err)
 	}
 }

@@ -52,7 +52,7 @@ func TestLayout1(t *testing.T) {
 		{"ReplayOfCompleted", func(t *testing.T, key, rkey string, fingerprint []byte) {
 			writeLayout1(t, rdb, rkey, "c", token, fingerprint, []byte("stored"))
 			rt.Reset()
-			c, err := st.Claim(t.Context(), key, fp(), longTTL)
+			c, err := st.Claim(t.Context(), key, fp(), longTTL, store.ClaimOptions{})
 			if err != nil || c.Won() || c.Existing.State != store.StateCompleted ||
 				!bytes.Equal(c.Existing.Fingerprint, fingerprint) || string(c.Existing.Data) != "stored" {
 				t.Fatalf("Claim of a completed layout 1 entry = %+v, %v", c, err)
@@ -72,7 +72,7 @@ func TestLayout1(t *testing.T) {
 		}},
 		{"InFlightCompletedByItsOwner", func(t *testing.T, key, rkey string, fingerprint []byte) {
 			writeLayout1(t, rdb, rkey, "i", token, fingerprint, nil)
-			c, err := st.Claim(t.Context(), key, fp(), longTTL)
+			c, err := st.Claim(t.Context(), key, fp(), longTTL, store.ClaimOptions{})
 			if err != nil || c.Won() || c.Existing.State != store.StateInFlight || !bytes.Equal(c.Existing.Fingerprint, fingerprint) {
 				t.Fatalf("Claim of an in-flight layout 1 entry = %+v, %v", c, err)
 			}
@@ -88,7 +88,7 @@ func TestLayout1(t *testing.T) {
 			if err := st.Complete(t.Context(), key, token, []byte("done"), time.Hour); err != nil {
 				t.Fatalf("Complete by its owner: %v", err)
 			}
-			c, err = st.Claim(t.Context(), key, fp(), longTTL)
+			c, err = st.Claim(t.Context(), key, fp(), longTTL, store.ClaimOptions{})
 			if err != nil || c.Won() || c.Existing.State != store.StateCompleted || string(c.Existing.Data) != "done" {
 				t.Fatalf("Claim after the completion = %+v, %v", c, err)
 			}
@@ -104,7 +104,7 @@ func TestLayout1(t *testing.T) {
 			if err := st.Release(t.Context(), key, token); err != nil {
 				t.Fatalf("Release by its owner: %v", err)
 			}
-			c, err := st.Claim(t.Context(), key, fingerprint, longTTL)
+			c, err := st.Claim(t.Context(), key, fingerprint, longTTL, store.ClaimOptions{})
 			if err != nil || !c.Won() {
 				t.Fatalf("Claim after the release = %+v, %v; want a win", c, err)
 			}

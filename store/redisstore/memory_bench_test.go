@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkMemoryPerRecord(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			key, fingerprint := keyOf(seq.Add(1))
-			c, err := st.Claim(ctx, key, fingerprint, longTTL)
+			c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 			if err == nil && !c.Won() {
 				b.Errorf("Claim of a new key = %+v", c)
 			}

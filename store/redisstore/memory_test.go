@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -25,7 +26,7 @@ func TestMemoryPerRecord(t *testing.T) {
 	rkey := redisstore.DefaultPrefix + key
 	fingerprint := append([]byte{1}, sum[:]...)
 
-	c, err := st.Claim(ctx, key, fingerprint, longTTL)
+	c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}

@@ -36,7 +36,7 @@ func TestOutOfMemory(t *testing.T) {
 	}
 	claim := func(completed bool) prepared {
 		p := prepared{key: newKey(t), fp: fp()}
-		c, err := st.Claim(ctx, p.key, p.fp, longTTL)
+		c, err := st.Claim(ctx, p.key, p.fp, longTTL, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim before the fill = %+v, %v", c, err)
 		}
@@ -61,7 +61,7 @@ func TestOutOfMemory(t *testing.T) {
 	}{
 		{"NewClaimIsFull", false, func(t *testing.T, ctx context.Context, _ prepared) {
 			key := newKey(t)
-			if _, err := st.Claim(ctx, key, fp(), longTTL); !errors.Is(err, store.ErrFull) {
+			if _, err := st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{}); !errors.Is(err, store.ErrFull) {
 				t.Fatalf("Claim of a new key = %v, want store.ErrFull", err)
 			}
 			if n := rdb.Exists(ctx, redisstore.DefaultPrefix+key).Val(); n != 0 {
@@ -147,7 +147,7 @@ func wantOOM(t *testing.T, ctx context.Context, rdb redis.Cmdable) {
 // reports an entry in state with fp and data.
 func wantEntry(t *testing.T, ctx context.Context, st *redisstore.Store, key string, state store.State, fp, data []byte) {
 	t.Helper()
-	c, err := st.Claim(ctx, key, []byte("probe"), longTTL)
+	c, err := st.Claim(ctx, key, []byte("probe"), longTTL, store.ClaimOptions{})
 	if err != nil {
 		t.Fatalf("Claim of a key that holds an entry: %v", err)
 	}

@@ -140,7 +140,7 @@ func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
 		t.Cleanup(cancel)
 		c := claim{key: key, gate: hold.hold(redisstore.DefaultPrefix + key), cancel: cancel, done: make(chan result, 1)}
 		go func() {
-			r, err := st.Claim(cctx, key, fp(), longTTL)
+			r, err := st.Claim(cctx, key, fp(), longTTL, store.ClaimOptions{})
 			c.done <- result{r, err}
 		}()
 		return c
@@ -202,7 +202,7 @@ func TestQueuedClaimSentThenCallerLeaves(t *testing.T) {
 	close(victim.gate.open) // the SET lands
 	<-victim.gate.landed
 	if early {
-		c, err := redisstore.New(srv.Client()).Claim(ctx, victim.key, fp(), longTTL)
+		c, err := redisstore.New(srv.Client()).Claim(ctx, victim.key, fp(), longTTL, store.ClaimOptions{})
 		t.Fatalf("the claim was released before its SET landed, which left the key in flight, owned by nobody: a new claim = %+v, %v", c, err)
 	}
 	<-victim.gate.scripted // the release, after the SET
@@ -288,7 +288,7 @@ func TestResentClaimCallerLeaves(t *testing.T) {
 			for range 2 {
 				k := newKey(t)
 				others = append(others, hold.hold(redisstore.DefaultPrefix+k))
-				wg.Go(func() { _, _ = st.Claim(ctx, k, fp(), longTTL) }) // fails: no replica, or no memory
+				wg.Go(func() { _, _ = st.Claim(ctx, k, fp(), longTTL, store.ClaimOptions{}) }) // fails: no replica, or no memory
 				if got := <-hold.entered; got != redisstore.DefaultPrefix+k {
 					t.Fatalf("held %q, want the claim of %q", got, k)
 				}

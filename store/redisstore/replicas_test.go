@@ -65,7 +65,7 @@ func TestMinReplicas(t *testing.T) {
 		}
 		rt.Reset()
 	}
-	c, err := st.Claim(ctx, key, fingerprint, longTTL)
+	c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
@@ -76,7 +76,7 @@ func TestMinReplicas(t *testing.T) {
 	}
 	step("Complete", "pipeline(evalsha,wait)")
 	wantReplicated(t, master, replica, rkey)
-	if c, err := st.Claim(ctx, key, fingerprint, longTTL); err != nil || c.Existing.State != store.StateCompleted {
+	if c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{}); err != nil || c.Existing.State != store.StateCompleted {
 		t.Fatalf("replay = %+v, %v", c, err)
 	}
 	step("replay", "pipeline(set,wait)")
@@ -110,20 +110,20 @@ func TestMinReplicasNotAcknowledged(t *testing.T) {
 	ctx := t.Context()
 	st := redisstore.New(rdb, redisstore.WithMinReplicas(1, waitTimeout))
 	granted, fingerprint := newKey(t), fp()
-	c, err := st.Claim(ctx, granted, fingerprint, longTTL)
+	c, err := st.Claim(ctx, granted, fingerprint, longTTL, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim before the stall = %+v, %v", c, err)
 	}
 	other := redis.NewClient(oneConn(master)) // its write is acknowledged
 	t.Cleanup(func() { _ = other.Close() })
-	if c, err := redisstore.New(other, redisstore.WithMinReplicas(1, waitTimeout)).Claim(ctx, newKey(t), fp(), longTTL); err != nil || !c.Won() {
+	if c, err := redisstore.New(other, redisstore.WithMinReplicas(1, waitTimeout)).Claim(ctx, newKey(t), fp(), longTTL, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim on the other connection before the stall = %+v, %v", c, err)
 	}
 
 	link.Stall()
 	st = redisstore.New(rdb, redisstore.WithMinReplicas(1, stalledTimeout))
 	fresh := newKey(t)
-	if c, err := st.Claim(ctx, fresh, fp(), longTTL); !errors.Is(err, redisstore.ErrTooFewReplicas) {
+	if c, err := st.Claim(ctx, fresh, fp(), longTTL, store.ClaimOptions{}); !errors.Is(err, redisstore.ErrTooFewReplicas) {
 		t.Fatalf("Claim with the link stalled = %+v, %v; want ErrTooFewReplicas", c, err)
 	}
 	if n := rdb.Exists(ctx, redisstore.DefaultPrefix+fresh).Val(); n != 0 {
@@ -132,7 +132,7 @@ func TestMinReplicasNotAcknowledged(t *testing.T) {
 	if err := st.Complete(ctx, granted, c.Token, []byte("data"), longTTL); !errors.Is(err, redisstore.ErrTooFewReplicas) {
 		t.Fatalf("Complete with the link stalled = %v, want ErrTooFewReplicas", err)
 	}
-	if got, err := st.Claim(ctx, granted, fingerprint, longTTL); err != nil || got.Existing.State != store.StateCompleted {
+	if got, err := st.Claim(ctx, granted, fingerprint, longTTL, store.ClaimOptions{}); err != nil || got.Existing.State != store.StateCompleted {
 		t.Fatalf("the master does not hold the completion: %+v, %v", got, err)
 	}
 	retry := redisstore.New(other, redisstore.WithMinReplicas(1, stalledTimeout))
@@ -181,7 +181,7 @@ func TestMinReplicasResentClaim(t *testing.T) {
 
 	conn := redis.NewClient(oneConn(master)) // the resend's, whose last write was acknowledged
 	t.Cleanup(func() { _ = conn.Close() })
-	if c, err := redisstore.New(conn, redisstore.WithMinReplicas(1, waitTimeout)).Claim(ctx, newKey(t), fp(), longTTL); err != nil || !c.Won() {
+	if c, err := redisstore.New(conn, redisstore.WithMinReplicas(1, waitTimeout)).Claim(ctx, newKey(t), fp(), longTTL, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim on the resend's connection = %+v, %v", c, err)
 	}
 	link.Stall()

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
@@ -41,14 +42,14 @@ func TestRoundTrips(t *testing.T) {
 				}
 				rt.Reset()
 			}
-			c, err := st.Claim(ctx, key, fingerprint, longTTL)
+			c, err := st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 			step("Claim", err)
 			step("Extend", st.Extend(ctx, key, c.Token, longTTL))
 			step("Complete", st.Complete(ctx, key, c.Token, []byte("x"), longTTL))
-			_, err = st.Claim(ctx, key, fingerprint, longTTL)
+			_, err = st.Claim(ctx, key, fingerprint, longTTL, store.ClaimOptions{})
 			step("Claim of a completed key (replay)", err)
 			other := newKey(t) + "-other"
-			c, err = st.Claim(ctx, other, fingerprint, longTTL)
+			c, err = st.Claim(ctx, other, fingerprint, longTTL, store.ClaimOptions{})
 			step("Claim", err)
 			step("Release", st.Release(ctx, other, c.Token))
 		})
@@ -77,7 +78,7 @@ func TestRoundTripsWithoutLoadScripts(t *testing.T) {
 		{"second Complete", []string{"set", "evalsha"}},
 	} {
 		key := newKey(t)
-		c, err := st.Claim(ctx, key, fp(), longTTL)
+		c, err := st.Claim(ctx, key, fp(), longTTL, store.ClaimOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

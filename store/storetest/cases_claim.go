@@ -18,7 +18,7 @@ func claimCases() []testCase {
 		{"SecondClaimSeesInFlight", func(t *testing.T, e *env) {
 			key, fp := e.key(), fingerprint()
 			e.claimWin(key, fp, longTTL)
-			c, err := e.s.Claim(e.ctx, key, fp, longTTL)
+			c, err := e.s.Claim(e.ctx, key, fp, longTTL, store.ClaimOptions{})
 			e.ok("second Claim", err)
 			if c.Won() || c.Token != "" {
 				t.Fatalf("second Claim won with token %q", c.Token)

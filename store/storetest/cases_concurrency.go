@@ -38,7 +38,7 @@ func oneWinnerAmongThousand(t *testing.T, e *env) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			c, err := e.s.Claim(e.ctx, key, []byte("claimer-"+strconv.Itoa(i)), longTTL)
+			c, err := e.s.Claim(e.ctx, key, []byte("claimer-"+strconv.Itoa(i)), longTTL, store.ClaimOptions{})
 			results[i] = result{c, err}
 		})
 	}
@@ -126,7 +126,7 @@ func racingOwnersNeverOverlap(t *testing.T, e *env) {
 			}
 			// Phase 2: race to complete.
 			for {
-				c, err := e.s.Claim(e.ctx, key, fp, longTTL)
+				c, err := e.s.Claim(e.ctx, key, fp, longTTL, store.ClaimOptions{})
 				if err != nil {
 					t.Errorf("Claim: %v", err)
 					return
@@ -199,7 +199,7 @@ func manyKeysCompletedOnce(t *testing.T, e *env) {
 					if t.Failed() {
 						return // a worker found a fault: stop them all
 					}
-					c, err := e.s.Claim(e.ctx, names[k], fp, longTTL)
+					c, err := e.s.Claim(e.ctx, names[k], fp, longTTL, store.ClaimOptions{})
 					if err != nil {
 						t.Errorf("Claim: %v", err)
 						return
@@ -271,7 +271,7 @@ func claimExtendRelease(t *testing.T, e *env, key string, id int64, rounds int, 
 	fp := []byte("worker-" + strconv.FormatInt(id, 10))
 	var stale []string
 	for range rounds {
-		c, err := e.s.Claim(e.ctx, key, fp, longTTL)
+		c, err := e.s.Claim(e.ctx, key, fp, longTTL, store.ClaimOptions{})
 		if err != nil {
 			t.Errorf("Claim: %v", err)
 			return stale

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/grpc-idempotency/idempotency/store"
 )
 
 // cancelled returns a context that is already cancelled.
@@ -27,7 +29,7 @@ func contextCases() []testCase {
 	return []testCase{
 		{"CancelledClaim", func(t *testing.T, e *env) {
 			key, fp := e.key(), fingerprint()
-			c, err := e.s.Claim(e.cancelled(), key, fp, longTTL)
+			c, err := e.s.Claim(e.cancelled(), key, fp, longTTL, store.ClaimOptions{})
 			if e.honoured("Claim", err) {
 				e.wantFree(key) // it claimed nothing
 				return

@@ -84,7 +84,7 @@ func expiryCases() []testCase {
 			tok := e.claimWin(key, fp, longTTL)
 			start := time.Now()
 			e.ok("Complete with a short retention", e.s.Complete(e.ctx, key, tok, []byte("short-lived"), e.retention))
-			c, err := e.s.Claim(e.ctx, key, probe, longTTL)
+			c, err := e.s.Claim(e.ctx, key, probe, longTTL, store.ClaimOptions{})
 			e.ok("Claim of a completed key", err)
 			if time.Since(start) >= e.retention {
 				tooSlow(t, start, e.retention, "Complete and Claim")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/grpc-idempotency/idempotency/store"
 )
 
 // refusedAll calls Complete, Extend and Release with token on key, which
@@ -115,7 +117,7 @@ func tokenCases() []testCase {
 			for w := range workers {
 				wg.Go(func() {
 					for range perWorker {
-						c, err := e.s.Claim(e.ctx, e.key(), fingerprint(), longTTL)
+						c, err := e.s.Claim(e.ctx, e.key(), fingerprint(), longTTL, store.ClaimOptions{})
 						if err != nil || !c.Won() {
 							errs <- fmt.Errorf("claim of a fresh key: won=%v err=%v", c.Won(), err)
 							continue

@@ -62,7 +62,7 @@ func randomData(n int) []byte {
 // claimWin claims key and fails the case unless the claim is won.
 func (e *env) claimWin(key string, fp []byte, lease time.Duration) string {
 	e.t.Helper()
-	c, err := e.s.Claim(e.ctx, key, fp, lease)
+	c, err := e.s.Claim(e.ctx, key, fp, lease, store.ClaimOptions{})
 	if err != nil {
 		e.t.Fatalf("Claim(%q) of a free key: %v", key, err)
 	}
@@ -72,6 +72,9 @@ func (e *env) claimWin(key string, fp []byte, lease time.Duration) string {
 	if c.Existing.State != 0 || c.Existing.Fingerprint != nil || c.Existing.Data != nil {
 		e.t.Fatalf("Claim(%q) won but Existing is not zero: %s", key, describe(c.Existing))
 	}
+	if c.Attempt != 1 || !c.Previous.IsZero() {
+		e.t.Fatalf("Claim(%q) of a free key: attempt %d, previous %v, want attempt 1 and no previous", key, c.Attempt, c.Previous)
+	}
 	return c.Token
 }
 
@@ -79,7 +82,7 @@ func (e *env) claimWin(key string, fp []byte, lease time.Duration) string {
 // unless the key is taken; it returns the existing entry.
 func (e *env) claimLose(key string) store.Entry {
 	e.t.Helper()
-	c, err := e.s.Claim(e.ctx, key, probe, longTTL)
+	c, err := e.s.Claim(e.ctx, key, probe, longTTL, store.ClaimOptions{})
 	if err != nil {
 		e.t.Fatalf("Claim(%q) of a taken key: %v", key, err)
 	}

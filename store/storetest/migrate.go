@@ -54,7 +54,7 @@ func migrateManyServersAtOnce(t *testing.T, newServers func(t *testing.T, n int)
 			}
 		}
 	}
-	c, err := stores[0].Claim(t.Context(), "k", []byte("fp"), time.Minute)
+	c, err := stores[0].Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("Claim on the migrated table: %v, won=%v", err, c.Won())
 	}

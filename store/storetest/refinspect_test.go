@@ -17,7 +17,7 @@ import (
 
 func (s *refStore) info(key string, e *refEntry) store.Info {
 	i := store.Info{
-		Key: key, State: e.state, Token: e.token, Fingerprint: bytes.Clone(e.fp), Data: bytes.Clone(e.data),
+		Key: key, State: e.shown(), Token: e.token, Attempt: e.attempt, Fingerprint: bytes.Clone(e.fp), Data: bytes.Clone(e.data),
 		Size: int64(len(key) + len(e.fp) + len(e.data)), Claimed: e.claimed, Expires: e.expires,
 	}
 	if e.state == store.StateCompleted {
@@ -137,8 +137,11 @@ func (s *refStore) Stats(_ context.Context) (store.Stats, error) {
 	for k := range s.m {
 		if e := s.live(k); e != nil {
 			c := &st.InFlight
-			if e.state == store.StateCompleted {
+			switch e.shown() {
+			case store.StateCompleted:
 				c = &st.Completed
+			case store.StateAbandoned:
+				c = &st.Abandoned
 			}
 			c.Entries++
 			c.Bytes += int64(len(k) + len(e.fp) + len(e.data))

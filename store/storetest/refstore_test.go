@@ -30,9 +30,25 @@ type refEntry struct {
 	winner    string // the token that completed the entry
 	fp        []byte
 	data      []byte
-	expires   time.Time
+	expires   time.Time // the end of its lease, keep or retention
+	keep      time.Duration
+	attempt   int
 	claimed   time.Time
 	completed time.Time
+}
+
+// abandoned reports whether e is an in-flight entry whose lease ran out
+// and whose keep has not.
+func (e *refEntry) abandoned(now time.Time) bool {
+	return e.state == store.StateInFlight && e.keep > 0 && !now.Before(e.expires.Add(-e.keep))
+}
+
+// shown is e's state as the store reports it.
+func (e *refEntry) shown() store.State {
+	if e.abandoned(time.Now()) {
+		return store.StateAbandoned
+	}
+	return e.state
 }
 
 func newRefStore(bug string) *refStore {
@@ -86,44 +102,66 @@ func (s *refStore) live(key string) *refEntry {
 	return nil
 }
 
-func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
+func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if err := s.cancelled(ctx); err != nil {
 		return store.ClaimResult{}, err
+	}
+	if opts.Keep < 0 && s.bug != "negative-keep" {
+		return store.ClaimResult{}, errors.New("negative keep")
 	}
 	s.mu.Lock()
 	s.touch(key)
 	e := s.live(key)
+	attempt, previous := 1, time.Time{}
 	if e != nil {
-		// Read under the lock: a Complete may write the entry right after.
-		x := store.Entry{State: e.state, Fingerprint: e.fp, Data: e.data}
-		s.mu.Unlock()
-		switch s.bug {
-		case "echo-fingerprint":
-			x.Fingerprint = fp
-		case "inflight-empty-data":
-			if x.Data == nil {
-				x.Data = []byte{}
-			}
-		case "truncate-data":
-			x.Data = x.Data[:min(len(x.Data), 1<<20)]
+		takeOver := opts.TakeOver && e.shown() == store.StateAbandoned && (bytes.Equal(e.fp, fp) || s.bug == "takeover-any-fingerprint")
+		if s.bug == "takeover-live" && opts.TakeOver && e.state == store.StateInFlight {
+			takeOver = true
 		}
-		return store.ClaimResult{Existing: x}, nil
+		if !takeOver {
+			// Read under the lock: a Complete may write the entry right after.
+			x := store.Entry{State: e.shown(), Fingerprint: e.fp, Data: e.data}
+			s.mu.Unlock()
+			switch s.bug {
+			case "echo-fingerprint":
+				x.Fingerprint = fp
+			case "inflight-empty-data":
+				if x.Data == nil {
+					x.Data = []byte{}
+				}
+			case "truncate-data":
+				x.Data = x.Data[:min(len(x.Data), 1<<20)]
+			}
+			return store.ClaimResult{Existing: x}, nil
+		}
+		attempt, previous = e.attempt+1, e.claimed
+		if s.bug == "takeover-attempt-one" {
+			attempt = 1
+		}
 	}
 	if s.bug == "read-then-write" {
 		s.window(key)
 	}
 	s.seq++
 	tok := strconv.Itoa(s.seq)
-	if s.bug == "constant-token" {
+	if s.bug == "constant-token" || s.bug == "takeover-keeps-token" && e != nil {
 		tok = "t"
+		if e != nil {
+			tok = e.token
+		}
 	}
 	stored := fp
 	if s.bug != "keep-fingerprint" {
 		stored = bytes.Clone(fp)
 	}
-	s.m[key] = &refEntry{state: store.StateInFlight, token: tok, fp: stored, expires: time.Now().Add(lease), claimed: time.Now()}
+	keep := opts.Keep
+	if s.bug == "keep-ignored" {
+		keep = 0
+	}
+	now := time.Now()
+	s.m[key] = &refEntry{state: store.StateInFlight, token: tok, fp: stored, expires: now.Add(lease + keep), keep: keep, attempt: attempt, claimed: now}
 	s.mu.Unlock()
-	c := store.ClaimResult{Token: tok}
+	c := store.ClaimResult{Token: tok, Attempt: attempt, Previous: previous}
 	if s.bug == "winner-existing" {
 		c.Existing = store.Entry{State: store.StateInFlight, Fingerprint: fp}
 	}
@@ -213,15 +251,34 @@ func (s *refStore) Extend(ctx context.Context, key, token string, lease time.Dur
 	defer s.mu.Unlock()
 	s.touch(key)
 	e := s.owned(key, token, "extend")
-	if e == nil {
+	if e == nil || e.abandoned(time.Now()) && s.bug != "extend-revives" {
 		return store.ErrLeaseLost
 	}
 	switch s.bug {
 	case "extend-no-effect":
 	case "extend-only-longer":
-		e.expires = later(e.expires, time.Now().Add(lease))
+		e.expires = later(e.expires, time.Now().Add(lease+e.keep))
 	default:
-		e.expires = time.Now().Add(lease)
+		e.expires = time.Now().Add(lease + e.keep)
+	}
+	return nil
+}
+
+func (s *refStore) Abandon(ctx context.Context, key, token string) error {
+	if err := s.cancelled(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touch(key)
+	e := s.owned(key, token, "abandon")
+	switch {
+	case e == nil:
+		return store.ErrLeaseLost
+	case e.keep == 0:
+		delete(s.m, key)
+	case !e.abandoned(time.Now()):
+		e.expires = time.Now().Add(e.keep)
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ func groups() []group {
 		{"Release", releaseCases()},
 		{"Extend", extendCases()},
 		{"Expiry", expiryCases()},
+		{"Abandoned", abandonedCases()},
 		{"Duration", durationCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Context", contextCases()},

@@ -78,7 +78,7 @@ func fillExpiring(t *testing.T, s store.Store, prefix string, n int, ttl time.Du
 		if i%2 == 0 {
 			lease = time.Minute
 		}
-		c, err := s.Claim(t.Context(), key, []byte("fp"), lease)
+		c, err := s.Claim(t.Context(), key, []byte("fp"), lease, store.ClaimOptions{})
 		if err != nil || !c.Won() {
 			t.Fatalf("Claim %s: %v won=%v", key, err, c.Won())
 		}
@@ -116,7 +116,7 @@ func sweepDeletesOnlyExpired(t *testing.T, newRig func(*testing.T, SweepOptions)
 		t.Fatalf("%d rows left, want the 20 live ones", n)
 	}
 	for i := range 20 {
-		c, err := s.Claim(t.Context(), fmt.Sprintf("long-%d", i), []byte("fp"), time.Hour)
+		c, err := s.Claim(t.Context(), fmt.Sprintf("long-%d", i), []byte("fp"), time.Hour, store.ClaimOptions{})
 		if err != nil || c.Won() {
 			t.Fatalf("live key long-%d after the sweep: won=%v err=%v", i, c.Won(), err)
 		}
@@ -162,7 +162,7 @@ func sweepRacesOnManyServers(t *testing.T, newRig func(*testing.T, SweepOptions)
 	var retaken atomic.Int64
 	wg.Go(func() {
 		for i := 0; i < expired; i += 10 {
-			c, err := s.Claim(t.Context(), fmt.Sprintf("old-%d", i), []byte("new"), time.Hour)
+			c, err := s.Claim(t.Context(), fmt.Sprintf("old-%d", i), []byte("new"), time.Hour, store.ClaimOptions{})
 			if err != nil || !c.Won() {
 				t.Errorf("Claim of an expired key: won=%v err=%v", c.Won(), err)
 				return

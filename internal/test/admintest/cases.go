@@ -221,7 +221,7 @@ func getHTTP(t *testing.T, st store.Store) {
 func getCorrupt(t *testing.T, st store.Store) {
 	r := newRig(t, st)
 	key := r.storeKey(t, "k-corrupt")
-	claim, err := st.Claim(t.Context(), key, []byte("fp"), time.Minute)
+	claim, err := st.Claim(t.Context(), key, []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !claim.Won() {
 		t.Fatalf("Claim = %+v, %v", claim, err)
 	}

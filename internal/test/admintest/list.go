@@ -104,7 +104,7 @@ const badKey = "copied-\xff\xfe-key"
 func listUnreadableKey(t *testing.T, st store.Store) {
 	r := newRig(t, st)
 	r.call(t, "k-before", "p")
-	claim, err := st.Claim(t.Context(), badKey, []byte("fp"), time.Minute)
+	claim, err := st.Claim(t.Context(), badKey, []byte("fp"), time.Minute, store.ClaimOptions{})
 	if err != nil || !claim.Won() {
 		t.Fatalf("Claim = %+v, %v", claim, err)
 	}

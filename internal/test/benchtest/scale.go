@@ -25,7 +25,7 @@ func ClaimNew(b *testing.B, s store.Store, fingerprint []byte, first int, key fu
 		k := key(i)
 		i++
 		start := time.Now()
-		c, err := s.Claim(ctx, k, fingerprint, time.Minute)
+		c, err := s.Claim(ctx, k, fingerprint, time.Minute, store.ClaimOptions{})
 		lat = append(lat, time.Since(start))
 		if err != nil || !c.Won() {
 			b.Fatalf("claim: won=%v err=%v", c.Won(), err)
@@ -48,7 +48,7 @@ func ClaimCompleted(b *testing.B, s store.Store, fingerprint []byte, keys []stri
 		k := keys[j%len(keys)]
 		j++
 		start := time.Now()
-		c, err := s.Claim(ctx, k, fingerprint, time.Minute)
+		c, err := s.Claim(ctx, k, fingerprint, time.Minute, store.ClaimOptions{})
 		lat = append(lat, time.Since(start))
 		if err != nil || c.Won() {
 			b.Fatalf("replay claim: won=%v err=%v", c.Won(), err)

@@ -102,7 +102,7 @@ func (s *Store) record(op, key string, d time.Duration, err error) {
 }
 
 // Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Duration) (store.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if s.Down.Load() {
 		s.record("claim", key, lease, ErrDown)
 		return store.ClaimResult{}, ErrDown
@@ -114,7 +114,7 @@ func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Dur
 	if err := s.stalled(ctx, "claim", key, lease); err != nil {
 		return store.ClaimResult{}, err
 	}
-	c, err := s.Store.Claim(ctx, key, fp, lease)
+	c, err := s.Store.Claim(ctx, key, fp, lease, opts)
 	if err == nil && c.Won() {
 		s.mu.Lock()
 		if s.claims == nil {

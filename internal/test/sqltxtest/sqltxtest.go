@@ -400,7 +400,7 @@ func afterTakeover(t *testing.T, newRig func(*testing.T) Rig) {
 	}()
 	key := <-claimed
 	f.ExpireAll(t)
-	if c, err := f.Store.Claim(t.Context(), key, []byte("other"), time.Hour); err != nil || !c.Won() {
+	if c, err := f.Store.Claim(t.Context(), key, []byte("other"), time.Hour, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("takeover: %+v, %v", c, err)
 	}
 	if err := <-completeErr; !errors.Is(err, store.ErrLeaseLost) {
