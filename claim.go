@@ -1,6 +1,9 @@
 package idempotency
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Claim identifies the claim a handler runs under, as [ClaimFromContext]
 // returns it. (The result of a store's Claim call is a
@@ -16,6 +19,17 @@ type Claim struct {
 	// claim refuses an execution whose lease was lost and taken over. Tokens
 	// are unique per claim; only the memory store's are also ordered.
 	Token string
+	// Attempt counts the runs of the key under a claim: 1 for the first,
+	// 2 or more when an earlier claim of the key was abandoned (its server
+	// died or hung past its lease, maybe after the side effect) and this
+	// run took it over. A handler that sees Attempt > 1 looks for its own
+	// effects before acting again (its ledger row, or a downstream asked
+	// with the same [DerivedKey]).
+	Attempt int
+	// Previous is when the abandoned attempt that this run took over was
+	// claimed, by that server's clock; the zero Time on a first attempt
+	// and when the store does not know.
+	Previous time.Time
 }
 
 type claimKey struct{}

@@ -78,6 +78,13 @@ var (
 	// call is not one non-negative decimal integer (INVALID_ARGUMENT, not
 	// retryable).
 	ErrResumeInvalid = &Error{Reason: "IDEMPOTENCY_RESUME_INVALID", Message: "the resume position is not a non-negative integer"}
+
+	// ErrOutcomeUnknown: the key's claim was abandoned (its server died or
+	// hung past its lease while the handler may have run) and the
+	// method's [AbandonPolicy] does not run the handler again. Nothing runs
+	// until an operator resolves the key (docs/operations.md); retrying
+	// the same key gets the same error, so clients do not retry it.
+	ErrOutcomeUnknown = &Error{Reason: "IDEMPOTENCY_OUTCOME_UNKNOWN", Message: "an earlier attempt with this idempotency key was abandoned and its outcome is unknown; it will not run again until resolved"}
 )
 
 // KeyError says why a key was refused.
@@ -153,6 +160,7 @@ var failures = []failure{
 	{ErrMisconfigured, codes.Internal, DecisionMisconfigured, false},
 	{ErrStreamTooLarge, codes.InvalidArgument, DecisionStreamTooLarge, false},
 	{ErrResumeInvalid, codes.InvalidArgument, DecisionResumeInvalid, false},
+	{ErrOutcomeUnknown, codes.FailedPrecondition, DecisionBlocked, false},
 }
 
 // failureOf returns the failure err is one of, if any.

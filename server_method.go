@@ -68,6 +68,14 @@ type MethodPolicy struct {
 	// one, and a proto option's makes the method misconfigured. Default:
 	// the proto option's namespace, if any, else the full method name.
 	Namespace string
+	// Abandoned says what a call does with a key whose claim was
+	// abandoned. Default: the proto option's abandoned, if any, else
+	// [WithAbandonedClaims].
+	Abandoned AbandonPolicy
+	// Recover finds out what an abandoned attempt did, for Abandoned =
+	// [AbandonRecover] (from here or from the proto option); required
+	// then: [WithMethodPolicy] panics without one.
+	Recover RecoverFunc
 }
 
 // Cancellation says whether a claimed handler is cancelled when its caller

@@ -149,6 +149,21 @@ const (
 	// DecisionPurged: an operator purged a key through [Server.Purge]; its
 	// Event has the StoreKey and no Method.
 	DecisionPurged
+	// DecisionBlocked: the key's claim was abandoned and the method's
+	// [AbandonPolicy] blocks it, or its recovery could not tell the
+	// outcome; the call failed with [ErrOutcomeUnknown] and nothing ran.
+	DecisionBlocked
+	// DecisionTakenOver: the key's claim was abandoned and this call took
+	// it over to run the handler again ([AbandonRerun], or a recovery that
+	// asked for it with [ErrRerun]); the Event that follows says how the
+	// run ended.
+	DecisionTakenOver
+	// DecisionRecovered: the key's claim was abandoned and the method's
+	// [RecoverFunc] gave its outcome, which was stored and answered.
+	DecisionRecovered
+	// DecisionResolved: an operator resolved an abandoned key through
+	// [Server.Resolve]; its Event has the StoreKey and no Method.
+	DecisionResolved
 )
 
 var decisionNames = [...]string{
@@ -159,6 +174,8 @@ var decisionNames = [...]string{
 	DecisionRecordCorrupt: "record_corrupt", DecisionNotRetained: "not_retained", DecisionStoreFull: "store_full",
 	DecisionMisconfigured: "misconfigured", DecisionStreamTooLarge: "stream_too_large",
 	DecisionResumeInvalid: "resume_invalid", DecisionPurged: "purged",
+	DecisionBlocked: "blocked", DecisionTakenOver: "taken_over", DecisionRecovered: "recovered",
+	DecisionResolved: "resolved",
 }
 
 // String returns the decision's snake_case name, for logs and metric

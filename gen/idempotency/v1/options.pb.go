@@ -80,6 +80,66 @@ func (Mode) EnumDescriptor() ([]byte, []int) {
 	return file_idempotency_v1_options_proto_rawDescGZIP(), []int{0}
 }
 
+// AbandonPolicy says what a call does with a key whose claim was abandoned:
+// its server died, or hung past its lease, while the handler may have run.
+type AbandonPolicy int32
+
+const (
+	// ABANDON_POLICY_UNSPECIFIED takes the server's policy (WithAbandonedClaims).
+	AbandonPolicy_ABANDON_POLICY_UNSPECIFIED AbandonPolicy = 0
+	// ABANDON_POLICY_RERUN runs the handler again under a new claim: it may run twice.
+	AbandonPolicy_ABANDON_POLICY_RERUN AbandonPolicy = 1
+	// ABANDON_POLICY_BLOCK refuses the key with IDEMPOTENCY_OUTCOME_UNKNOWN until
+	// an operator resolves it: the handler never runs twice.
+	AbandonPolicy_ABANDON_POLICY_BLOCK AbandonPolicy = 2
+	// ABANDON_POLICY_RECOVER runs the method's recovery function, registered
+	// with the server, instead of the handler.
+	AbandonPolicy_ABANDON_POLICY_RECOVER AbandonPolicy = 3
+)
+
+// Enum value maps for AbandonPolicy.
+var (
+	AbandonPolicy_name = map[int32]string{
+		0: "ABANDON_POLICY_UNSPECIFIED",
+		1: "ABANDON_POLICY_RERUN",
+		2: "ABANDON_POLICY_BLOCK",
+		3: "ABANDON_POLICY_RECOVER",
+	}
+	AbandonPolicy_value = map[string]int32{
+		"ABANDON_POLICY_UNSPECIFIED": 0,
+		"ABANDON_POLICY_RERUN":       1,
+		"ABANDON_POLICY_BLOCK":       2,
+		"ABANDON_POLICY_RECOVER":     3,
+	}
+)
+
+func (x AbandonPolicy) Enum() *AbandonPolicy {
+	p := new(AbandonPolicy)
+	*p = x
+	return p
+}
+
+func (x AbandonPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AbandonPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_idempotency_v1_options_proto_enumTypes[1].Descriptor()
+}
+
+func (AbandonPolicy) Type() protoreflect.EnumType {
+	return &file_idempotency_v1_options_proto_enumTypes[1]
+}
+
+func (x AbandonPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AbandonPolicy.Descriptor instead.
+func (AbandonPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_idempotency_v1_options_proto_rawDescGZIP(), []int{1}
+}
+
 // MethodPolicy is the per-method idempotency policy.
 type MethodPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -101,7 +161,9 @@ type MethodPolicy struct {
 	// never changes, unique among the server's methods, such as
 	// "payments.charge"; a method and a function run with Do or Once under the
 	// same name are one operation. Empty: the full method name.
-	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Namespace string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// abandoned says what a call does with a key whose claim was abandoned.
+	Abandoned     AbandonPolicy `protobuf:"varint,6,opt,name=abandoned,proto3,enum=idempotency.v1.AbandonPolicy" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +233,13 @@ func (x *MethodPolicy) GetNamespace() string {
 	return ""
 }
 
+func (x *MethodPolicy) GetAbandoned() AbandonPolicy {
+	if x != nil {
+		return x.Abandoned
+	}
+	return AbandonPolicy_ABANDON_POLICY_UNSPECIFIED
+}
+
 var file_idempotency_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
@@ -194,18 +263,24 @@ var File_idempotency_v1_options_proto protoreflect.FileDescriptor
 
 const file_idempotency_v1_options_proto_rawDesc = "" +
 	"\n" +
-	"\x1cidempotency/v1/options.proto\x12\x0eidempotency.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\xdd\x01\n" +
+	"\x1cidempotency/v1/options.proto\x12\x0eidempotency.v1\x1a google/protobuf/descriptor.proto\x1a\x1egoogle/protobuf/duration.proto\"\x9a\x02\n" +
 	"\fMethodPolicy\x12(\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x14.idempotency.v1.ModeR\x04mode\x127\n" +
 	"\tretention\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\tretention\x12/\n" +
 	"\x05lease\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05lease\x12\x1b\n" +
 	"\tkey_field\x18\x04 \x01(\tR\bkeyField\x12\x1c\n" +
-	"\tnamespace\x18\x05 \x01(\tR\tnamespace*U\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12;\n" +
+	"\tabandoned\x18\x06 \x01(\x0e2\x1d.idempotency.v1.AbandonPolicyR\tabandoned*U\n" +
 	"\x04Mode\x12\x14\n" +
 	"\x10MODE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rMODE_OPTIONAL\x10\x01\x12\x11\n" +
 	"\rMODE_REQUIRED\x10\x02\x12\x11\n" +
-	"\rMODE_DISABLED\x10\x03:V\n" +
+	"\rMODE_DISABLED\x10\x03*\x7f\n" +
+	"\rAbandonPolicy\x12\x1e\n" +
+	"\x1aABANDON_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ABANDON_POLICY_RERUN\x10\x01\x12\x18\n" +
+	"\x14ABANDON_POLICY_BLOCK\x10\x02\x12\x1a\n" +
+	"\x16ABANDON_POLICY_RECOVER\x10\x03:V\n" +
 	"\x06method\x12\x1e.google.protobuf.MethodOptions\x18\xa2\x90\x03 \x01(\v2\x1c.idempotency.v1.MethodPolicyR\x06methodBJZHgithub.com/grpc-idempotency/idempotency/gen/idempotency/v1;idempotencyv1b\x06proto3"
 
 var (
@@ -220,25 +295,27 @@ func file_idempotency_v1_options_proto_rawDescGZIP() []byte {
 	return file_idempotency_v1_options_proto_rawDescData
 }
 
-var file_idempotency_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_idempotency_v1_options_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_idempotency_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_idempotency_v1_options_proto_goTypes = []any{
 	(Mode)(0),                          // 0: idempotency.v1.Mode
-	(*MethodPolicy)(nil),               // 1: idempotency.v1.MethodPolicy
-	(*durationpb.Duration)(nil),        // 2: google.protobuf.Duration
-	(*descriptorpb.MethodOptions)(nil), // 3: google.protobuf.MethodOptions
+	(AbandonPolicy)(0),                 // 1: idempotency.v1.AbandonPolicy
+	(*MethodPolicy)(nil),               // 2: idempotency.v1.MethodPolicy
+	(*durationpb.Duration)(nil),        // 3: google.protobuf.Duration
+	(*descriptorpb.MethodOptions)(nil), // 4: google.protobuf.MethodOptions
 }
 var file_idempotency_v1_options_proto_depIdxs = []int32{
 	0, // 0: idempotency.v1.MethodPolicy.mode:type_name -> idempotency.v1.Mode
-	2, // 1: idempotency.v1.MethodPolicy.retention:type_name -> google.protobuf.Duration
-	2, // 2: idempotency.v1.MethodPolicy.lease:type_name -> google.protobuf.Duration
-	3, // 3: idempotency.v1.method:extendee -> google.protobuf.MethodOptions
-	1, // 4: idempotency.v1.method:type_name -> idempotency.v1.MethodPolicy
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	4, // [4:5] is the sub-list for extension type_name
-	3, // [3:4] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 1: idempotency.v1.MethodPolicy.retention:type_name -> google.protobuf.Duration
+	3, // 2: idempotency.v1.MethodPolicy.lease:type_name -> google.protobuf.Duration
+	1, // 3: idempotency.v1.MethodPolicy.abandoned:type_name -> idempotency.v1.AbandonPolicy
+	4, // 4: idempotency.v1.method:extendee -> google.protobuf.MethodOptions
+	2, // 5: idempotency.v1.method:type_name -> idempotency.v1.MethodPolicy
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	5, // [5:6] is the sub-list for extension type_name
+	4, // [4:5] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_idempotency_v1_options_proto_init() }
@@ -251,7 +328,7 @@ func file_idempotency_v1_options_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idempotency_v1_options_proto_rawDesc), len(file_idempotency_v1_options_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   1,
 			NumExtensions: 1,
 			NumServices:   0,
