@@ -24,7 +24,7 @@ func (s *Store) Lookup(_ context.Context, key string) (store.Info, error) {
 	if !found || e.expires <= now {
 		return store.Info{}, fmt.Errorf("memorystore: lookup %q: %w", key, store.ErrNotFound)
 	}
-	info := st.info(key, e)
+	info := st.info(key, e, now)
 	info.Fingerprint, info.Data = clone(e.fingerprint), clone(e.data)
 	return info, nil
 }
@@ -46,7 +46,7 @@ func (s *Store) Purge(_ context.Context, key string, opts store.PurgeOptions) (s
 		st.remove(sh, key, e)
 	}
 	sh.mu.Unlock()
-	info := st.info(key, e)
+	info := st.info(key, e, now)
 	info.Fingerprint, info.Data = clone(e.fingerprint), clone(e.data)
 	if err != nil {
 		return info, fmt.Errorf("memorystore: purge %q: %w", key, err)
@@ -71,15 +71,20 @@ func refusal(e entry, opts store.PurgeOptions) error {
 	return nil
 }
 
-// info describes e, the entry under key, without its fingerprint and data.
-func (st *state) info(key string, e entry) store.Info {
+// info describes e, the entry under key, at now, without its fingerprint
+// and data.
+func (st *state) info(key string, e entry, now int64) store.Info {
 	i := store.Info{
 		Key:     key,
-		State:   e.state,
+		State:   e.shown(now),
 		Token:   formatToken(e.token),
 		Size:    entrySize(key, &e),
 		Claimed: st.wall(e.claimed),
 		Expires: st.wall(e.expires),
+		Attempt: int(e.attempt),
+	}
+	if i.State == store.StateInFlight && e.kept() {
+		i.Expires = st.wall(e.completed) // its lease, not its keep
 	}
 	if e.state == store.StateCompleted {
 		i.Completed = st.wall(e.completed)
@@ -127,7 +132,7 @@ func (s *Store) List(_ context.Context, opts store.ListOptions) (store.Page, err
 			if !found || int(e.slot) != c.slot || e.expires <= now {
 				continue // a free slot, or an expired entry
 			}
-			info := st.info(key, e)
+			info := st.info(key, e, now)
 			if opts.Matches(info, wallNow) {
 				info.Fingerprint = clone(e.fingerprint)
 				page.Entries = append(page.Entries, info)
@@ -189,12 +194,15 @@ func parseCursor(s string) (cursor, error) {
 	return cursor{shard: shard, gen: gen, slot: slot}, nil
 }
 
-// Stats implements [store.Inspector.Stats] exactly, in O(shards): each
-// shard keeps its counts as entries come and go. It first removes the
-// expired entries of each shard whose expiry heap says some are due, as
-// the sweeper would, so that the counts are of live entries only; that
-// costs O(log n) per entry removed, work the sweeper would otherwise do.
-// It ignores ctx.
+// Stats implements [store.Inspector.Stats] exactly. Each shard keeps its
+// counts as entries come and go, so Stats costs O(shards), but for the
+// abandoned entries: an entry becomes abandoned when its lease ends,
+// without a write, so Stats walks the entries of each shard that holds
+// an entry in flight, to count those whose lease has ended. It first
+// removes the expired entries of each shard whose expiry heap says some
+// are due, as the sweeper would, so that the counts are of live entries
+// only; that costs O(log n) per entry removed, work the sweeper would
+// otherwise do. It ignores ctx.
 func (s *Store) Stats(_ context.Context) (store.Stats, error) {
 	st := s.st
 	var stats store.Stats
@@ -203,11 +211,29 @@ func (s *Store) Stats(_ context.Context) (store.Stats, error) {
 		st.sweepShard(sh)
 		sh.mu.Lock()
 		in, done := sh.live[store.StateInFlight-1], sh.live[store.StateCompleted-1]
+		var gone tally
+		if in.n > 0 {
+			gone = sh.abandoned(st.now())
+		}
 		sh.mu.Unlock()
-		stats.InFlight.Entries += in.n
-		stats.InFlight.Bytes += in.bytes
+		stats.InFlight.Entries += in.n - gone.n
+		stats.InFlight.Bytes += in.bytes - gone.bytes
+		stats.Abandoned.Entries += gone.n
+		stats.Abandoned.Bytes += gone.bytes
 		stats.Completed.Entries += done.n
 		stats.Completed.Bytes += done.bytes
 	}
 	return stats, nil
+}
+
+// abandoned counts the live abandoned entries of sh at now. The caller
+// holds sh.mu.
+func (sh *shard) abandoned(now int64) tally {
+	var t tally
+	for key, e := range sh.m {
+		if e.expires > now && e.shown(now) == store.StateAbandoned {
+			t.add(1, entrySize(key, &e))
+		}
+	}
+	return t
 }

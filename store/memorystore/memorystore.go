@@ -24,6 +24,7 @@ const (
 var (
 	errLease     = errors.New("memorystore: lease must be positive")
 	errRetention = errors.New("memorystore: retention must be positive")
+	errKeep      = errors.New("memorystore: keep must not be negative")
 )
 
 // Store is an in-memory [store.Store]. It is safe for concurrent use. The
@@ -86,11 +87,28 @@ type entry struct {
 	data        []byte
 	expires     int64  // nanoseconds since state.epoch
 	claimed     int64  // nanoseconds since state.epoch
-	completed   int64  // nanoseconds since state.epoch, once completed
+	completed   int64  // nanoseconds since state.epoch: once completed, when; in flight with a keep, the end of its lease (0 without)
 	token       uint64 // owner token while in flight; the token that completed it after
 	slot        int32  // its slot in the shard's expiry heap
+	attempt     uint16 // the claims of the key that ran a handler (saturates)
 	state       store.State
 }
+
+// kept reports whether e is an in-flight entry claimed with a keep: its
+// lease ends at e.completed and its life at e.expires.
+func (e *entry) kept() bool { return e.state == store.StateInFlight && e.completed != 0 }
+
+// shown is e's state as the store reports it at now: an in-flight entry
+// with a keep whose lease has ended is abandoned.
+func (e *entry) shown(now int64) store.State {
+	if e.kept() && e.completed <= now {
+		return store.StateAbandoned
+	}
+	return e.state
+}
+
+// keep is how long e, a kept in-flight entry, lives beyond its lease.
+func (e *entry) keep() time.Duration { return time.Duration(e.expires - e.completed) }
 
 // New returns an empty Store and starts its background sweeper.
 func New(opts ...Option) *Store {

@@ -1,8 +1,9 @@
 package memorystore
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"math"
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -11,12 +12,16 @@ import (
 // Claim implements [store.Store.Claim]. It never blocks on anything but
 // shards' mutexes, so it ignores ctx. The Fingerprint and Data of a
 // returned Existing entry are shared with the store: do not modify them.
-// It returns an error when lease is not positive, and [store.ErrFull] when
-// the store is bounded by [WithMaxEntries], full, and holds nothing that
-// has expired.
+// It returns an error when lease is not positive or opts.Keep is negative,
+// and [store.ErrFull] when the store is bounded by [WithMaxEntries], full,
+// and holds nothing that has expired. A take-over replaces the abandoned
+// entry in place, needing no room.
 func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if lease <= 0 {
 		return store.ClaimResult{}, errLease
+	}
+	if opts.Keep < 0 {
+		return store.ClaimResult{}, errKeep
 	}
 	st := s.st
 	sh, idx := st.shard(key)
@@ -25,18 +30,25 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 		sh.mu.Lock()
 		old, found := sh.m[key]
 		if found && old.expires > now {
+			state := old.shown(now)
+			if opts.TakeOver && state == store.StateAbandoned && bytes.Equal(old.fingerprint, fingerprint) {
+				c := st.takeOver(sh, idx, key, old, now, lease)
+				st.giveBack(held)
+				sh.mu.Unlock()
+				return c, nil
+			}
 			st.giveBack(held)
 			sh.mu.Unlock()
-			return store.ClaimResult{Existing: store.Entry{State: old.state, Fingerprint: old.fingerprint, Data: old.data}}, nil
+			return store.ClaimResult{Existing: store.Entry{State: state, Fingerprint: old.fingerprint, Data: old.data}}, nil
 		}
 		var expired *entry // under key, replaced in place
 		if found {
 			expired = &old
 		}
-		token, ok := st.insert(sh, idx, key, expired, fingerprint, now, deadline(now, lease), held)
+		token, ok := st.insert(sh, idx, key, expired, fingerprint, now, lease, opts.Keep, held)
 		sh.mu.Unlock()
 		if ok {
-			return store.ClaimResult{Token: formatToken(token)}, nil
+			return store.ClaimResult{Token: formatToken(token), Attempt: 1}, nil
 		}
 		if held || !st.makeRoom(idx) {
 			return store.ClaimResult{}, store.ErrFull
@@ -45,12 +57,32 @@ func (s *Store) Claim(_ context.Context, key string, fingerprint []byte, lease t
 	}
 }
 
-// insert stores a new in-flight entry under key and returns its owner
-// token. expired is the expired entry under key, which it replaces in
-// place, or nil when key holds none. It reports false when the entry would
-// overflow a bounded store. held says the caller already holds room for
-// the entry, from makeRoom. The caller holds sh.mu.
-func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, fingerprint []byte, now, expires int64, held bool) (token uint64, ok bool) {
+// takeOver gives old, the abandoned entry under key, a new owner token
+// and a new lease, keeping its keep, and returns the won claim. The
+// caller holds sh.mu.
+func (st *state) takeOver(sh *shard, idx uint64, key string, old entry, now int64, lease time.Duration) store.ClaimResult {
+	keep := old.keep()
+	sh.seq++
+	e := old
+	e.token = sh.seq<<shardBits | idx
+	e.claimed = now
+	e.completed = deadline(now, lease)
+	e.expires = deadline(e.completed, keep)
+	e.attempt = old.attempt + 1
+	if e.attempt == 0 {
+		e.attempt = math.MaxUint16
+	}
+	sh.put(key, e)
+	return store.ClaimResult{Token: formatToken(e.token), Attempt: int(e.attempt), Previous: st.wall(old.claimed)}
+}
+
+// insert stores a new in-flight entry under key, with the given lease and
+// keep, and returns its owner token. expired is the expired entry under
+// key, which it replaces in place, or nil when key holds none. It reports
+// false when the entry would overflow a bounded store. held says the
+// caller already holds room for the entry, from makeRoom. The caller holds
+// sh.mu.
+func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, fingerprint []byte, now int64, lease, keep time.Duration, held bool) (token uint64, ok bool) {
 	if expired == nil && !held && st.bounded() && !st.reserve() {
 		return 0, false
 	}
@@ -58,10 +90,15 @@ func (st *state) insert(sh *shard, idx uint64, key string, expired *entry, finge
 	token = sh.seq<<shardBits | idx
 	e := entry{
 		fingerprint: clone(fingerprint),
-		expires:     expires,
+		expires:     deadline(now, lease),
 		claimed:     now,
 		token:       token,
+		attempt:     1,
 		state:       store.StateInFlight,
+	}
+	if keep > 0 {
+		e.completed = e.expires // the end of its lease
+		e.expires = deadline(e.completed, keep)
 	}
 	if expired != nil { // replaced in place: no room needed
 		st.reuse(held)
@@ -130,7 +167,7 @@ func (s *Store) Release(_ context.Context, key, token string) error {
 }
 
 // Extend implements [store.Store.Extend]. It ignores ctx, and returns an
-// error when lease is not positive.
+// error when lease is not positive. An abandoned entry stays abandoned.
 func (s *Store) Extend(_ context.Context, key, token string, lease time.Duration) error {
 	if lease <= 0 {
 		return errLease
@@ -145,10 +182,16 @@ func (s *Store) Extend(_ context.Context, key, token string, lease time.Duration
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, owned := st.owned(sh, key, tok, now)
-	if !owned {
+	if !owned || e.shown(now) == store.StateAbandoned {
 		return store.ErrLeaseLost
 	}
-	e.expires = deadline(now, lease)
+	if e.kept() {
+		keep := e.keep()
+		e.completed = deadline(now, lease)
+		e.expires = deadline(e.completed, keep)
+	} else {
+		e.expires = deadline(now, lease)
+	}
 	sh.put(key, e)
 	return nil
 }
@@ -178,7 +221,28 @@ func clone(b []byte) []byte {
 	return c
 }
 
-// Abandon implements [store.Store.Abandon].
-func (s *Store) Abandon(ctx context.Context, key, token string) error {
-	return errors.New("memorystore: Abandon: not built yet")
+// Abandon implements [store.Store.Abandon]. It ignores ctx.
+func (s *Store) Abandon(_ context.Context, key, token string) error {
+	tok, ok := parseToken(token)
+	if !ok {
+		return store.ErrLeaseLost
+	}
+	st := s.st
+	sh, _ := st.shard(key)
+	now := st.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, owned := st.owned(sh, key, tok, now)
+	switch {
+	case !owned:
+		return store.ErrLeaseLost
+	case !e.kept():
+		st.remove(sh, key, e)
+	case e.completed > now: // its lease runs: end it now
+		keep := e.keep()
+		e.completed = now
+		e.expires = deadline(now, keep)
+		sh.put(key, e)
+	}
+	return nil
 }
