@@ -96,9 +96,10 @@ type Info struct {
 	// entry and no other. (It is the claim's owner token, the token that
 	// completed the entry once it is completed, or derived from it: keep
 	// it from anyone who may not act on the store.) For an entry in
-	// flight or abandoned, Token is its owner token itself: an operator
-	// resolves an abandoned entry with [Store.Complete] under it, which
-	// fails once anyone else has taken the entry over.
+	// flight or abandoned, [Store.Complete] under Token completes that
+	// very entry (Token is its owner token, or names it): an operator
+	// resolves an abandoned entry so, and it fails once anyone has taken
+	// the entry over.
 	Token string
 	// Fingerprint is the fingerprint the key was claimed with.
 	Fingerprint []byte

@@ -205,7 +205,7 @@ func look(ctx context.Context, in store.Inspector, which, key, p string, inFligh
 		return seen{info: info}, fmt.Errorf("migratestore: purge %q: the %s store's entry is not the one the token names: %w", key, which, store.ErrChanged)
 	}
 	switch {
-	case info.State == store.StateInFlight && !inFlight:
+	case (info.State == store.StateInFlight || info.State == store.StateAbandoned) && !inFlight:
 		return seen{info: info}, fmt.Errorf("migratestore: purge %q: the %s store's entry is in flight: %w", key, which, store.ErrInFlight)
 	case info.State == store.StateCompleted && inFlight:
 		return seen{info: info}, fmt.Errorf("migratestore: purge %q: the %s store's entry is completed, not in flight: %w", key, which, store.ErrChanged)
@@ -344,6 +344,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	return store.Stats{
 		InFlight:  store.Count{Entries: a.InFlight.Entries + b.InFlight.Entries, Bytes: a.InFlight.Bytes + b.InFlight.Bytes},
 		Completed: store.Count{Entries: a.Completed.Entries + b.Completed.Entries, Bytes: a.Completed.Bytes + b.Completed.Bytes},
+		Abandoned: store.Count{Entries: a.Abandoned.Entries + b.Abandoned.Entries, Bytes: a.Abandoned.Bytes + b.Abandoned.Bytes},
 		Estimated: a.Estimated || b.Estimated,
 	}, nil
 }

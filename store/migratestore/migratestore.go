@@ -119,18 +119,48 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		}
 		return oldClaim, nil
 	}
-	return store.ClaimResult{Token: s.joinTokens(newClaim.Token, oldClaim.Token)}, nil
+	// The new store's attempt and previous claim speak for the key: it is
+	// the store a move ends on.
+	return store.ClaimResult{Token: s.joinTokens(newClaim.Token, oldClaim.Token), Attempt: newClaim.Attempt, Previous: newClaim.Previous}, nil
 }
 
 // Complete stores data in the new store, then in the old one. A Complete
 // repeated after the old store failed completes the old store only: the
 // new one answers a repeat from the token that completed it with nil.
+//
+// token may also be the Token of an [Info] of this Store (Lookup's or
+// List's), as an operator resolves an abandoned key with it: each store
+// holding an entry it names is completed under that entry's own token,
+// and a store it does not name is left alone.
 func (s *Store) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
+	if f, ok := parseFence(token); ok {
+		return s.completeFenced(ctx, key, f, data, retention)
+	}
 	newToken, oldToken := s.splitToken(token)
 	if err := s.to.Complete(ctx, key, newToken, data, retention); err != nil {
 		return err
 	}
 	return s.from.Complete(ctx, key, oldToken, data, retention)
+}
+
+// completeFenced completes key in each store under the token f names for
+// it, the new store first; a store whose part names no token is left
+// alone, and a fence that names none is refused.
+func (s *Store) completeFenced(ctx context.Context, key string, f fence, data []byte, retention time.Duration) error {
+	newToken, inNew := strings.CutPrefix(f.newPart, "=")
+	oldToken, inOld := strings.CutPrefix(f.oldPart, "=")
+	if !inNew && !inOld {
+		return store.ErrLeaseLost
+	}
+	if inNew {
+		if err := s.to.Complete(ctx, key, newToken, data, retention); err != nil {
+			return err
+		}
+	}
+	if inOld {
+		return s.from.Complete(ctx, key, oldToken, data, retention)
+	}
+	return nil
 }
 
 // Release releases key in both stores.
@@ -176,7 +206,8 @@ func (s *Store) mac(body string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Abandon implements [store.Store.Abandon].
+// Abandon ends the lease of key in both stores now, as Extend renews it.
 func (s *Store) Abandon(ctx context.Context, key, token string) error {
-	return errors.New("migratestore: Abandon: not built yet")
+	newToken, oldToken := s.splitToken(token)
+	return errors.Join(s.to.Abandon(ctx, key, newToken), s.from.Abandon(ctx, key, oldToken))
 }

@@ -240,13 +240,18 @@ func inspectAbandoned(t *testing.T, e *env) {
 	key, fp := e.key(), fingerprint()
 	tok, claimed := e.abandoned(key, fp)
 	info := e.lookup(key)
-	if info.State != store.StateAbandoned || info.Token != tok || info.Attempt != 1 || !bytes.Equal(info.Fingerprint, fp) {
-		t.Fatalf("Lookup of an abandoned entry: state %s token %q attempt %d fingerprint %x, want abandoned, its owner token %q, attempt 1, %x", info.State, info.Token, info.Attempt, info.Fingerprint, tok, fp)
+	if info.State != store.StateAbandoned || info.Attempt != 1 || !bytes.Equal(info.Fingerprint, fp) {
+		t.Fatalf("Lookup of an abandoned entry: state %s attempt %d fingerprint %x, want abandoned, attempt 1, %x", info.State, info.Attempt, info.Fingerprint, fp)
 	}
 	claimed.want(e, "Claimed of the abandoned entry", info.Claimed, 0)
 	got := e.walk(key, store.ListOptions{State: store.StateAbandoned})
-	if len(got) != 1 || got[0].Key != key || got[0].State != store.StateAbandoned {
-		t.Fatalf("List of abandoned entries under %q: %+v, want the one entry", key, got)
+	if len(got) == 0 {
+		t.Fatalf("List of abandoned entries under %q: none, want the abandoned entry", key)
+	}
+	for _, i := range got { // a store may list an entry twice (see store.Inspector.List)
+		if i.Key != key || i.State != store.StateAbandoned {
+			t.Fatalf("List of abandoned entries under %q: %+v, want the abandoned entry only", key, got)
+		}
 	}
 	if got := e.walk(key, store.ListOptions{State: store.StateInFlight}); len(got) != 0 {
 		t.Fatalf("List of in-flight entries under %q: %+v, want none: the entry is abandoned", key, got)
@@ -256,17 +261,19 @@ func inspectAbandoned(t *testing.T, e *env) {
 	if st.Abandoned.Entries < 1 && !st.Estimated {
 		t.Fatalf("Stats: %+v, want at least one abandoned entry", st)
 	}
-	// Resolve with an outcome, as an operator does.
+	// Resolve with an outcome, as an operator does; the abandoned owner
+	// has lost the key then.
 	e.ok("Complete under the Info.Token of an abandoned entry", e.s.Complete(e.ctx, key, info.Token, []byte("resolved"), longTTL))
 	e.wantCompleted(key, fp, []byte("resolved"))
+	e.wantLeaseLost("a foreign Complete after an operator's", e.s.Complete(e.ctx, key, tok+"0", []byte("late"), longTTL))
 
 	// Resolve by letting the next retry run.
 	other := e.key()
-	tok, _ = e.abandoned(other, fp)
+	e.abandoned(other, fp)
 	if _, err := in.Purge(e.ctx, other, store.PurgeOptions{}); !errors.Is(err, store.ErrInFlight) {
 		t.Fatalf("Purge of an abandoned entry without InFlight: %v, want store.ErrInFlight", err)
 	}
-	if _, err := in.Purge(e.ctx, other, store.PurgeOptions{InFlight: true, Token: tok}); err != nil {
+	if _, err := in.Purge(e.ctx, other, store.PurgeOptions{InFlight: true, Token: e.lookup(other).Token}); err != nil {
 		t.Fatalf("Purge with InFlight of an abandoned entry under its token: %v", err)
 	}
 	e.wantFree(other)
