@@ -16,8 +16,10 @@ import (
 
 // Store is a [store.Store] on MySQL or MariaDB, through database/sql and
 // github.com/go-sql-driver/mysql. A replay, or a duplicate of a call in
-// flight, is one SELECT; a new claim a SELECT and an INSERT; Complete,
-// Release and Extend one statement each. It is safe for concurrent use.
+// flight, is one SELECT; a new claim a SELECT and an INSERT, and so is a
+// take-over of an abandoned claim (a SELECT and an UPDATE); Complete,
+// Release, Extend and Abandon one statement each. It is safe for
+// concurrent use.
 type Store struct {
 	db    *sql.DB
 	table string // quoted
