@@ -27,6 +27,12 @@ func FuzzDecodeValue(f *testing.F) {
 	f.Add([]byte{1, 'i', 0, 0, 0})
 	f.Add([]byte("garbage"))
 	f.Add([]byte{})
+	kept := redisstore.EncodeKept("abcdefghijklmnopqrstuv", []byte("fingerprint"), 60000, 3)
+	f.Add(kept)
+	f.Add(kept[:len(kept)-1])
+	f.Add(append(bytes.Clone(kept), 'x'))
+	f.Add(redisstore.EncodeKept("t", nil, 0, 1))
+	f.Add(redisstore.EncodeKept("t", nil, 1, 0))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		e, token, err := redisstore.DecodeValue(string(v))
 		if err != nil {
@@ -41,6 +47,13 @@ func FuzzDecodeValue(f *testing.F) {
 		header := redisstore.EncodeInFlight(token, e.Fingerprint)
 		switch e.State {
 		case store.StateInFlight:
+			if len(v) > 1 && v[1] == 'k' {
+				_, _, keep, attempt, _ := redisstore.DecodeKept(string(v))
+				if k := redisstore.EncodeKept(token, e.Fingerprint, keep, uint32(attempt)); e.Data != nil || keep <= 0 || attempt <= 0 || !bytes.Equal(k, v) {
+					t.Fatalf("DecodeValue(%q) = kept %+v, token %q, keep %d, attempt %d, which encodes to %q", v, e, token, keep, attempt, k)
+				}
+				return
+			}
 			if e.Data != nil || !bytes.Equal(header, v) {
 				t.Fatalf("DecodeValue(%q) = in flight %+v, token %q, which encodes to %q", v, e, token, header)
 			}
@@ -171,22 +184,28 @@ func FuzzDecodeFencedReply(f *testing.F) {
 // DecodeValue reads from those bytes, without data, under its key.
 func FuzzDecodeListEntry(f *testing.F) {
 	inFlight := redisstore.EncodeInFlight(store.NewToken(), []byte("fingerprint"))
-	f.Add("k", inFlight, int64(len(inFlight)), int64(1))
-	f.Add("k", append([]byte{2, 'c'}, inFlight[2:]...), int64(len(inFlight)+100), int64(-1))
-	f.Add("", []byte{2, 'i', 0, 0, 0}, int64(5), int64(0))
-	f.Add("k", []byte("garbage"), int64(7), int64(1))
-	f.Fuzz(func(t *testing.T, key string, header []byte, length, expiry int64) {
+	kept := redisstore.EncodeKept(store.NewToken(), []byte("fingerprint"), 1000, 2)
+	f.Add("k", inFlight, int64(len(inFlight)), int64(1), int64(1))
+	f.Add("k", append([]byte{2, 'c'}, inFlight[2:]...), int64(len(inFlight)+100), int64(-1), int64(-1))
+	f.Add("", []byte{2, 'i', 0, 0, 0}, int64(5), int64(0), int64(0))
+	f.Add("k", []byte("garbage"), int64(7), int64(1), int64(1))
+	f.Add("k", kept, int64(len(kept)), int64(5000), int64(2000))
+	f.Add("k", kept, int64(len(kept)), int64(5000), int64(1000))
+	f.Fuzz(func(t *testing.T, key string, header []byte, length, expiry, pttl int64) {
 		const prefix = "p:"
-		info, ok := redisstore.DecodeListEntry(prefix, []any{prefix + key, "s", string(header), length, expiry})
-		e, token, err := redisstore.DecodeValue(string(header))
+		info, ok := redisstore.DecodeListEntry(prefix, []any{prefix + key, "s", string(header), length, expiry, pttl})
+		e, token, keep, attempt, err := redisstore.DecodeKept(string(header))
 		if ok != (err == nil) {
 			t.Fatalf("DecodeListEntry ok=%v, DecodeValue err=%v", ok, err)
 		}
 		if !ok {
 			return
 		}
-		if info.Key != key || info.State != e.State || info.Token != token || !bytes.Equal(info.Fingerprint, e.Fingerprint) || info.Data != nil {
-			t.Fatalf("DecodeListEntry = %+v; DecodeValue = %+v, token %q", info, e, token)
+		if keep > 0 && pttl <= keep {
+			e.State = store.StateAbandoned
+		}
+		if info.Key != key || info.State != e.State || info.Token != token || info.Attempt != attempt || !bytes.Equal(info.Fingerprint, e.Fingerprint) || info.Data != nil {
+			t.Fatalf("DecodeListEntry = %+v; DecodeValue = %+v, token %q, keep %d, attempt %d", info, e, token, keep, attempt)
 		}
 		if at, _ := store.TokenTime(token); !info.Claimed.Equal(at) {
 			t.Fatalf("Claimed = %v, TokenTime = %v", info.Claimed, at)

@@ -148,6 +148,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		total.InFlight.Bytes += st.InFlight.Bytes
 		total.Completed.Entries += st.Completed.Entries
 		total.Completed.Bytes += st.Completed.Bytes
+		total.Abandoned.Entries += st.Abandoned.Entries
+		total.Abandoned.Bytes += st.Abandoned.Bytes
 		total.Estimated = total.Estimated || st.Estimated
 	}
 	return total, nil
@@ -164,7 +166,7 @@ func (m master) nameOf() string {
 // the master's keys when it did not examine them all.
 func decodeStatsReply(reply any) (store.Stats, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr) != 7 {
+	if !ok || len(arr) != 9 {
 		return store.Stats{}, corrupt("unexpected stats reply %s", describe(reply))
 	}
 	n := make([]int64, len(arr))
@@ -177,6 +179,7 @@ func decodeStatsReply(reply any) (store.Stats, error) {
 	st := store.Stats{
 		InFlight:  store.Count{Entries: n[3], Bytes: n[4]},
 		Completed: store.Count{Entries: n[5], Bytes: n[6]},
+		Abandoned: store.Count{Entries: n[7], Bytes: n[8]},
 	}
 	if whole || examined == 0 {
 		return st, nil
@@ -187,5 +190,6 @@ func decodeStatsReply(reply any) (store.Stats, error) {
 	st.Estimated = true
 	st.InFlight = store.Count{Entries: scale(st.InFlight.Entries), Bytes: scale(st.InFlight.Bytes)}
 	st.Completed = store.Count{Entries: scale(st.Completed.Entries), Bytes: scale(st.Completed.Bytes)}
+	st.Abandoned = store.Count{Entries: scale(st.Abandoned.Entries), Bytes: scale(st.Abandoned.Bytes)}
 	return st, nil
 }
