@@ -256,11 +256,14 @@ const failedClaimReleaseTimeout = 500 * time.Millisecond
 // claim that did land would block the key for a whole lease with no
 // handler running. The release is fenced by the token, fresh and random,
 // so it can only delete this caller's own claim, and releasing a key that
-// holds nothing of ours changes nothing. Best effort: errors are ignored.
+// holds nothing of ours changes nothing. A claim that took an abandoned
+// entry over is not deleted but abandoned again, under its token
+// (undoClaimScript): the entry still tells the next claim that an earlier
+// attempt may have run. Best effort: errors are ignored.
 func (s *Store) releaseFailedClaim(ctx context.Context, rkey, token string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failedClaimReleaseTimeout)
 	defer cancel()
-	_, _ = s.do(ctx, newScriptRequest(ctx, releaseScript, rkey, false, token))
+	_, _ = s.do(ctx, newScriptRequest(ctx, undoClaimScript, rkey, false, token))
 }
 
 // Abandon implements [store.Store.Abandon] with one script on the key

@@ -16,8 +16,9 @@ import (
 var _ store.Inspector = (*Store)(nil)
 
 // Lookup implements [store.Inspector.Lookup] with one read-only script on
-// the key (GET, and PEXPIRETIME for Expires): one round trip, on the node
-// that owns the key. An entry of layout 1 is read too. Info.Claimed is
+// the key (GET, PEXPIRETIME for Expires, and PTTL, which tells a kept
+// entry in flight from an abandoned one): one round trip, on the node that
+// owns the key. An entry of layout 1 is read too. Info.Claimed is
 // read from the owner token ([store.TokenTime]): the claiming server's
 // clock, and zero for a token of an earlier release; Info.Completed is
 // always zero, as the layout keeps no completion time; Info.Size is the

@@ -15,15 +15,15 @@ func newScript(src string) *script {
 // Every script works on KEYS[1] alone, so it runs on the one Cluster node
 // that owns the key.
 //
-// The steps of a claim already granted (complete, release, extend) start
-// with the shebang allowOOM, so Redis at maxmemory with noeviction still
-// runs them: refusing the completion of a handler that ran would let a
-// retry run it again. A script with a shebang declares its flags; without
-// allow-oom, Redis would refuse it up front under OOM, even one that only
-// reads. The legacy claim script has no shebang on purpose: Redis runs such
-// a script under OOM and refuses only its first write of a command that
-// may grow memory, so a claim of a key that holds an entry still reads and
-// answers. Shebangs need Redis 7.0 or later.
+// The steps of a claim already granted (complete, release, extend,
+// abandon) start with the shebang allowOOM, so Redis at maxmemory with
+// noeviction still runs them: refusing the completion of a handler that
+// ran would let a retry run it again. A script with a shebang declares its
+// flags; without allow-oom, Redis would refuse it up front under OOM, even
+// one that only reads. The claim scripts (legacy, kept) have no shebang on
+// purpose: Redis runs such a script under OOM and refuses only its first
+// write of a command that may grow memory, so a claim of a key that holds
+// an entry still reads and answers. Shebangs need Redis 7.0 or later.
 
 // allowOOM is the first line of the scripts of the steps of a granted
 // claim: Redis runs them, and every command in them, even when used
@@ -174,6 +174,24 @@ if not abandoned(v) then redis.call('PEXPIRE', KEYS[1], ms(keepOf(v))) end
 return 1
 `)
 
+// undoClaimScript undoes a claim that failed (see releaseFailedClaim).
+// ARGV = the claim's token. An entry the token owns is deleted, as
+// releaseScript does, but for a kept entry past its first attempt: the
+// claim took an abandoned entry over, and deleting it would lose that an
+// earlier attempt may have run, so it is abandoned instead (PEXPIRE Keep),
+// as abandonScript does. Replies as releaseScript.
+var undoClaimScript = newScript(allowOOM + readEntry + `
+if layout == nil then return 1 end
+if not layout then return s end
+if o ~= ARGV[1] or (s ~= 'i' and s ~= 'k') then return 0 end
+if s == 'k' and attemptOf(v) > 1 then
+  if not abandoned(v) then redis.call('PEXPIRE', KEYS[1], ms(keepOf(v))) end
+  return 1
+end
+redis.call('DEL', KEYS[1])
+return 1
+`)
+
 // keptClaimScript is the second round trip of a claim whose SET found a
 // kept entry ('k'), whose state depends on its PTTL. ARGV = the claim's
 // token, its value and PX (to claim the key if it is free by now), its
@@ -234,4 +252,4 @@ return {'new'}
 `)
 
 // scripts lists every script, for [Store.LoadScripts].
-var scripts = []*script{completeScript, releaseScript, extendScript, abandonScript, keptClaimScript, legacyClaimScript}
+var scripts = []*script{completeScript, releaseScript, extendScript, abandonScript, keptClaimScript, undoClaimScript, legacyClaimScript}
