@@ -76,3 +76,11 @@ func CursorMaster(cursor string) (string, error) {
 	c, err := parseListCursor(cursor)
 	return c.addr, err
 }
+
+// DecodeKeptClaimReply reads a reply of the kept claim script, for the
+// fuzz test: its tag, the attempt of a take-over, and the Keep of the
+// kept entry it holds (0 for none).
+func DecodeKeptClaimReply(reply any) (tag string, attempt int, keep int64, err error) {
+	k, err := decodeKeptClaimReply(reply)
+	return k.tag, k.attempt, k.d.keep, err
+}

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -195,6 +196,13 @@ func FuzzDecodeListEntry(f *testing.F) {
 		const prefix = "p:"
 		info, ok := redisstore.DecodeListEntry(prefix, []any{prefix + key, "s", string(header), length, expiry, pttl})
 		e, token, keep, attempt, err := redisstore.DecodeKept(string(header))
+		if strings.Contains(key, ":") {
+			// Another store's key, under a longer prefix.
+			if ok {
+				t.Fatalf("DecodeListEntry of key %q with a ':' = %+v, want it left out", key, info)
+			}
+			return
+		}
 		if ok != (err == nil) {
 			t.Fatalf("DecodeListEntry ok=%v, DecodeValue err=%v", ok, err)
 		}
@@ -209,6 +217,46 @@ func FuzzDecodeListEntry(f *testing.F) {
 		}
 		if at, _ := store.TokenTime(token); !info.Claimed.Equal(at) {
 			t.Fatalf("Claimed = %v, TokenTime = %v", info.Claimed, at)
+		}
+	})
+}
+
+// FuzzDecodeKeptClaimReply reads arbitrary replies of the kept claim
+// script, {tag, s, n} cut to its first count elements: nothing panics,
+// anything unreadable is corrupt, a take-over is of attempt 2 or more, and
+// an entry in flight, abandoned or found under the claim's own token is a
+// kept one.
+func FuzzDecodeKeptClaimReply(f *testing.F) {
+	kept := string(redisstore.EncodeKept(store.NewToken(), []byte("fingerprint"), 1000, 2))
+	inFlight := string(redisstore.EncodeInFlight(store.NewToken(), []byte("fingerprint")))
+	for _, tag := range []string{"new", "other", "took", "mine", "inflight", "abandoned", "value", ""} {
+		f.Add(uint8(1), tag, kept, int64(2))
+		f.Add(uint8(2), tag, kept, int64(2))
+		f.Add(uint8(3), tag, inFlight, int64(1))
+	}
+	f.Add(uint8(3), "took", store.NewToken(), int64(3))
+	f.Add(uint8(3), "took", store.NewToken(), int64(1))
+	f.Fuzz(func(t *testing.T, count uint8, tag, s string, n int64) {
+		r := []any{tag, s, n}[:int(count)%4]
+		gotTag, attempt, keep, err := redisstore.DecodeKeptClaimReply(r)
+		if err != nil {
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("DecodeKeptClaimReply(%#v) = %v, which does not match store.ErrCorrupt", r, err)
+			}
+			return
+		}
+		switch gotTag {
+		case "new", "other", "value":
+		case "took":
+			if attempt < 2 {
+				t.Fatalf("DecodeKeptClaimReply(%#v): take-over as attempt %d", r, attempt)
+			}
+		case "mine", "inflight", "abandoned":
+			if keep <= 0 {
+				t.Fatalf("DecodeKeptClaimReply(%#v): %s entry that is not kept", r, gotTag)
+			}
+		default:
+			t.Fatalf("DecodeKeptClaimReply(%#v): tag %q", r, gotTag)
 		}
 	})
 }
