@@ -21,11 +21,12 @@ import (
 // Keep. A SET that finds a kept entry of another claim is followed by one
 // more round trip, keptClaimScript, which tells from the key's PTTL
 // whether it is still in flight or abandoned, and takes an abandoned one
-// over ([store.ClaimOptions.TakeOver]). It returns an error wrapping [store.ErrFull] when Redis
-// refuses the write of a new claim for lack of memory (OOM, with
-// maxmemory-policy noeviction), and with [WithMinReplicas] an error
-// wrapping [ErrTooFewReplicas] when too few replicas acknowledged a new
-// claim in time (which it then releases).
+// over ([store.ClaimOptions.TakeOver]). It returns an error wrapping
+// [store.ErrFull] when Redis refuses the write of a new claim (a take-over
+// too) for lack of memory (OOM, with maxmemory-policy noeviction), and
+// with [WithMinReplicas] an error wrapping [ErrTooFewReplicas] when too
+// few replicas acknowledged a new claim in time (which it then releases,
+// or, for a take-over, abandons again).
 //
 // When the claim fails with any other error once it was sent, Claim first
 // releases, fenced by the claim's fresh token, the claim it may have made
