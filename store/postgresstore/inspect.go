@@ -23,6 +23,8 @@ type row struct {
 	data        []byte
 	expires     time.Time
 	size        int64
+	abandoned   bool
+	attempt     int32
 }
 
 // core returns r as the shared code reads it.
@@ -35,6 +37,8 @@ func (r row) core() sqlcore.Row {
 		Data:        r.data,
 		Expires:     r.expires,
 		Size:        r.size,
+		Abandoned:   r.abandoned,
+		Attempt:     int64(r.attempt),
 	}
 }
 
@@ -56,7 +60,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 	}
 	r := row{key: []byte(key)}
 	err := s.pool.QueryRow(ctx, newInspectStatements(s.cfg.table).lookup, []byte(key)).
-		Scan(&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size)
+		Scan(&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Info{}, s.fail("lookup", key, store.ErrNotFound)
 	}
@@ -93,7 +97,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	// default isolation (decision 123).
 	err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
 		[]any{[]byte(key), state, token, s.table},
-		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &notified)
+		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Info{}, s.fail("purge", key, store.ErrNotFound)
 	}
@@ -151,7 +155,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 			r    row
 			live bool
 		)
-		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live); err != nil {
+		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live, &r.abandoned, &r.attempt); err != nil {
 			return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
 		}
 		page.Add(r.core(), live)
