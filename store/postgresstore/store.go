@@ -223,8 +223,13 @@ func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
 	return nil
 }
 
-// fail wraps a database or context error of op.
+// fail wraps a database or context error of op. An undefined column
+// means a table of an earlier schema version, which the error says.
 func (s *Store) fail(op, key string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42703" { // undefined_column
+		return fmt.Errorf("postgresstore: %s %x in %s: the table is of an earlier schema version: run Migrate, or apply Schema, to upgrade it: %w", op, key, s.table, err)
+	}
 	return fmt.Errorf("postgresstore: %s %x in %s: %w", op, key, s.table, err)
 }
 
