@@ -51,9 +51,13 @@ func (s *Store) info(r row) (store.Info, error) {
 // live row through the primary key: one round trip. Info.Claimed is read
 // from the owner token ([store.TokenTime]): the claiming server's clock,
 // and zero for a token of an earlier release; Info.Completed is always
-// zero, as the table keeps no completion time; Info.Expires is
-// expires_at, by the database's clock; Info.Size counts the key, token,
-// fingerprint and data columns.
+// zero, as the table keeps no completion time; Info.Expires is the end
+// of the lease of an in-flight row, and expires_at otherwise (the end of
+// an abandoned row's keep, or of a completed row's retention), by the
+// database's clock; Info.Attempt is the attempt column; Info.Size counts
+// the key, token, fingerprint and data columns. An in-flight row claimed
+// with a keep whose lease ran out is reported abandoned, with its owner
+// token.
 func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, s.fail("lookup", key, err)
@@ -71,8 +75,8 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 }
 
 // Purge implements [store.Inspector.Purge] with one statement: a DELETE
-// of the key's live row fenced by its state and, with opts.Token, its
-// token, followed in the same statement by a NOTIFY of the key for
+// of the key's live row fenced by its state (with opts.InFlight, in flight
+// or abandoned: both are state 1) and, with opts.Token, its token, followed in the same statement by a NOTIFY of the key for
 // [Store.Invalidations], sent when it commits: one atomic step and one
 // round trip. The channel is the table's, resolved in the same statement
 // as the DELETE's table (see [Store.Invalidations]).
@@ -171,7 +175,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 var listCursor = sqlcore.Cursor{Pkg: "postgresstore", Prefix: "p1:"}
 
 // Stats implements [store.Inspector.Stats] exactly, with one aggregate
-// query: a sequential scan of the whole table, O(rows), whose time this
+// query that counts abandoned rows apart from in-flight ones: a sequential scan of the whole table, O(rows), whose time this
 // package's benchmarks measure (BenchmarkInspectPostgres); call it every
 // minute or so at most on a large table.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {

@@ -24,10 +24,14 @@ var Schema string
 const migrateLockKey = 0x6964656d706f74
 
 // Migrate creates the store's table and its index when they are missing,
-// with the DDL of [Schema] under the table name of [WithTable]. It is safe
-// to call on every start, from many servers at once: it runs in one READ
-// COMMITTED transaction under a transaction-scoped advisory lock, and
-// changes nothing when the table is there. It also reads the connection's
+// and upgrades a table of an earlier schema version (adding the columns of
+// abandoned claims), with the DDL of [Schema] under the table name of
+// [WithTable]. The store needs it (or Schema applied by hand) before its
+// first step on a table of an earlier version. It is safe to call on every
+// start, from many servers at once: it runs in one READ COMMITTED
+// transaction under a transaction-scoped advisory lock, and changes
+// nothing when the table is up to date (it then does not ALTER the table,
+// whose lock would queue every call behind the longest transaction on it). It also reads the connection's
 // default isolation: when it is REPEATABLE READ or SERIALIZABLE, every
 // step of the store asks for READ COMMITTED from then on (see the package
 // documentation).
