@@ -16,8 +16,8 @@ const (
 // statements are the store's SQL, one statement per step, for one table.
 // Times come from the database's clock_timestamp() (the time the
 // expression is evaluated, not the start of the transaction), never from
-// the servers' wall clocks; the sweep alone uses statement_timestamp(). Leases and retentions are passed in
-// microseconds ($n::bigint).
+// the servers' wall clocks; the sweep alone uses statement_timestamp().
+// Leases, keeps and retentions are passed in microseconds ($n::bigint).
 type statements struct {
 	claim, complete, completeTx, release, extend, abandon, sweep string
 
@@ -115,9 +115,9 @@ SELECT won, state, fingerprint, data, abandoned, attempt, previous_token FROM cl
 		// complete stores the outcome while the token owns the live
 		// in-flight row, abandoned or not: an abandoned row lives until
 		// its keep runs out (expires_at), and the late outcome of its
-		// owner is worth keeping. The token that completed the row may send it
-		// again (a resend after a lost reply): the row matches and is
-		// rewritten unchanged, so the step reports success.
+		// owner is worth keeping. The token that completed the row may
+		// send it again (a resend after a lost reply): the row matches
+		// and is rewritten unchanged, so the step reports success.
 		complete: r.Replace(`
 UPDATE {t} SET
 	data       = CASE WHEN state = 1 THEN $3 ELSE data END,
@@ -126,16 +126,17 @@ UPDATE {t} SET
 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()`),
 
 		// completeTx is complete inside a handler's transaction: only an
-		// in-flight row (abandoned or not, as for complete), so that a second transaction of the same call
-		// cannot commit side effects under an outcome already recorded.
+		// in-flight row (abandoned or not, as for complete), so that a
+		// second transaction of the same call cannot commit side effects
+		// under an outcome already recorded.
 		completeTx: r.Replace(`
 UPDATE {t} SET data = $3, expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond', state = 2
 WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`),
 
 		// release deletes the token's in-flight row (live, abandoned or
-		// expired: an expired one is garbage either way), and answers true when it
-		// did, or when the key holds no live row: nothing left to
-		// release. It answers false for another owner's live row or a
+		// expired: an expired one is garbage either way), and answers
+		// true when it did, or when the key holds no live row: nothing
+		// left to release. It answers false for another owner's live row or a
 		// live completed one, which it leaves alone.
 		release: r.Replace(`
 WITH released AS (
