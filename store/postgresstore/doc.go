@@ -24,8 +24,8 @@
 //
 // The table is of schema version 2 (abandoned claims): Migrate upgrades a
 // table of version 1 by adding keep_micros, attempt and previous_token,
-// with constant defaults (no row is rewritten), and alters nothing once
-// they are there, so that it takes no ACCESS EXCLUSIVE lock at each start.
+// with constant defaults (no row is rewritten), and runs no DDL on a table
+// that is up to date, so that it waits for no lock a call holds.
 // A step on a table that was not upgraded fails with an error that says to
 // migrate. Servers of an earlier release keep working on the upgraded
 // table, but upgrade them all before any claim uses a keep: one of them

@@ -71,21 +71,27 @@ func TestMigrateFromVersion1(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return s })
 }
 
-// TestMigrateUpToDateTakesNoExclusiveLock: Migrate on a table that is up
-// to date does not ALTER it, so it does not wait for the ACCESS EXCLUSIVE
-// lock, which every reader of the table would then queue behind: here a
-// transaction that read the table holds its ACCESS SHARE lock throughout,
-// and Migrate, on connections that give up on a lock after a second,
+// TestMigrateUpToDateWaitsForNoCall: Migrate on a table that is up to
+// date runs no DDL, so it waits for no lock that calls hold: neither the
+// ACCESS EXCLUSIVE lock of ALTER TABLE (which waits even for readers) nor
+// the SHARE lock of CREATE INDEX IF NOT EXISTS (which waits for writers),
+// behind which every new claim would queue. Here a transaction that wrote
+// the table (as a handler's CompleteTx does) holds its lock throughout, and
+// Migrate, on connections that give up on a lock after a second,
 // succeeds.
-func TestMigrateUpToDateTakesNoExclusiveLock(t *testing.T) {
+func TestMigrateUpToDateWaitsForNoCall(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t, 2, postgresstore.WithSweepInterval(0))
-	reader, err := pool.Begin(t.Context())
+	c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
+	if err != nil || !c.Won() {
+		t.Fatalf("claim: %+v, %v", c, err)
+	}
+	writer, err := pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = reader.Rollback(t.Context()) }()
-	if _, err := reader.Exec(t.Context(), "SELECT 1 FROM "+tableOf(t, s)+" LIMIT 1"); err != nil {
+	defer func() { _ = writer.Rollback(t.Context()) }()
+	if _, err := writer.Exec(t.Context(), "UPDATE "+tableOf(t, s)+" SET expires_at = expires_at WHERE key = 'k'"); err != nil {
 		t.Fatal(err)
 	}
 	cfg := pgtest.Config(t, 1)
@@ -93,6 +99,6 @@ func TestMigrateUpToDateTakesNoExclusiveLock(t *testing.T) {
 	again := postgresstore.New(pgtest.PoolFrom(t, cfg), postgresstore.WithTable(tableOf(t, s)), postgresstore.WithSweepInterval(0))
 	defer again.Close()
 	if err := again.Migrate(t.Context()); err != nil {
-		t.Fatalf("Migrate of an up-to-date table while a reader holds it: %v", err)
+		t.Fatalf("Migrate of an up-to-date table while a writer holds it: %v", err)
 	}
 }
