@@ -32,9 +32,10 @@ type Resolution struct {
 	Token string
 	// Name is the full method name ("/payments.v1.Payments/Charge") or
 	// the operation of [Do] whose key it is: it gives the outcome's
-	// retention (the server's default, [WithRetention], for an operation
-	// or for "") and, for a method the descriptors know, the type the
-	// Response must be and whether it is server-streaming.
+	// retention (its policy's, as its calls resolve it; the server's
+	// default, [WithRetention], for "") and, for a method the descriptors
+	// know, the type the Response must be and whether it is
+	// server-streaming.
 	Name string
 	// Scope is the scope of the key's calls, for which the outcome is
 	// sealed when the server seals records ([WithSealing]).
@@ -131,14 +132,24 @@ func (r Resolution) check() error {
 // record of r, for r.Name's method or operation, sealed for r.Scope.
 func (s *Server) complete(ctx context.Context, storeKey string, info store.Info, r Resolution) error {
 	e := s.e
-	m, md := e.cfg.defaults(), (protoreflect.MethodDescriptor)(nil)
+	m, md := e.otherOp, (protoreflect.MethodDescriptor)(nil)
+	if op, ok := e.ops[r.Name]; ok {
+		m = op // an operation's own policy (WithOperationPolicy)
+	}
 	if len(r.Name) > 0 && r.Name[0] == '/' {
 		md = policy.FindMethod(e.cfg.files, r.Name)
-		var req protoreflect.MessageDescriptor
-		if md != nil {
-			req = md.Input()
+		if cached, ok := e.methods.Load(r.Name); ok {
+			m = cached.(*methodConfig)
+		} else {
+			var req protoreflect.MessageDescriptor
+			if md != nil {
+				req = md.Input()
+			}
+			m, _ = e.cfg.policyOf(r.Name, md, req) // its retention and namespace are set whatever else fails
+			if md != nil {
+				m.responseType = messageType(md.Output())
+			}
 		}
-		m, _ = e.cfg.policyOf(r.Name, md, req) // its retention and response type are set whatever else fails
 	}
 	rec, err := resolvedRecord(m, md, info, r)
 	if err != nil {

@@ -75,7 +75,8 @@ calls, for which a sealing server seals the outcome.`,
 			if err != nil {
 				return err
 			}
-			req, err := r.request(ref, name)
+			ref.name = name
+			req, err := r.request(ref)
 			if err != nil {
 				return err
 			}
@@ -91,11 +92,10 @@ calls, for which a sealing server seals the outcome.`,
 	return cmd
 }
 
-// request returns the ResolveKey request of ref, for the method or
-// operation name when ref is a store key, or a usage error. Its etag may
+// request returns the ResolveKey request of ref, or a usage error. Its etag may
 // be empty: resolve then shows the entry and the commands to run.
-func (r resolveFlags) request(ref keyRef, name string) (*adminv1.ResolveKeyRequest, error) {
-	req := &adminv1.ResolveKeyRequest{Etag: r.etag, Name: name}
+func (r resolveFlags) request(ref keyRef) (*adminv1.ResolveKeyRequest, error) {
+	req := &adminv1.ResolveKeyRequest{Etag: r.etag, Name: ref.name}
 	if ref.client != nil {
 		req.Key = &adminv1.ResolveKeyRequest_ClientKey{ClientKey: ref.client}
 	} else {
@@ -206,7 +206,11 @@ attempt did, then run one of these, with the same connection flags:
 // method beside its store key in a resolve command printed to run, which
 // a response needs; "" when r names no method.
 func (r keyRef) methodArg() string {
-	switch name := r.client.GetName(); {
+	name := r.name
+	if r.client != nil {
+		name = r.client.GetName()
+	}
+	switch {
 	case strings.HasPrefix(name, "/"):
 		return " --method " + shellQuote(name)
 	case name != "":
