@@ -68,7 +68,9 @@ type Resolution struct {
 // r.Token names (taken over, purged and claimed again, or completed by
 // its late handler since it was looked at), with [ErrNotAbandoned] when
 // the entry is not abandoned, with [store.ErrNotFound] when the key holds
-// no live entry, and with an argument error for a resolution that is not
+// no live entry, with [ErrRecordCorrupt] when a sealing server claimed the
+// entry and s has no sealing keys (its calls would refuse the unsealed
+// record it would store), and with an argument error for a resolution that is not
 // exactly one of the three or a response that does not fit the method.
 // A resolution made is reported to the observer as one
 // [DecisionResolved] event whose StoreKey is storeKey, with no Method;
@@ -213,6 +215,10 @@ func resolvedRecord(m *methodConfig, md protoreflect.MethodDescriptor, info stor
 	return rec, nil
 }
 
+// errResolveSealed is why a server without sealing keys does not resolve
+// an entry that a sealing server claimed.
+var errResolveSealed = errors.New("the entry was claimed by a sealing server, and this server has no sealing keys (WithSealing): resolve it through a server that holds them")
+
 // sealResolved returns data, the record of a resolution of the entry
 // under storeKey whose fingerprint is fp, as the server's calls of scope
 // store it: sealed with the scope's primary key when the server seals and
@@ -220,11 +226,14 @@ func resolvedRecord(m *methodConfig, md protoreflect.MethodDescriptor, info stor
 // server); as it is otherwise, as a server stores it for an entry written
 // before sealing.
 func (e *engine) sealResolved(ctx context.Context, storeKey, scope string, fp, data []byte) ([]byte, error) {
-	if e.seal == nil {
+	_, keyed := seal.FingerprintKeyID(fp)
+	switch {
+	case !keyed:
 		return data, nil
-	}
-	if _, keyed := seal.FingerprintKeyID(fp); !keyed {
-		return data, nil
+	case e.seal == nil:
+		// Its calls would refuse an unsealed record under a keyed
+		// fingerprint as corrupt: store nothing.
+		return nil, fmt.Errorf("%w: %w", ErrRecordCorrupt, errResolveSealed)
 	}
 	kr, err := e.seal.keyring(ctx, scope)
 	if err != nil {

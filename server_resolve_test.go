@@ -37,8 +37,9 @@ func abandonAs(t *testing.T, st *memorystore.Store, storeKey string, fp []byte) 
 // sealed with the scope's primary key, holding no plaintext, and replayed
 // to the next call byte for byte, marked replayed, the function not run
 // (decision 298). It is one resolved event naming the store key, with no
-// method. A second resolution of the key, now completed, is refused with
-// ErrNotAbandoned (decision 297).
+// method. A server without the sealing keys refuses to resolve it
+// (ErrRecordCorrupt), storing nothing; a second resolution of the key, now
+// completed, is refused with ErrNotAbandoned (decision 297).
 func TestServerResolveSealed(t *testing.T) {
 	t.Parallel()
 	st := memStore(t)
@@ -57,6 +58,17 @@ func TestServerResolveSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := abandonAs(t, st, sk, done.Fingerprint)
+
+	// A server without the sealing keys stores nothing its calls would
+	// refuse as corrupt.
+	plain := idempotency.NewServer(st)
+	defer plain.Close()
+	if _, err := plain.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: sealOp, Err: status.Error(codes.Internal, "x")}); !errors.Is(err, idempotency.ErrRecordCorrupt) {
+		t.Fatalf("Resolve without the sealing keys = %v, want ErrRecordCorrupt", err)
+	}
+	if info, err := st.Lookup(t.Context(), sk); err != nil || info.State != store.StateAbandoned {
+		t.Fatalf("entry %+v, %v after the refusal, want it abandoned", info, err)
+	}
 
 	want := &testingv1.DoResponse{Payload: "resolved " + secretPayload, Amount: 4200, Execution: 7}
 	before, err := srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: sealOp, Scope: "acme", Response: want})

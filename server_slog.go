@@ -36,8 +36,9 @@ const slogMessage = "idempotency decision"
 // logged at Info. [WithSlogLevel] changes a decision's level; a level the
 // logger does not enable costs one Enabled call. Group the attributes
 // with logger.WithGroup("idempotency") if they would clash with yours.
-// A purge ([DecisionPurged]) names no method and no operation: its record
-// has neither attribute, only the store key.
+// A purge ([DecisionPurged]) or a resolution ([DecisionResolved]) names
+// no method and no operation: its record has neither attribute, only the
+// store key.
 //
 // NewSlogObserver panics when logger is nil, naming itself, as every
 // configuration error of the package does at construction.

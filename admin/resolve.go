@@ -64,6 +64,8 @@ func (svc *Service) ResolveKey(ctx context.Context, req *adminv1.ResolveKeyReque
 		return nil, svc.resolveRefused(ctx, rs, stateName(info.State), status.Errorf(codes.FailedPrecondition, "the entry is %s, not abandoned: only an abandoned entry is resolved (purge a completed one; an in-flight one's handler may be running)", stateName(info.State)))
 	case errors.Is(err, store.ErrChanged):
 		return nil, svc.resolveRefused(ctx, rs, stateName(info.State), status.Error(codes.Aborted, "the entry changed since it was looked at (taken over, or completed by its late handler): look it up again"))
+	case errors.Is(err, idempotency.ErrRecordCorrupt):
+		return nil, svc.resolveRefused(ctx, rs, stateName(info.State), status.Error(codes.FailedPrecondition, "the entry was claimed by a sealing server, and this one has no sealing keys: resolve it through the admin service of a server that holds them"))
 	case err != nil && errors.Is(err, store.ErrNotFound):
 		return nil, svc.resolveRefused(ctx, rs, "", svc.storeError(ctx, "resolve", err))
 	case err != nil:
