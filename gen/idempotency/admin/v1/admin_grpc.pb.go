@@ -31,9 +31,9 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AdminService looks up, lists, purges, counts and resolves the keys of
-// one idempotency server's store. It is never open by default: the server that
-// registers it gives it an authorization function, and a call that function
-// refuses gets PERMISSION_DENIED. Register it on an admin listener of its
+// one idempotency server's store. It is never open by default: the server
+// that registers it gives it an authorization function, and a call that
+// function refuses gets PERMISSION_DENIED. Register it on an admin listener of its
 // own, as grpc-go's admin and channelz services are.
 type AdminServiceClient interface {
 	// GetKey returns the entry of one key, with its outcome as a person reads
@@ -125,9 +125,9 @@ func (c *adminServiceClient) ResolveKey(ctx context.Context, in *ResolveKeyReque
 // for forward compatibility.
 //
 // AdminService looks up, lists, purges, counts and resolves the keys of
-// one idempotency server's store. It is never open by default: the server that
-// registers it gives it an authorization function, and a call that function
-// refuses gets PERMISSION_DENIED. Register it on an admin listener of its
+// one idempotency server's store. It is never open by default: the server
+// that registers it gives it an authorization function, and a call that
+// function refuses gets PERMISSION_DENIED. Register it on an admin listener of its
 // own, as grpc-go's admin and channelz services are.
 type AdminServiceServer interface {
 	// GetKey returns the entry of one key, with its outcome as a person reads
