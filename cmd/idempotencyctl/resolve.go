@@ -189,6 +189,10 @@ func (c *cli) resolve(ctx context.Context, cn *conn, ref keyRef, req *adminv1.Re
 // the commands that resolve it.
 func printAbandonedHint(w io.Writer, e *adminv1.Entry, ref keyRef) {
 	key := escape(e.GetStoreKey()) + ref.methodArg()
+	withMethod := key // a response is read as the method's response type
+	if ref.methodArg() == "" {
+		withMethod += " --method /PACKAGE.SERVICE/METHOD"
+	}
 	fmt.Fprintf(w, `
 The key is abandoned: attempt %d claimed it and its lease ran out before it
 stored an outcome (its server died or hung), so its handler may have run, in
@@ -199,7 +203,7 @@ attempt did, then run one of these, with the same connection flags:
   it did nothing:  idempotencyctl … resolve %s --etag %s%s --rerun
   it succeeded:    idempotencyctl … resolve %s --etag %s%s --response 'JSON'
   it failed:       idempotencyctl … resolve %s --etag %s%s --error CODE:MESSAGE
-`, e.GetAttempt(), key, escape(e.GetEtag()), ref.scopeArg(), key, escape(e.GetEtag()), ref.scopeArg(), key, escape(e.GetEtag()), ref.scopeArg())
+`, e.GetAttempt(), key, escape(e.GetEtag()), ref.scopeArg(), withMethod, escape(e.GetEtag()), ref.scopeArg(), key, escape(e.GetEtag()), ref.scopeArg())
 }
 
 // methodArg is the --method (or --operation) argument that names r's
