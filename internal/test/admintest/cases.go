@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ResolveError", resolveError},
 		{"ResolveRerun", resolveRerun},
 		{"ResolveRefused", resolveRefused},
+		{"ResolveStream", resolveStream},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,8 @@
 package admintest
 
 import (
+	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/grpc-idempotency/idempotency"
 	adminv1 "github.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/streamtest"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 )
@@ -234,5 +237,74 @@ func resolveRefused(t *testing.T, st store.Store) {
 	}
 	if lines := r.logs.lines(t, "idempotency admin: resolve refused"); len(lines) != 4 {
 		t.Fatalf("refusal log lines %v, want 4 (stale etag, completed, in flight, not found)", lines)
+	}
+}
+
+// A server-streaming key resolved with a response replays as a stream of
+// that one message, ended OK; resolved with an error, as a stream of none
+// ended in that status. The handler never runs.
+func resolveStream(t *testing.T, st store.Store) {
+	r := newRig(t, st)
+	download := testingv1.NewStreamServiceClient(r.Dial(t))
+	req := &testingv1.DoRequest{Payload: "s", Amount: 2}
+	fp, err := idempotency.Fingerprint(streamtest.DownloadMethod, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key     string
+		how     *adminv1.ResolveKeyRequest
+		want    []*testingv1.DoResponse
+		wantErr codes.Code
+	}{
+		{"k-stream-ok", &adminv1.ResolveKeyRequest{Resolution: &adminv1.ResolveKeyRequest_ResponseJson{ResponseJson: `{"payload":"resolved"}`}},
+			[]*testingv1.DoResponse{{Payload: "resolved"}}, codes.OK},
+		{"k-stream-error", &adminv1.ResolveKeyRequest{Resolution: &adminv1.ResolveKeyRequest_Error{Error: &adminv1.ResolveError{Code: int32(codes.DataLoss), Message: "gone"}}},
+			nil, codes.DataLoss},
+	} {
+		sk, err := r.Idempotency.StoreKey(streamtest.DownloadMethod, "", tc.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim, err := st.Claim(t.Context(), sk, fp, time.Minute, store.ClaimOptions{Keep: time.Hour})
+		if err != nil || !claim.Won() {
+			t.Fatalf("Claim = %+v, %v", claim, err)
+		}
+		if err := st.Abandon(t.Context(), sk, claim.Token); err != nil {
+			t.Fatal(err)
+		}
+		ck := &adminv1.ClientKey{Name: streamtest.DownloadMethod, Key: tc.key}
+		got, err := r.admin.GetKey(as(t.Context(), Alice), &adminv1.GetKeyRequest{Key: &adminv1.GetKeyRequest_ClientKey{ClientKey: ck}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.how.Key, tc.how.Etag = &adminv1.ResolveKeyRequest_ClientKey{ClientKey: ck}, got.GetEntry().GetEtag()
+		if _, err := r.admin.ResolveKey(as(t.Context(), Alice), tc.how); err != nil {
+			t.Fatalf("%s: ResolveKey = %v", tc.key, err)
+		}
+		stream, err := download.Download(testkit.WithKey(t.Context(), tc.key), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*testingv1.DoResponse
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				if status.Code(err) != tc.wantErr {
+					t.Fatalf("%s: stream ended with %v, want %v", tc.key, err, tc.wantErr)
+				}
+				break
+			}
+			msgs = append(msgs, m)
+		}
+		if len(msgs) != len(tc.want) || (len(msgs) == 1 && !proto.Equal(msgs[0], tc.want[0])) {
+			t.Fatalf("%s: stream %v, want %v", tc.key, msgs, tc.want)
+		}
+	}
+	if n := r.streams.Executions(); n != 0 {
+		t.Fatalf("%d stream executions, want none", n)
 	}
 }
