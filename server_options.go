@@ -71,6 +71,7 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
+	abandoned        AbandonPolicy // WithAbandonedClaims: AbandonRerun or AbandonBlock
 	cache            *replayCacheConfig // nil: no replay cache
 	sealing          *Sealing           // nil: records are stored as they are
 }
@@ -88,6 +89,7 @@ func newConfig(opts []ServerOption) *config {
 		storeTimeout:     defaultStoreTimeout,
 		handlerTimeout:   defaultHandlerTimeout,
 		cancellation:     CancellationDetached,
+		abandoned:        AbandonRerun,
 	}
 	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
 	for _, o := range opts {
@@ -255,6 +257,7 @@ func (c *config) checkPolicy(option, name string, p MethodPolicy) {
 	if strings.HasPrefix(p.Namespace, "/") {
 		c.invalid(option, "%s: Namespace %q must not start with \"/\": a namespace is an operation, and a name that starts with \"/\" is a gRPC method's (ValidateOperation)", name, p.Namespace)
 	}
+	c.checkAbandoned(option, name, p)
 }
 
 // WithObserver sets the observer told of every decision. Default: none.
