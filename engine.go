@@ -71,12 +71,12 @@ type call struct {
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
 	// (Beside isReplay and fpArray, so that these share one word.)
 	ownRequest bool
-	// recovered: the work's outcome is the method's RecoverFunc's
+	// fromRecovery: the work's outcome is the method's RecoverFunc's
 	// ([engine.recoverOutcome]), not the handler's.
 	fromRecovery bool
-	sealed     *callSeal // nil without sealing ([WithSealing])
-	storeTime  time.Duration
-	cacheGen   uint64 // the replay cache's generation when this call missed it ([replayCache.get])
+	sealed       *callSeal // nil without sealing ([WithSealing])
+	storeTime    time.Duration
+	cacheGen     uint64 // the replay cache's generation when this call missed it ([replayCache.get])
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent

@@ -71,7 +71,7 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
-	abandoned        AbandonPolicy // WithAbandonedClaims: AbandonRerun or AbandonBlock
+	abandoned        AbandonPolicy      // WithAbandonedClaims: AbandonRerun or AbandonBlock
 	cache            *replayCacheConfig // nil: no replay cache
 	sealing          *Sealing           // nil: records are stored as they are
 }
