@@ -192,7 +192,7 @@ func (f *fnCall[Resp]) request() proto.Message {
 }
 
 // recovered returns msg as the function's response: a Resp, else an
-// error wrapping [ErrMisconfigured] (decision 296); any msg, nil too, is
+// error wrapping [ErrMisconfigured] (decision 292); any msg, nil too, is
 // Once's empty response.
 func (f *fnCall[Resp]) recovered(msg proto.Message) (any, error) {
 	if f.once {
