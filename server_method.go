@@ -70,11 +70,16 @@ type MethodPolicy struct {
 	Namespace string
 	// Abandoned says what a call does with a key whose claim was
 	// abandoned. Default: the proto option's abandoned, if any, else
-	// [WithAbandonedClaims].
+	// [WithAbandonedClaims]. A value that is none of the constants
+	// panics. [AbandonRecover] on a streaming method cannot work (a
+	// recovery answers one response to one request): [NewServer] panics.
 	Abandoned AbandonPolicy
 	// Recover finds out what an abandoned attempt did, for Abandoned =
-	// [AbandonRecover] (from here or from the proto option); required
-	// then: [WithMethodPolicy] panics without one.
+	// [AbandonRecover], from here or from the proto option. Required
+	// then: [WithMethodPolicy] panics when Abandoned is AbandonRecover
+	// without one, and a method whose proto option says
+	// ABANDON_POLICY_RECOVER without one is misconfigured. Set beside
+	// another Abandoned, it would never run: that panics too.
 	Recover RecoverFunc
 }
 

@@ -223,9 +223,10 @@ func WithFingerprint(f FingerprintFunc) ServerOption {
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
 // method's calls closed. [Server.Validate] reports names a server does not
-// serve. A negative Lease, Retention or HandlerTimeout, or a Mode or
-// Cancellation that is none of their constants, makes it panic too,
-// naming the method.
+// serve. A negative Lease, Retention or HandlerTimeout, a Mode,
+// Cancellation or Abandoned that is none of their constants, or an
+// Abandoned of [AbandonRecover] without a Recover (or a Recover beside
+// another Abandoned), makes it panic too, naming the method.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.checkPolicy("WithMethodPolicy", fullMethod, p)
@@ -237,8 +238,9 @@ func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 }
 
 // checkPolicy records an error of option when a field of p, the policy of
-// name, holds a value no setting has: a negative duration, or a Mode or
-// Cancellation beyond its constants.
+// name, holds a value no setting has: a negative duration, a Mode or
+// Cancellation beyond its constants, or an abandon policy that cannot
+// work ([config.checkAbandoned]).
 func (c *config) checkPolicy(option, name string, p MethodPolicy) {
 	for _, f := range []struct {
 		name string
@@ -286,8 +288,8 @@ func WithDescriptors(files *protoregistry.Files) ServerOption {
 }
 
 // WithOperationPolicy sets the policy of the work [Do] and [Once] run
-// under op: Retention, Lease, Cancellation and HandlerTimeout, each
-// overriding the server-wide setting when set. Default: the server-wide
+// under op: Retention, Lease, Cancellation, HandlerTimeout and Abandoned
+// (with Recover), each overriding the server-wide setting when set. Default: the server-wide
 // settings. An operation is not a method: [Server.Validate] does not look
 // for it among the methods a server serves.
 //
