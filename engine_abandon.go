@@ -13,12 +13,14 @@ import (
 // [AbandonRecover], the method's [RecoverFunc] first, and the handler
 // only if the recovery asks for it with [ErrRerun] (decision 292).
 func (e *engine) work(ctx context.Context, c *call) (any, error) {
-	if c.claim.Attempt <= 1 || c.cfg.abandoned != AbandonRecover || c.cfg.recover == nil {
+	if c.claim.Attempt <= 1 || c.cfg.abandoned != AbandonRecover {
 		return c.t.run(ctx)
 	}
 	req := c.t.request()
-	if req == nil { // a stream: never configured so (decision 295)
-		return c.t.run(ctx)
+	if req == nil || c.cfg.recover == nil {
+		// A stream, or no RecoverFunc: never configured so (decisions
+		// 292, 295); the key stays abandoned rather than run again.
+		return nil, fmt.Errorf("%w: AbandonRecover without a RecoverFunc for the call", ErrMisconfigured)
 	}
 	resp, err := e.recoverOutcome(ctx, c, req)
 	if errors.Is(err, ErrRerun) {
