@@ -119,10 +119,12 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 // outcome.
 var errNotStored = fmt.Errorf("idempotency: the outcome could not be stored before the store timeout, so the claim ends with its lease: %w", store.ErrLeaseLost)
 
-// A claim that took over an abandoned one is not released but abandoned
-// again ([store.Store.Abandon]): its key never becomes free for a first
-// attempt that would not know of the abandoned one, so the next call
-// takes it over again, or is blocked (decisions 292, 293).
+// release gives the claim up after a retryable error, a panic, or a
+// caller gone before the work ran. A claim that took over an abandoned one
+// is not released but abandoned again ([store.Store.Abandon]): its key
+// never becomes free for a first attempt that would not know of the
+// abandoned one, so the next call takes it over again, or is blocked
+// (decisions 292, 293).
 func (e *engine) release(ctx context.Context, c *call, cause error) {
 	takenOver := c.claim.Attempt > 1
 	err := e.settleStep(ctx, c, func(sctx context.Context) error {
