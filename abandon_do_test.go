@@ -143,3 +143,54 @@ func TestAbandonedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestAbandonedSealedRotated (decision 294): under WithSealing, the claim
+// of a server that died before a key rotation has the request's
+// fingerprint keyed by the older key: a server whose primary key is the
+// newer one, and which still holds the older, takes it over as the same
+// request and runs the function as Attempt 2.
+func TestAbandonedSealedRotated(t *testing.T) {
+	t.Parallel()
+	const op = "payments.capture"
+	mem := memStore(t)
+	k1, k2 := sealingKey("k1", 1), sealingKey("k2", 2)
+	before := sealedServer(mem, idempotency.NewKeyring(k1))
+	after := sealedServer(mem, idempotency.NewKeyring(k2, k1))
+	ctx := asTenant(t.Context(), "acme")
+	req := &testingv1.DoRequest{Payload: "p"}
+	running, finish := make(chan idempotency.Claim, 1), make(chan struct{})
+	dead := make(chan error, 1)
+	go func() {
+		_, _, err := idempotency.Do(ctx, before, op, "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+			cl, _ := idempotency.ClaimFromContext(ctx)
+			running <- cl
+			<-finish
+			return &testingv1.DoResponse{Payload: "late"}, nil
+		})
+		dead <- err
+	}()
+	cl := <-running
+	if err := mem.Abandon(t.Context(), cl.StoreKey, cl.Token); err != nil {
+		t.Fatal(err)
+	}
+	var runs claims
+	resp, _, err := idempotency.Do(ctx, after, op, "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+		runs.record(ctx)
+		return &testingv1.DoResponse{Payload: "again"}, nil
+	})
+	close(finish)
+	if err != nil || resp.GetPayload() != "again" {
+		t.Fatalf("after the rotation: %v, %v; want the function run again", resp, err)
+	}
+	if got := runs.all(); len(got) != 1 || got[0].Attempt != 2 {
+		t.Fatalf("runs under %+v, want one as Attempt 2", got)
+	}
+	<-dead // its late outcome is refused: the claim was taken over
+	resp, replayed, err := idempotency.Do(ctx, after, op, "k", req, func(context.Context) (*testingv1.DoResponse, error) {
+		t.Error("ran a third time")
+		return nil, nil
+	})
+	if err != nil || !replayed || resp.GetPayload() != "again" {
+		t.Fatalf("retry: %v, %v, %v; want the take-over's outcome replayed", resp, replayed, err)
+	}
+}

@@ -154,8 +154,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 		return resp, err
 	}
 	var until time.Time
+	retake := false // claim again with the abandoned entry's fingerprint
 	for attempt := 0; ; attempt++ {
-		if s := c.sealed; s != nil {
+		if s := c.sealed; s != nil && !retake {
 			// A claim is made with the primary key's fingerprint.
 			c.fingerprint, s.legacyFP = s.keyedFP, false
 		}
@@ -182,6 +183,12 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 		case store.StateCompleted:
 			return e.replayStored(ctx, c, cl.Existing.Data)
 		case store.StateAbandoned:
+			if !retake && e.retakes(c) {
+				// Sealed under an older key: the same request, whose
+				// claim takes it over with the entry's fingerprint.
+				retake, attempt = true, attempt-1
+				continue
+			}
 			// Under AbandonBlock (the claim did not take it over), or a
 			// store that could not: nothing runs (decision 291).
 			return nil, ErrOutcomeUnknown

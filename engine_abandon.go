@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,4 +67,17 @@ func errRecoveredType(got proto.Message, want string) error {
 		name = string(got.ProtoReflect().Descriptor().FullName())
 	}
 	return fmt.Errorf("%w: the RecoverFunc returned a response of type %s, not %s; the key stays abandoned", ErrMisconfigured, name, want)
+}
+
+// retakes reports whether c, which found its key abandoned under a claim
+// that did not take it over, claims it again with the entry's
+// fingerprint: under a policy that takes over, when [engine.sameRequest]
+// found the entry's fingerprint to be c's request keyed by an older key
+// of the sealing keyring (decision 294). An entry written before sealing
+// (its fingerprint unkeyed) is not taken over: its outcome would be
+// sealed under a fingerprint that says it is not, so the call gets
+// [ErrOutcomeUnknown].
+func (e *engine) retakes(c *call) bool {
+	s := c.sealed
+	return c.cfg.abandoned != AbandonBlock && s != nil && !s.legacyFP && !bytes.Equal(c.fingerprint, s.keyedFP)
 }
