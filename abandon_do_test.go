@@ -148,7 +148,8 @@ func TestAbandonedOnce(t *testing.T) {
 // of a server that died before a key rotation has the request's
 // fingerprint keyed by the older key: a server whose primary key is the
 // newer one, and which still holds the older, takes it over as the same
-// request and runs the function as Attempt 2.
+// request and runs the function as Attempt 2. An entry written before
+// sealing is refused with ErrOutcomeUnknown.
 func TestAbandonedSealedRotated(t *testing.T) {
 	t.Parallel()
 	const op = "payments.capture"
@@ -192,5 +193,15 @@ func TestAbandonedSealedRotated(t *testing.T) {
 	})
 	if err != nil || !replayed || resp.GetPayload() != "again" {
 		t.Fatalf("retry: %v, %v, %v; want the take-over's outcome replayed", resp, replayed, err)
+	}
+	// An entry written before sealing (its fingerprint unkeyed) is the
+	// same request, but is not taken over.
+	abandonKey(t, mem, after, op, op, "legacy", req)
+	_, _, err = idempotency.Do(t.Context(), after, op, "legacy", req, func(context.Context) (*testingv1.DoResponse, error) {
+		t.Error("ran over an entry written before sealing")
+		return nil, nil
+	})
+	if !errors.Is(err, idempotency.ErrOutcomeUnknown) {
+		t.Fatalf("entry written before sealing: %v, want ErrOutcomeUnknown", err)
 	}
 }
