@@ -58,8 +58,9 @@ func recoverTuned(context.Context, proto.Message) (proto.Message, error) {
 // WithAbandonedClaims, then AbandonRerun; a MethodPolicy's Recover serves
 // a proto option's ABANDON_POLICY_RECOVER. What a call of an abandoned
 // key does shows the policy: run the handler, refuse, or recover; every
-// claim keeps the entry for the method's retention (Tuned's 2h) and takes
-// it over unless the policy blocks.
+// claim under a policy keeps the entry for the method's retention
+// (Tuned's 2h), a claim under none keeps nothing, and each takes an
+// abandoned entry over unless the policy blocks.
 func TestAbandonedPolicyPrecedence(t *testing.T) {
 	t.Parallel()
 	const (
@@ -116,9 +117,14 @@ func TestAbandonedPolicyPrecedence(t *testing.T) {
 					t.Fatalf("%v, %v: want the recovered response", resp, err)
 				}
 			}
+			// Under no policy at all, a claim keeps nothing (decision 290).
+			keep := 2 * time.Hour
+			if tc.name == "default" {
+				keep = 0
+			}
 			for _, c := range f.Faults.Calls() {
-				if c.Op == "claim" && (c.Opts.Keep != 2*time.Hour || c.Opts.TakeOver != (tc.want != idempotency.AbandonBlock)) {
-					t.Fatalf("claim options %+v under %v", c.Opts, tc.want)
+				if c.Op == "claim" && (c.Opts.Keep != keep || c.Opts.TakeOver != (tc.want != idempotency.AbandonBlock)) {
+					t.Fatalf("claim options %+v under %v, want Keep %v", c.Opts, tc.want, keep)
 				}
 			}
 		})

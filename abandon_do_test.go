@@ -155,8 +155,9 @@ func TestAbandonedSealedRotated(t *testing.T) {
 	const op = "payments.capture"
 	mem := memStore(t)
 	k1, k2 := sealingKey("k1", 1), sealingKey("k2", 2)
-	before := sealedServer(mem, idempotency.NewKeyring(k1))
-	after := sealedServer(mem, idempotency.NewKeyring(k2, k1))
+	rerun := idempotency.WithAbandonedClaims(idempotency.AbandonRerun) // keeps the abandoned entry
+	before := sealedServer(mem, idempotency.NewKeyring(k1), rerun)
+	after := sealedServer(mem, idempotency.NewKeyring(k2, k1), rerun)
 	ctx := asTenant(t.Context(), "acme")
 	req := &testingv1.DoRequest{Payload: "p"}
 	running, finish := make(chan idempotency.Claim, 1), make(chan struct{})

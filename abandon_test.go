@@ -108,10 +108,11 @@ var (
 )
 
 // TestAbandonedRerunByDefault (decisions 290 and 293): a key whose claim
-// was abandoned is taken over by the next call, which runs the handler
-// again under Attempt 2 and the abandoned attempt's claim time; the
-// claim asked the store to keep the entry for the retention and to take
-// it over. A first run is Attempt 1; the take-over's outcome is stored
+// was abandoned (by a server with a policy that keeps it) is taken over by
+// the next call of a server with no policy set, which runs the handler
+// again under Attempt 2 and the abandoned attempt's claim time; its
+// claims keep nothing (earlier releases' entries) and take an abandoned
+// entry over. A first run is Attempt 1; the take-over's outcome is stored
 // and replayed as any other.
 func TestAbandonedRerunByDefault(t *testing.T) {
 	t.Parallel()
@@ -142,9 +143,11 @@ func TestAbandonedRerunByDefault(t *testing.T) {
 			t.Fatalf("taken_over event %+v, want Attempt 2 of %s", ev, ab.StoreKey)
 		}
 	}
+	// No policy is set: a claim keeps nothing, writing what earlier
+	// releases write, and takes an abandoned entry over.
 	for _, c := range f.Faults.Calls() {
-		if c.Op == "claim" && (c.Opts.Keep != defaultRetention || !c.Opts.TakeOver) {
-			t.Fatalf("claim options %+v, want Keep = the retention and TakeOver", c.Opts)
+		if c.Op == "claim" && (c.Opts.Keep != 0 || !c.Opts.TakeOver) {
+			t.Fatalf("claim options %+v, want no Keep and TakeOver", c.Opts)
 		}
 	}
 	// The outcome is stored: a retry replays it, and nothing runs again.
@@ -152,6 +155,61 @@ func TestAbandonedRerunByDefault(t *testing.T) {
 		t.Fatalf("retry: %v, %d runs; want a replay", err, len(seen.all()))
 	}
 	wantState(t, f.Store, ab.StoreKey, store.StateCompleted)
+}
+
+// TestAbandonedRerunKeeps (decision 290): under WithAbandonedClaims(
+// AbandonRerun), set explicitly, every claim keeps its entry for the
+// retention once its lease has run out, so a server killed mid-handler
+// leaves the key abandoned, and the next run is Attempt 2; under no
+// policy, the same crash leaves nothing behind and the next run is
+// Attempt 1, as in earlier releases.
+func TestAbandonedRerunKeeps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		opts    []idempotency.ServerOption
+		attempt int
+	}{
+		{"explicit rerun", []idempotency.ServerOption{idempotency.WithAbandonedClaims(idempotency.AbandonRerun)}, 2},
+		{"no policy", nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var seen claims
+			running, finish := make(chan idempotency.Claim, 1), make(chan struct{})
+			f := newFixture(t, func(ctx context.Context, m string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+				if len(seen.all()) == 0 {
+					seen.record(ctx)
+					cl, _ := idempotency.ClaimFromContext(ctx)
+					running <- cl
+					<-finish // the server "dies": its claim is abandoned below
+					return nil, errors.New("gone")
+				}
+				seen.record(ctx)
+				return &testingv1.DoResponse{Payload: req.GetPayload()}, nil
+			}, tc.opts...)
+			req := &testingv1.DoRequest{Payload: "p"}
+			first := make(chan error, 1)
+			go func() {
+				_, err := f.Client.Do(withKey(t.Context(), "k"), req)
+				first <- err
+			}()
+			cl := <-running
+			// The store ends the lease as a crash does once the lease
+			// runs out: kept as abandoned with a keep, gone without.
+			if err := f.Store.Abandon(t.Context(), cl.StoreKey, cl.Token); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Client.Do(withKey(t.Context(), "k"), req); err != nil {
+				t.Fatal(err)
+			}
+			close(finish)
+			<-first
+			if got := seen.all(); len(got) != 2 || got[1].Attempt != tc.attempt {
+				t.Fatalf("runs %+v, want the second as Attempt %d", got, tc.attempt)
+			}
+		})
+	}
 }
 
 // TestAbandonedTakeOverNeedsSameRequest (decision 294): an abandoned key

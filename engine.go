@@ -280,11 +280,17 @@ func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) 
 		defer l.end(nil)
 		ctx = l
 	}
-	// Every claim keeps its entry, once its lease has run out, as
-	// abandoned for the retention, so that a claim of a crashed server is
-	// known as such under every policy; it takes an abandoned entry over
-	// unless the method blocks (decisions 290, 291).
-	opts := store.ClaimOptions{Keep: c.cfg.retention, TakeOver: c.cfg.abandoned != AbandonBlock}
+	// A claim under a policy for abandoned claims keeps its entry, once
+	// its lease has run out, as abandoned for the retention, so that a
+	// claim of a crashed server is known as such; it takes an abandoned
+	// entry over unless the method blocks (decisions 290, 291). Under no
+	// policy (the default) it keeps nothing, writing what earlier
+	// releases write, and takes over an entry that a server with a policy
+	// abandoned, as re-run does.
+	opts := store.ClaimOptions{TakeOver: c.cfg.abandoned != AbandonBlock}
+	if c.cfg.abandoned != AbandonUnset {
+		opts.Keep = c.cfg.retention
+	}
 	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease, opts)
 }
 

@@ -109,7 +109,7 @@ type methodConfig struct {
 	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
 	responseType   protoreflect.MessageType     // generated, or dynamic over the configured descriptors
 	requestType    protoreflect.MessageType     // of a streaming method, which the stream interceptor reads
-	abandoned      AbandonPolicy                // never AbandonUnset
+	abandoned      AbandonPolicy                // AbandonUnset when no level sets one: re-run, keeping nothing (decision 290)
 	recover        RecoverFunc                  // set when abandoned is AbandonRecover
 	// err, a *MethodConfigError, is set when the policy cannot work; every
 	// call of the method then fails closed with it.

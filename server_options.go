@@ -71,7 +71,7 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
-	abandoned        AbandonPolicy      // WithAbandonedClaims: AbandonRerun or AbandonBlock
+	abandoned        AbandonPolicy      // WithAbandonedClaims: AbandonRerun or AbandonBlock; AbandonUnset when not set
 	cache            *replayCacheConfig // nil: no replay cache
 	sealing          *Sealing           // nil: records are stored as they are
 }
@@ -89,7 +89,6 @@ func newConfig(opts []ServerOption) *config {
 		storeTimeout:     defaultStoreTimeout,
 		handlerTimeout:   defaultHandlerTimeout,
 		cancellation:     CancellationDetached,
-		abandoned:        AbandonRerun,
 	}
 	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
 	for _, o := range opts {
