@@ -20,7 +20,9 @@ type AbandonPolicy int
 const (
 	// AbandonUnset takes the policy from the next level: a
 	// [MethodPolicy]'s from the proto option, the proto option's from
-	// [WithAbandonedClaims], and that one's default, [AbandonRerun].
+	// [WithAbandonedClaims]. When no level sets one, a claim re-runs an
+	// abandoned key and keeps nothing past its lease, as earlier releases
+	// did (see [WithAbandonedClaims]).
 	AbandonUnset AbandonPolicy = iota
 	// AbandonRerun runs the handler again under a new claim, which says
 	// so ([Claim.Attempt]). The handler may run twice.
@@ -73,7 +75,12 @@ var ErrRerun = errors.New("idempotency: recovery asks to run the handler")
 // (or, for a method, proto option abandoned) does not say: [AbandonRerun]
 // runs the handler again, telling it so ([Claim.Attempt]); [AbandonBlock]
 // refuses the key with [ErrOutcomeUnknown] until an operator resolves it,
-// so that no crash ever runs a handler twice. Default [AbandonRerun].
+// so that no crash ever runs a handler twice. Under a policy set at any
+// level, a claim keeps its entry past its lease, as abandoned, for the
+// retention. Without one (the default) a claim re-runs an abandoned key
+// and keeps nothing, writing what earlier releases write: set a policy
+// once every server runs this release (a server of an earlier release
+// cannot read a kept entry).
 //
 // It panics, naming itself, on [AbandonUnset], a value none of the
 // constants has, and on [AbandonRecover]: a recovery is a function of one

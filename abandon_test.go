@@ -511,3 +511,46 @@ func TestAbandonedRerunFailureKeepsAttempts(t *testing.T) {
 		t.Fatalf("runs under %+v, want Attempt 2 then 3", got)
 	}
 }
+
+// TestAbandonedLapseNeverReleases (decision 291): under block, a handler
+// whose lease runs out while the store cannot be reached is cancelled,
+// and the retryable error it then returns does not release the key: its
+// side effect may have happened, so the key stays abandoned and a retry
+// is refused, not run again. (Releasing would delete the abandoned entry
+// and the retry would run the handler a second time.)
+func TestAbandonedLapseNeverReleases(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	fs := faultstoreOf(mem)
+	var effects atomic.Int32
+	started, cancelled, resume := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	f := newFixtureOn(t, fs, func(ctx context.Context, _ string, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
+		if effects.Add(1) > 1 {
+			return &testingv1.DoResponse{Payload: "again"}, nil
+		}
+		close(started)
+		<-ctx.Done() // the lease ran out unrenewed
+		close(cancelled)
+		<-resume
+		return nil, status.Error(codes.Unavailable, "gave up: "+context.Cause(ctx).Error())
+	}, idempotency.WithAbandonedClaims(idempotency.AbandonBlock), idempotency.WithLease(300*time.Millisecond))
+	req := &testingv1.DoRequest{Payload: "p"}
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.Client.Do(withKey(t.Context(), "k"), req)
+		first <- err
+	}()
+	<-started
+	fs.Down.Store(true) // every renewal fails until the lease runs out
+	<-cancelled
+	fs.Down.Store(false)
+	close(resume)
+	if err := <-first; status.Code(err) != codes.Unavailable {
+		t.Fatalf("first call: %v, want its handler's UNAVAILABLE", err)
+	}
+	_, err := f.Client.Do(withKey(t.Context(), "k"), req)
+	wantReason(t, err, codes.FailedPrecondition, idempotency.ErrOutcomeUnknown.Reason)
+	if n := effects.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want once", n)
+	}
+}

@@ -294,6 +294,10 @@ func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) 
 	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease, opts)
 }
 
+// kept reports whether c claims under a policy for abandoned claims, so
+// that its entry outlives its lease as abandoned ([engine.claim]).
+func (c *call) kept() bool { return c.cfg.abandoned != AbandonUnset }
+
 // claimFailed handles a Claim error: fail closed, or fail open when
 // configured and the store itself is at fault.
 func (e *engine) claimFailed(ctx context.Context, c *call, err error) (any, error) {

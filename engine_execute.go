@@ -127,14 +127,18 @@ var errNotStored = fmt.Errorf("idempotency: the outcome could not be stored befo
 // (decisions 292, 293).
 func (e *engine) release(ctx context.Context, c *call, cause error) {
 	takenOver := c.claim.Attempt > 1
+	// A kept claim whose lease ran out while its handler ran is abandoned
+	// in the store: its handler may have acted before it was cancelled,
+	// so it is left abandoned (decision 291), never released.
+	abandon := takenOver || c.kept() && c.renewal.lapsed()
 	err := e.settleStep(ctx, c, func(sctx context.Context) error {
-		if takenOver {
+		if abandon {
 			return e.store.Abandon(sctx, c.key, c.claim.Token)
 		}
 		return e.store.Release(sctx, c.key, c.claim.Token)
 	})
 	switch {
-	case err == nil && takenOver && errors.Is(cause, ErrOutcomeUnknown):
+	case err == nil && abandon && errors.Is(cause, ErrOutcomeUnknown):
 		// The call fails with it: its blocked event says so.
 	case err == nil:
 		e.observe(ctx, &c.subject, DecisionReleased, c.storeTime, cause)

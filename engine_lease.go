@@ -83,6 +83,12 @@ func (r *renewal) renew() {
 		// completed the key: nothing is left to renew, and the settling
 		// step, retried, tells which it was.
 		r.stopped = true
+	case errors.Is(err, store.ErrLeaseLost) && c.kept():
+		// A kept claim's Extend is refused once its lease has run out in
+		// the store, while its token may still own the abandoned entry:
+		// as when the lease runs out here, the handler is cancelled and
+		// its outcome still offered, fenced by the token (decision 291).
+		r.expire()
 	case errors.Is(err, store.ErrLeaseLost):
 		r.lost = true
 		c.hctx.end(errCauseLeaseLost)
@@ -124,6 +130,14 @@ func (r *renewal) holding(step func() (settled bool)) bool {
 		r.stopped = true
 	}
 	return true
+}
+
+// lapsed reports whether the lease ran out unrenewed, or a kept claim's
+// renewal was refused.
+func (r *renewal) lapsed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.expired
 }
 
 // stop ends renewal once the claim is settled.
