@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -32,27 +33,52 @@ const (
 )
 
 // killExpect is what a retry on a second process finds after the first
-// one was killed at a point: the side effects recorded in all, and whether
-// the retry is a replay of the killed process's stored answer.
+// one was killed at a point: the side effects recorded in all, whether
+// the retry is a replay of the killed process's stored answer, whether it
+// is refused as blocked (IDEMPOTENCY_OUTCOME_UNKNOWN), and whether its
+// answer names the killed process (a replay, or a recovered outcome).
 type killExpect struct {
 	effectsAtKill, effects int
-	replayed               bool
+	replayed, blocked      bool
+	killedAnswers          bool
 }
 
-// killExpected is the documented behaviour today, the abandoned claim
-// re-run once its lease ends (decision 289).
-var killExpected = map[killpoint.Point]killExpect{
-	// The claim was taken, nothing done: the retry runs the key once its
-	// lease ends, and the side effect happens once.
-	killpoint.BeforeEffect: {effectsAtKill: 0, effects: 1},
-	// Re-run, as documented: the side effect happened, the outcome was
-	// not stored, and the retry runs the handler again once the lease
-	// ends. Two side effects. This is the row a policy for abandoned
-	// claims (block, recover) changes: its tests expect 1 here.
-	killpoint.AfterEffect: {effectsAtKill: 1, effects: 2},
-	// The outcome was stored: the retry replays the killed process's
-	// answer, and the side effect happened once.
-	killpoint.AfterComplete: {effectsAtKill: 1, effects: 1, replayed: true},
+// killPolicies are the values of the binary's -abandoned flag that the
+// test runs: each is one server-wide option (WithAbandonedClaims).
+var killPolicies = []string{"rerun", "block", "recover"}
+
+// killExpected is the documented behaviour, by policy for abandoned claims
+// and kill point: decision 289 for re-run, and the decisions of
+// docs/semantics/abandoned.md for block and recover.
+var killExpected = map[string]map[killpoint.Point]killExpect{
+	"rerun": {
+		// The claim was taken, nothing done: the retry runs the key once
+		// its lease ends, and the side effect happens once.
+		killpoint.BeforeEffect: {effectsAtKill: 0, effects: 1},
+		// Re-run, as documented: the side effect happened, the outcome
+		// was not stored, and the retry runs the handler again once the
+		// lease ends. Two side effects: the row block and recover change.
+		killpoint.AfterEffect: {effectsAtKill: 1, effects: 2},
+		// The outcome was stored: the retry replays the killed process's
+		// answer, and the side effect happened once.
+		killpoint.AfterComplete: {effectsAtKill: 1, effects: 1, replayed: true, killedAnswers: true},
+	},
+	"block": {
+		// Nobody knows that nothing was done: the key is blocked, and
+		// nothing runs. The price of never twice.
+		killpoint.BeforeEffect:  {effectsAtKill: 0, effects: 0, blocked: true},
+		killpoint.AfterEffect:   {effectsAtKill: 1, effects: 1, blocked: true},
+		killpoint.AfterComplete: {effectsAtKill: 1, effects: 1, replayed: true, killedAnswers: true},
+	},
+	"recover": {
+		// The recovery finds no side effect and asks for a re-run: the
+		// second process runs the handler, once.
+		killpoint.BeforeEffect: {effectsAtKill: 0, effects: 1},
+		// The recovery finds the killed process's side effect and answers
+		// with it: one side effect, the killed process's answer.
+		killpoint.AfterEffect:   {effectsAtKill: 1, effects: 1, killedAnswers: true},
+		killpoint.AfterComplete: {effectsAtKill: 1, effects: 1, replayed: true, killedAnswers: true},
+	},
 }
 
 // TestKillMidCall runs the service as real OS processes (the binary of
@@ -66,7 +92,9 @@ var killExpected = map[killpoint.Point]killExpect{
 // the point, not after a sleep. It proves decision 289 and the "a server
 // dies between the handler's side effect and storing its outcome" row of
 // the durability table, and prints, per store and point, the trials and
-// the executions counted.
+// the executions counted, under each policy for abandoned claims (re-run,
+// block, recover), each set with one server-wide option: under block and
+// recover, no trial runs the handler twice.
 func TestKillMidCall(t *testing.T) {
 	t.Parallel()
 	trials := killTrials(t)
@@ -79,28 +107,37 @@ func TestKillMidCall(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := backend(t)
-			args := append(slices.Clone(b.args), "-lease", killLease.String())
-			second := killtest.Start(ctx, t, bin, args...)
-			retry := killtest.Dial(t, second.Addr(), idempotency.WithMaxAttempts(10))
-			for _, point := range killpoint.Points {
-				t.Run(string(point), func(t *testing.T) {
+			for _, policy := range killPolicies {
+				t.Run(policy, func(t *testing.T) {
 					t.Parallel()
-					start := time.Now()
-					var executions, replays int
-					for i := range trials {
-						key := fmt.Sprintf("kill-%s-%s-%d-%s", name, point, i, rand.Text()[:8])
-						n, replayed := killTrial(ctx, t, bin, args, point, key, second, retry, b)
-						executions += n
-						if replayed {
-							replays++
-						}
+					args := append(slices.Clone(b.args), "-lease", killLease.String(), "-abandoned", policy)
+					second := killtest.Start(ctx, t, bin, args...)
+					retry := killtest.Dial(t, second.Addr(), idempotency.WithMaxAttempts(10))
+					for _, point := range killpoint.Points {
+						t.Run(string(point), func(t *testing.T) {
+							t.Parallel()
+							start := time.Now()
+							want := killExpected[policy][point]
+							var executions, replays, blocked int
+							for i := range trials {
+								key := fmt.Sprintf("kill-%s-%s-%s-%d-%s", name, policy, point, i, rand.Text()[:8])
+								n, got := killTrial(ctx, t, bin, args, point, key, second, retry, b, want)
+								executions += n
+								if got.replayed {
+									replays++
+								}
+								if got.blocked {
+									blocked++
+								}
+							}
+							// Printed, not logged: the counts are the
+							// test's output, shown under go test -v, and
+							// appended to the file IDEMPOTENCY_KILL_REPORT
+							// names, which CI prints after the test command.
+							reportKill(t, fmt.Sprintf("kill: store %s, policy %s, killed %s: %d trials, %d executions (%d second executions), %d replays, %d blocked, in %v\n",
+								name, policy, point, trials, executions, max(executions-trials, 0), replays, blocked, time.Since(start).Round(time.Millisecond)))
+						})
 					}
-					// Printed, not logged: the counts are the test's
-					// output, shown under go test -v, and appended to
-					// the file IDEMPOTENCY_KILL_REPORT names, which CI
-					// prints after the test command.
-					reportKill(t, fmt.Sprintf("kill: store %s, killed %s: %d trials, %d executions (%d second executions), %d replays, in %v\n",
-						name, point, trials, executions, executions-trials, replays, time.Since(start).Round(time.Millisecond)))
 				})
 			}
 		})
@@ -109,15 +146,14 @@ func TestKillMidCall(t *testing.T) {
 
 // killTrial starts a process with args, calls it with key, kills it when
 // the call reaches point, retries key on second through retry, and checks
-// what killExpected says. It returns the side effects of key and whether
-// the retry was a replay.
+// what want says. It returns the side effects of key and what the retry
+// got.
 func killTrial(ctx context.Context, t *testing.T, bin string, args []string, point killpoint.Point,
-	key string, second *killtest.Process, retry *killtest.Client, b killBackend,
-) (executions int, replayed bool) {
+	key string, second *killtest.Process, retry *killtest.Client, b killBackend, want killExpect,
+) (executions int, got killExpect) {
 	t.Helper()
 	ctx, cancel := context.WithTimeoutCause(ctx, killTrialTimeout, fmt.Errorf("trial of %s not over within %v", key, killTrialTimeout))
 	defer cancel()
-	want := killExpected[point]
 	first := killtest.Start(ctx, t, bin, append(slices.Clone(args), "-kill-at", string(point))...)
 	calls := killtest.Dial(t, first.Addr(), idempotency.WithoutRetry())
 	errs := make(chan error, 1)
@@ -141,19 +177,29 @@ func killTrial(ctx context.Context, t *testing.T, bin string, args []string, poi
 		t.Fatalf("the call to process %d answered, though it was killed at %s", first.PID(), point)
 	}
 	answer, err := retry.Charge(ctx, key)
+	executions = countEffects(ctx, t, b, key)
+	if want.blocked {
+		if !errors.Is(err, idempotency.ErrOutcomeUnknown) {
+			t.Fatalf("retry of %s on process %d after killing process %d at %s: %v (answer %+v), want %s",
+				key, second.PID(), first.PID(), point, err, answer, idempotency.ErrOutcomeUnknown.Reason)
+		}
+		if executions != want.effects {
+			t.Fatalf("killed process %d at %s, retried on %d: blocked, but %d side effects, want %d", first.PID(), point, second.PID(), executions, want.effects)
+		}
+		return executions, killExpect{blocked: true}
+	}
 	if err != nil {
 		t.Fatalf("retry of %s on process %d after killing process %d at %s: %v", key, second.PID(), first.PID(), point, err)
 	}
-	executions = countEffects(ctx, t, b, key)
 	wantPID := second.PID()
-	if want.replayed {
+	if want.killedAnswers {
 		wantPID = first.PID()
 	}
 	if executions != want.effects || answer.Replayed != want.replayed || answer.PID != wantPID {
 		t.Fatalf("killed process %d at %s, retried on %d: %d side effects, answer of process %d, replayed %v; want %d, of %d, replayed %v",
 			first.PID(), point, second.PID(), executions, answer.PID, answer.Replayed, want.effects, wantPID, want.replayed)
 	}
-	return executions, answer.Replayed
+	return executions, killExpect{replayed: answer.Replayed}
 }
 
 // countEffects counts the side effects of key.

@@ -3,9 +3,17 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/grpc-idempotency/idempotency"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/grpc-idempotency/idempotency/integration/internal/killtest/killpoint"
@@ -45,7 +53,25 @@ func openStore(ctx context.Context, kind, url, table string) (store.Store, func(
 // entry per execution, under the call's key.
 type effects struct {
 	record func(ctx context.Context, key, pid string) error
-	close  func()
+	// first returns the process ID of the first execution of key, and
+	// whether there was one.
+	first func(ctx context.Context, key string) (pid string, ok bool, err error)
+	close func()
+}
+
+// recoverCharge is the method's [idempotency.RecoverFunc]: it asks the
+// place of the side effects what the abandoned attempt did. A recorded
+// side effect is the charge made: its answer is the process ID that made
+// it. None: nothing was charged, and the handler runs.
+func (e *effects) recoverCharge(ctx context.Context, req proto.Message) (proto.Message, error) {
+	pid, ok, err := e.first(ctx, req.(*wrapperspb.StringValue).GetValue())
+	switch {
+	case err != nil:
+		return nil, status.Error(codes.Unavailable, err.Error()) // retryable: the key stays abandoned
+	case !ok:
+		return nil, idempotency.ErrRerun
+	}
+	return wrapperspb.String(pid), nil
 }
 
 // openEffects connects the side effect's place of kind on url.
@@ -57,6 +83,13 @@ func openEffects(ctx context.Context, kind, url, table string) (*effects, error)
 			record: func(ctx context.Context, key, pid string) error {
 				return rdb.RPush(ctx, killpoint.EffectsList(key), pid).Err()
 			},
+			first: func(ctx context.Context, key string) (string, bool, error) {
+				pid, err := rdb.LIndex(ctx, killpoint.EffectsList(key), 0).Result()
+				if errors.Is(err, redis.Nil) {
+					return "", false, nil
+				}
+				return pid, err == nil, err
+			},
 			close: func() { _ = rdb.Close() },
 		}, nil
 	case "postgres":
@@ -65,10 +98,18 @@ func openEffects(ctx context.Context, kind, url, table string) (*effects, error)
 			return nil, err
 		}
 		insert := "INSERT INTO " + table + " (key, pid) VALUES ($1, $2)"
+		first := "SELECT pid FROM " + table + " WHERE key = $1 LIMIT 1"
 		return &effects{
 			record: func(ctx context.Context, key, pid string) error {
 				_, err := pool.Exec(ctx, insert, key, pid)
 				return err
+			},
+			first: func(ctx context.Context, key string) (pid string, ok bool, err error) {
+				err = pool.QueryRow(ctx, first, key).Scan(&pid)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return "", false, nil
+				}
+				return pid, err == nil, err
 			},
 			close: pool.Close,
 		}, nil

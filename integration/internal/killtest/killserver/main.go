@@ -43,6 +43,7 @@ type config struct {
 	effectKind, effectURL   string
 	effectTable             string
 	killAt                  killpoint.Point
+	abandoned               idempotency.AbandonPolicy
 	lease, wait, retryAfter time.Duration
 }
 
@@ -57,15 +58,27 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.effectURL, "effect-url", "", "the Redis address or PostgreSQL URL of the side effect")
 	flag.StringVar(&c.effectTable, "effect-table", "", "the PostgreSQL table of the side effect (columns key, pid)")
 	flag.StringVar(&killAt, "kill-at", "", "the point at which a call stops and waits to be killed; none when empty")
+	abandoned := flag.String("abandoned", "rerun", "idempotency.WithAbandonedClaims: rerun, block, or recover (the method's RecoverFunc reads the side effect)")
 	flag.DurationVar(&c.lease, "lease", 2*time.Second, "idempotency.WithLease")
 	flag.DurationVar(&c.wait, "wait", 30*time.Second, "idempotency.WithWaitForInFlight")
 	flag.DurationVar(&c.retryAfter, "retry-after", 100*time.Millisecond, "idempotency.WithRetryAfter")
 	flag.Parse()
 	c.killAt = killpoint.Point(killAt)
+	var ok bool
+	if c.abandoned, ok = abandonPolicies[*abandoned]; !ok {
+		return c, fmt.Errorf("-abandoned %q: want rerun, block or recover", *abandoned)
+	}
 	if killAt != "" && !c.killAt.Valid() {
 		return c, fmt.Errorf("-kill-at %q: not one of %v", killAt, killpoint.Points)
 	}
 	return c, nil
+}
+
+// abandonPolicies are the values of -abandoned.
+var abandonPolicies = map[string]idempotency.AbandonPolicy{
+	"rerun":   idempotency.AbandonRerun,
+	"block":   idempotency.AbandonBlock,
+	"recover": idempotency.AbandonRecover,
 }
 
 func run() error {
@@ -86,12 +99,22 @@ func run() error {
 	defer eff.close()
 
 	hook := &hook{at: c.killAt, out: os.Stdout}
-	srv := idempotency.NewServer(st,
+	opts := []idempotency.ServerOption{
 		idempotency.WithLease(c.lease),
 		idempotency.WithWaitForInFlight(c.wait),
 		idempotency.WithRetryAfter(c.retryAfter),
 		idempotency.WithObserver(hook),
-	)
+		// One option for the whole server, as a team that moves money
+		// sets it.
+		idempotency.WithAbandonedClaims(c.abandoned),
+	}
+	if c.abandoned == idempotency.AbandonRecover {
+		opts = append(opts, idempotency.WithMethodPolicy(killpoint.Method, idempotency.MethodPolicy{
+			Abandoned: idempotency.AbandonRecover,
+			Recover:   eff.recoverCharge,
+		}))
+	}
+	srv := idempotency.NewServer(st, opts...)
 	defer func() { _ = srv.Close() }()
 	pid := strconv.Itoa(os.Getpid())
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(hook.afterComplete, srv.UnaryServerInterceptor()))
