@@ -104,15 +104,17 @@ func run() error {
 		idempotency.WithWaitForInFlight(c.wait),
 		idempotency.WithRetryAfter(c.retryAfter),
 		idempotency.WithObserver(hook),
-		// One option for the whole server, as a team that moves money
-		// sets it.
-		idempotency.WithAbandonedClaims(c.abandoned),
 	}
 	if c.abandoned == idempotency.AbandonRecover {
+		// A recovery is the method's own.
 		opts = append(opts, idempotency.WithMethodPolicy(killpoint.Method, idempotency.MethodPolicy{
 			Abandoned: idempotency.AbandonRecover,
 			Recover:   eff.recoverCharge,
 		}))
+	} else {
+		// One option for the whole server, as a team that moves money
+		// sets it.
+		opts = append(opts, idempotency.WithAbandonedClaims(c.abandoned))
 	}
 	srv := idempotency.NewServer(st, opts...)
 	defer func() { _ = srv.Close() }()
