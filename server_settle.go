@@ -47,7 +47,12 @@ const (
 	// be read ([ErrRecordCorrupt]) or was not retained
 	// ([ErrResponseNotRetained]), or the message has no valid key
 	// ([ErrKeyMissing], [ErrKeyInvalid]) or the operation none
-	// ([ErrMisconfigured]).
+	// ([ErrMisconfigured]), or the key's claim was abandoned and the
+	// operation's [AbandonPolicy] does not run it again
+	// ([ErrOutcomeUnknown]: until an operator resolves the key, every
+	// redelivery would be refused the same way, and an ack would drop the
+	// message without anyone knowing whether its work was done; the dead
+	// letter keeps it for the operator).
 	SettleReject
 )
 
@@ -99,7 +104,7 @@ func (s *Server) Settle(ran, replayed bool, err error) Settlement {
 			return SettleRetryLater
 		}
 	}
-	for _, final := range []error{ErrKeyReused, ErrRecordCorrupt, ErrResponseNotRetained, ErrKeyMissing, ErrKeyInvalid, ErrMisconfigured} {
+	for _, final := range []error{ErrKeyReused, ErrRecordCorrupt, ErrResponseNotRetained, ErrKeyMissing, ErrKeyInvalid, ErrMisconfigured, ErrOutcomeUnknown} {
 		if errors.Is(err, final) {
 			return SettleReject
 		}

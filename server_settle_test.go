@@ -8,10 +8,12 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 )
 
 // delivery is one consumer delivery through Do: what Server.Settle is
@@ -44,8 +46,11 @@ func fail(err error) func(context.Context) error {
 // of a run that the server does not store is retried now, even when it
 // wraps one of the library's sentinels; the key in flight, the store down
 // or full and a failing scope function are retried later; a reused key,
-// a corrupt record and a missing or invalid key are rejected; a context
-// that ended before the run is retried now.
+// a corrupt record and a missing or invalid key are rejected, and so is a
+// key whose claim was abandoned and that the server blocks, or whose
+// recovery panicked (ErrOutcomeUnknown, decision 299), while a recovery's
+// retryable error is retried later; a context that ended before the run is
+// retried now.
 func TestSettle(t *testing.T) {
 	t.Parallel()
 	stored := status.Error(codes.InvalidArgument, "no such product")
@@ -132,6 +137,30 @@ func TestSettle(t *testing.T) {
 		{"no operation", nil, func(t *testing.T, f *fixture) delivery {
 			return deliver(t.Context(), f.Idempotency, "", "k", "b", succeed)
 		}, idempotency.SettleReject},
+		{"key abandoned, blocked", []idempotency.ServerOption{idempotency.WithAbandonedClaims(idempotency.AbandonBlock)}, func(t *testing.T, f *fixture) delivery {
+			testkit.Abandon(t, f.Store, f.Idempotency, "op", "op", "k", wrapperspb.String("b"))
+			d := deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+			if d.ran || !errors.Is(d.err, idempotency.ErrOutcomeUnknown) {
+				t.Fatalf("ran %v, %v; want ErrOutcomeUnknown without a run", d.ran, d.err)
+			}
+			return d
+		}, idempotency.SettleReject},
+		{"key abandoned, recovery panics", []idempotency.ServerOption{idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{
+			Abandoned: idempotency.AbandonRecover,
+			Recover:   func(context.Context, proto.Message) (proto.Message, error) { panic("ledger unreadable") },
+		})}, func(t *testing.T, f *fixture) delivery {
+			testkit.Abandon(t, f.Store, f.Idempotency, "op", "op", "k", wrapperspb.String("b"))
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+		}, idempotency.SettleReject},
+		{"key abandoned, recovery fails retryably", []idempotency.ServerOption{idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{
+			Abandoned: idempotency.AbandonRecover,
+			Recover: func(context.Context, proto.Message) (proto.Message, error) {
+				return nil, status.Error(codes.Unavailable, "ledger down")
+			},
+		})}, func(t *testing.T, f *fixture) delivery {
+			testkit.Abandon(t, f.Store, f.Idempotency, "op", "op", "k", wrapperspb.String("b"))
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+		}, idempotency.SettleRetryLater},
 		{"context ended before the run", nil, func(t *testing.T, f *fixture) delivery {
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
