@@ -22,7 +22,8 @@ type env struct {
 	url   string
 	http  *http.Client // the test server's, whose connections close with it
 	store *faultstore.Store
-	runs  *atomic.Int64 // times the handler ran
+	srv   *idempotency.Server // behind the middleware
+	runs  *atomic.Int64       // times the handler ran
 }
 
 // setup configures an [env].
@@ -48,13 +49,14 @@ func newEnv(t *testing.T, s setup) *env {
 		runs.Add(1)
 		handler(w, r)
 	})
-	h = httpidempotency.Middleware(idempotency.NewServer(fs, s.server...), s.mw...)(h)
+	srv := idempotency.NewServer(fs, s.server...)
+	h = httpidempotency.Middleware(srv, s.mw...)(h)
 	if s.outer != nil {
 		h = s.outer(h)
 	}
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, http: hs.Client(), store: fs, runs: runs}
+	return &env{url: hs.URL, http: hs.Client(), store: fs, srv: srv, runs: runs}
 }
 
 // created answers 201 with headers of several kinds and a body that

@@ -38,12 +38,17 @@ import (
 // request whose context ended while it waited), 422 for a key reused with
 // another request, 503 with Retry-After when the store is unavailable or
 // full, 413 for a body longer than [WithMaxRequestBytes] or an
-// http.MaxBytesHandler's bound, and the status of its gRPC code for a
+// http.MaxBytesHandler's bound, 423 without Retry-After for a key whose
+// claim was abandoned and that its operation's policy blocks
+// ([ProblemTypeOutcomeUnknown]), and the status of its gRPC code for a
 // scope error ([StatusOf]). Retry-After is the server's
 // [idempotency.WithRetryAfter]. The server's options apply: its scope
 // ([idempotency.WithScope]) reads the request's context, its retention,
 // lease, handler timeout and stored outcome bound hold for these keys as
-// for gRPC calls. Place it after routing and authentication: see
+// for gRPC calls, and so does the policy for abandoned claims: the
+// operation's [idempotency.MethodPolicy] ([idempotency.WithOperationPolicy]
+// under [WithOperation]'s name), else [idempotency.WithAbandonedClaims];
+// an AbandonRecover policy's function is a [Recover]. Place it after routing and authentication: see
 // [DefaultKeep].
 //
 // It has the shape of every net/http middleware, so routers and chains
@@ -92,13 +97,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// do: set before the handler runs, it is a header of the layers in
 	// front, which the stored copy does not hold.
 	w.Header()[h.c.header] = []string{line}
-	req, err := h.c.request(r)
+	req, body, err := h.c.request(r)
 	if err != nil {
 		writeRequestError(w, err)
 		return
 	}
+	// A recovery ([Recover]) answers this request, should its key be
+	// abandoned and its operation's policy AbandonRecover.
+	ctx := context.WithValue(r.Context(), recoveryKey{}, &recovery{r: r, body: body, c: h.c})
 	var rec *recorder
-	resp, replayed, err := idempotency.Do(r.Context(), h.s, h.c.operation, key, req,
+	resp, replayed, err := idempotency.Do(ctx, h.s, h.c.operation, key, req,
 		func(ctx context.Context) (*httpv1.Response, error) {
 			rec = newRecorder(w, h.c.maxResponse)
 			defer rec.finish()
@@ -119,6 +127,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeProblem(w, r, err)
 	case replayed:
 		replay(w, resp)
+	default:
+		// A recovery's answer, stored: the first this client gets.
+		writeStored(w, resp, false)
 	}
 }
 
@@ -167,26 +178,27 @@ func (c *config) keyOf(r *http.Request) (key, line string, err error) {
 var errFingerprint = errors.New("httpidempotency: computing the request fingerprint failed")
 
 // request reads r's body, up to the bound, and returns what its
-// fingerprint covers; r.Body then reads the same bytes again.
-func (c *config) request(r *http.Request) (*httpv1.Request, error) {
+// fingerprint covers, and the body; r.Body then reads the same bytes
+// again.
+func (c *config) request(r *http.Request) (*httpv1.Request, []byte, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, c.maxRequest+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(body)) > c.maxRequest {
-		return nil, ErrRequestTooLarge
+		return nil, nil, ErrRequestTooLarge
 	}
 	_ = r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if c.fingerprint == nil {
-		return &httpv1.Request{Method: r.Method, Target: r.URL.RequestURI(), Body: body}, nil
+		return &httpv1.Request{Method: r.Method, Target: r.URL.RequestURI(), Body: body}, body, nil
 	}
 	custom, err := c.fingerprint(r, body)
 	if err != nil {
-		return nil, errFingerprint
+		return nil, nil, errFingerprint
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body)) // fn may have read it
-	return &httpv1.Request{Custom: custom}, nil
+	return &httpv1.Request{Custom: custom}, body, nil
 }
 
 // writeRequestError answers a request the middleware could not read or
@@ -212,6 +224,13 @@ func writeRequestError(w http.ResponseWriter, err error) {
 // problem, also with [ReplayedHeader]: true, as the unary interceptor
 // marks its replay and gatewayidempotency any replayed error.
 func replay(w http.ResponseWriter, resp *httpv1.Response) {
+	writeStored(w, resp, true)
+}
+
+// writeStored writes a stored response as [replay] does, with
+// [ReplayedHeader]: true when replayed; without it for the answer of a
+// recovery ([Recover]), which this client gets first.
+func writeStored(w http.ResponseWriter, resp *httpv1.Response, replayed bool) {
 	h := w.Header()
 	if resp.GetNotRetained() {
 		h.Set(ReplayedHeader, "true")
@@ -228,7 +247,9 @@ func replay(w http.ResponseWriter, resp *httpv1.Response) {
 	if _, set := h["Content-Length"]; !set && len(resp.GetBody()) > 0 {
 		h.Set("Content-Length", strconv.Itoa(len(resp.GetBody())))
 	}
-	h.Set(ReplayedHeader, "true")
+	if replayed {
+		h.Set(ReplayedHeader, "true")
+	}
 	w.WriteHeader(int(resp.GetStatus()))
 	_, _ = w.Write(resp.GetBody())
 }

@@ -22,6 +22,18 @@ import (
 // and "status" are those of the HTTP status.
 const ProblemType = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemType"
 
+// ProblemTypeOutcomeUnknown is the RFC 9457 problem type of the one
+// refusal that is not [ProblemType]'s: a key whose claim was abandoned
+// (its server died or hung past its lease while the handler may have run)
+// and that the operation's [idempotency.AbandonPolicy] blocks, answered
+// 423 Locked with reason IDEMPOTENCY_OUTCOME_UNKNOWN
+// ([idempotency.ErrOutcomeUnknown]) and no Retry-After. It has a type of
+// its own because it asks something of its reader that no other problem
+// does: not to retry, nor to send the request again under a new key,
+// since its work may have been done, but to have an operator resolve the
+// key (docs/operations.md). Its members are [ProblemType]'s.
+const ProblemTypeOutcomeUnknown = "https://pkg.go.dev/github.com/grpc-idempotency/idempotency/httpidempotency#ProblemTypeOutcomeUnknown"
+
 // ProblemContentType is the media type of a [ProblemType] body.
 const ProblemContentType = "application/problem+json"
 
@@ -52,6 +64,7 @@ var statusOfReason = map[string]int{
 	idempotency.ErrMisconfigured.Reason:       http.StatusInternalServerError,
 	idempotency.ErrStreamTooLarge.Reason:      http.StatusBadRequest, // INVALID_ARGUMENT
 	idempotency.ErrResumeInvalid.Reason:       http.StatusBadRequest, // INVALID_ARGUMENT
+	idempotency.ErrOutcomeUnknown.Reason:      http.StatusLocked,     // decision 299
 	ErrRequestTooLarge.Reason:                 http.StatusRequestEntityTooLarge,
 }
 
@@ -74,6 +87,7 @@ var statusOfReason = map[string]int{
 //	IDEMPOTENCY_STREAM_TOO_LARGE         400 Bad Request
 //	IDEMPOTENCY_RESUME_INVALID           400 Bad Request
 //	IDEMPOTENCY_REQUEST_TOO_LARGE        413 Request Entity Too Large
+//	IDEMPOTENCY_OUTCOME_UNKNOWN          423 Locked
 //
 // Any other gRPC status, wrapped or not (a [idempotency.WithScope]
 // function's UNAUTHENTICATED, say), has the HTTP status of its code in
@@ -167,7 +181,8 @@ func wantsRetryAfter(code int) bool {
 // Problem is the RFC 9457 problem details object of one of the library's
 // errors, a [ProblemType] body.
 type Problem struct {
-	// Type is [ProblemType].
+	// Type is [ProblemType], or [ProblemTypeOutcomeUnknown] for a key
+	// blocked after an abandoned claim.
 	Type string `json:"type"`
 	// Title is the text of Status, "Conflict".
 	Title string `json:"title"`
@@ -192,7 +207,7 @@ type Problem struct {
 func ProblemOf(err error) Problem {
 	code, after := StatusOf(err)
 	p := Problem{
-		Type: ProblemType, Title: titleOf(code), Status: code,
+		Type: typeOf(err), Title: titleOf(code), Status: code,
 		Detail: detailOf(err), Reason: idempotency.Reason(err), RetryAfter: after,
 	}
 	if p.Detail == "" { // a status without a message
@@ -201,12 +216,21 @@ func ProblemOf(err error) Problem {
 	return p
 }
 
+// typeOf returns the problem type of err: [ProblemTypeOutcomeUnknown]
+// for [idempotency.ErrOutcomeUnknown], else [ProblemType].
+func typeOf(err error) string {
+	if idempotency.Reason(err) == idempotency.ErrOutcomeUnknown.Reason {
+		return ProblemTypeOutcomeUnknown
+	}
+	return ProblemType
+}
+
 // sentinels are the errors whose text a problem's detail may carry.
 var sentinels = []error{
 	idempotency.ErrKeyMissing, idempotency.ErrKeyInvalid, idempotency.ErrKeyReused,
 	idempotency.ErrKeyInUse, idempotency.ErrStoreUnavailable, idempotency.ErrRecordCorrupt,
 	idempotency.ErrResponseNotRetained, idempotency.ErrStoreFull, idempotency.ErrMisconfigured,
-	ErrRequestTooLarge,
+	idempotency.ErrOutcomeUnknown, ErrRequestTooLarge,
 }
 
 func detailOf(err error) string {

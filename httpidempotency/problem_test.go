@@ -49,6 +49,8 @@ func TestStatusOf(t *testing.T) {
 		{"corrupt", idempotency.ErrRecordCorrupt, http.StatusInternalServerError, 0},
 		{"misconfigured", idempotency.ErrMisconfigured, http.StatusInternalServerError, 0},
 		{"request too large", httpidempotency.ErrRequestTooLarge, http.StatusRequestEntityTooLarge, 0},
+		{"outcome unknown", fmt.Errorf("recovery: %w", idempotency.ErrOutcomeUnknown), http.StatusLocked, 0},
+		{"outcome unknown, gRPC status", grpcStatus(codes.FailedPrecondition, idempotency.ErrOutcomeUnknown.Reason, 0), http.StatusLocked, 0},
 		{"not the library's", errors.New("boom"), http.StatusInternalServerError, 0},
 		{"gRPC status with RetryInfo", grpcStatus(codes.Aborted, idempotency.ErrKeyInUse.Reason, 1500*time.Millisecond), http.StatusConflict, 1500 * time.Millisecond},
 		{"gRPC status with RetryInfo 0", grpcStatus(codes.ResourceExhausted, idempotency.ErrStoreFull.Reason, 0), http.StatusServiceUnavailable, 0},
