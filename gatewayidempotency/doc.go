@@ -62,6 +62,7 @@
 //	IDEMPOTENCY_RESPONSE_NOT_RETAINED    400 Bad Request
 //	IDEMPOTENCY_RECORD_CORRUPT           500 Internal Server Error
 //	IDEMPOTENCY_METHOD_MISCONFIGURED     500 Internal Server Error
+//	IDEMPOTENCY_OUTCOME_UNKNOWN          423 Locked
 //
 // A 409 or 503 whose status carries no RetryInfo gets [WithRetryAfter]'s
 // Retry-After, 1s by default. A full store is answered 503, not 429: 429
@@ -80,6 +81,13 @@
 //	  "detail": "a request with this idempotency key is in progress; retry with the same key",
 //	  "reason": "IDEMPOTENCY_KEY_IN_USE"
 //	}
+//
+// A key whose claim was abandoned (its server died or hung mid-handler)
+// and that the method's [idempotency.AbandonPolicy] blocks is answered 423
+// Locked, without Retry-After, with a problem type of its own,
+// [ProblemTypeOutcomeUnknown]: no retry helps until an operator resolves
+// the key, and a new key could run the work twice. A method's
+// AbandonRecover answers with the recovered response, as any other.
 //
 // Every other error, the handler's own included, keeps grpc-gateway's
 // mapping: runtime.DefaultHTTPErrorHandler, or the handler given to

@@ -15,14 +15,21 @@ import (
 )
 
 // ProblemType is the RFC 9457 problem type of every error of the
-// idempotency interceptor, the one plain HTTP answers carry too
-// ([httpidempotency.ProblemType]). Its "reason" member is the
+// idempotency interceptor but one ([ProblemTypeOutcomeUnknown]), the one
+// plain HTTP answers carry too ([httpidempotency.ProblemType]). Its "reason" member is the
 // google.rpc.ErrorInfo reason that the gRPC status carries
 // ([idempotency.ErrKeyInUse] and the others); "detail" is the status
 // message (for a missing key, one that names the [KeyHeader] header
 // instead of the server's metadata key); "title" and "status" are those of
 // the HTTP status.
 const ProblemType = httpidempotency.ProblemType
+
+// ProblemTypeOutcomeUnknown is the problem type of a key whose claim was
+// abandoned and that the method's policy blocks
+// ([idempotency.ErrOutcomeUnknown], answered 423 Locked without
+// Retry-After), as plain HTTP answers it
+// ([httpidempotency.ProblemTypeOutcomeUnknown]).
+const ProblemTypeOutcomeUnknown = httpidempotency.ProblemTypeOutcomeUnknown
 
 // ProblemContentType is the media type of a [ProblemType] body.
 const ProblemContentType = httpidempotency.ProblemContentType

@@ -28,6 +28,7 @@ type gateway struct {
 	url   string
 	http  *http.Client // the test server's, whose connections close with it
 	srv   *testserver.Server
+	idem  *idempotency.Server // the interceptor's
 	store *faultstore.Store
 	calls *atomic.Int64 // gRPC calls that reached the server
 }
@@ -48,14 +49,15 @@ func newGateway(t *testing.T, s setup) *gateway {
 		calls.Add(1)
 		return handler(ctx, req)
 	}
-	srv := testkit.Serve(t, testkit.Config{Handler: s.handler, Store: fs, Options: s.server, Outer: []grpc.UnaryServerInterceptor{count}}).Server
+	rig := testkit.Serve(t, testkit.Config{Handler: s.handler, Store: fs, Options: s.server, Outer: []grpc.UnaryServerInterceptor{count}})
+	srv := rig.Server
 	mux := runtime.NewServeMux(gatewayidempotency.ServeMuxOptions(s.gateway...)...)
 	if err := testinggw.RegisterTestServiceHandler(t.Context(), mux, srv.Dial(t)); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &gateway{url: hs.URL, http: hs.Client(), srv: srv, store: fs, calls: calls}
+	return &gateway{url: hs.URL, http: hs.Client(), srv: srv, idem: rig.Idempotency, store: fs, calls: calls}
 }
 
 // response is what an HTTP call returned.
