@@ -48,7 +48,7 @@ func fail(err error) func(context.Context) error {
 // or full and a failing scope function are retried later; a reused key,
 // a corrupt record and a missing or invalid key are rejected, and so is a
 // key whose claim was abandoned and that the server blocks, or whose
-// recovery panicked (ErrOutcomeUnknown, decision 299), while a recovery's
+// recovery panicked (ErrOutcomeUnknown, decision 302), while a recovery's
 // retryable error is retried later; a context that ended before the run is
 // retried now.
 func TestSettle(t *testing.T) {

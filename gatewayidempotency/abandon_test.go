@@ -12,7 +12,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// TestAbandonedBlocked (decision 301): a key whose claim was abandoned,
+// TestAbandonedBlocked (decision 299): a key whose claim was abandoned,
 // under AbandonBlock, is answered as httpidempotency answers it: 423
 // Locked, the problem type ProblemTypeOutcomeUnknown with reason
 // IDEMPOTENCY_OUTCOME_UNKNOWN, no Retry-After and no replay header. The

@@ -61,3 +61,27 @@ func TestWebhookSenderGivesUp(t *testing.T) {
 	}
 	e.wantRuns(t, 1)
 }
+
+// TestWebhookBlocked (decision 299): a delivery whose webhook-id's claim
+// was abandoned (the receiver died mid-handler), under AbandonBlock, is
+// answered 423 with the outcome-unknown problem on every resend: a
+// non-2xx that the sender retries on its own bounded schedule and then
+// records as failed, never an ack of work that may not have been done.
+// The handler does not run.
+func TestWebhookBlocked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, setup{
+		server: []idempotency.ServerOption{idempotency.WithAbandonedClaims(idempotency.AbandonBlock)},
+		mw:     []httpidempotency.Option{httpidempotency.WithKeyHeader("webhook-id"), httpidempotency.WithKeyRequired()},
+	})
+	e.abandon(t, httpidempotency.DefaultOperation, "/webhooks", `{"type":"invoice.paid"}`, "msg_1")
+	for range 3 { // the sender's resends
+		req := e.request(t, http.MethodPost, "/webhooks", `{"type":"invoice.paid"}`)
+		req.Header.Set("webhook-id", "msg_1")
+		r := e.send(t, req)
+		if r.Status != http.StatusLocked || r.Header.Get("Retry-After") != "" || r.Header.Get("Webhook-Id") != "msg_1" {
+			t.Fatalf("resend: %d %v %s; want 423 without Retry-After, echoing the id", r.Status, r.Header, r.Body)
+		}
+	}
+	e.wantRuns(t, 0)
+}

@@ -16,7 +16,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// TestAbandonedBlockedTerminated (decision 302): a message whose key was
+// TestAbandonedBlockedTerminated (decision 303): a message whose key was
 // abandoned (made so through the store: a claim kept after its lease, then
 // Abandon), under a server that blocks abandoned keys, is settled as
 // SettleReject: terminated, never acked and never redelivered. Its

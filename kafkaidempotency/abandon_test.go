@@ -16,7 +16,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 )
 
-// TestAbandonedBlockedDeadLettered (decision 302): a record whose key was
+// TestAbandonedBlockedDeadLettered (decision 303): a record whose key was
 // abandoned (made so through the store: a claim kept after its lease, then
 // Abandon), under a server that blocks abandoned keys, is settled as
 // SettleReject on its first attempt, whatever WithMaxAttempts says: it is

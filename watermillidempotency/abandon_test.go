@@ -15,7 +15,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/watermillidempotency"
 )
 
-// TestAbandonedBlockedDeadLettered (decision 302), over RabbitMQ: a
+// TestAbandonedBlockedDeadLettered (decision 303), over RabbitMQ: a
 // message whose key was abandoned (made so through the store: a claim
 // kept after its lease, then Abandon), under a server that blocks
 // abandoned keys, is settled as SettleReject: handed to the dead-letter
