@@ -104,7 +104,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A recovery ([Recover]) answers this request, should its key be
 	// abandoned and its operation's policy AbandonRecover.
-	ctx := context.WithValue(r.Context(), recoveryKey{}, &recovery{r: r, body: body, c: h.c})
+	ctx := &recoveryContext{Context: r.Context(), recovery: recovery{r: r, body: body, c: h.c}}
 	var rec *recorder
 	resp, replayed, err := idempotency.Do(ctx, h.s, h.c.operation, key, req,
 		func(ctx context.Context) (*httpv1.Response, error) {

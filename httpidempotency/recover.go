@@ -78,6 +78,25 @@ func Recover(fn RecoverFunc) idempotency.RecoverFunc {
 // recoveryKey is the context key of a keyed request's [recovery].
 type recoveryKey struct{}
 
+// recoveryContext is a keyed request's context with its [recovery] under
+// [recoveryKey]: one allocation per request, where context.WithValue and
+// the recovery would be two. Its Done, Err and Deadline are the request
+// context's, so the context package finds its cancellation as it finds
+// the request context's.
+type recoveryContext struct {
+	context.Context
+	recovery recovery
+}
+
+// Value returns the recovery for [recoveryKey], else the request
+// context's value.
+func (c *recoveryContext) Value(key any) any {
+	if _, ok := key.(recoveryKey); ok {
+		return &c.recovery
+	}
+	return c.Context.Value(key)
+}
+
 // recovery is what [Recover] needs of a keyed request of the middleware:
 // the request, the body the middleware read, and the middleware's
 // settings.
