@@ -84,7 +84,8 @@ func (s Settlement) String() string {
 // back; any other error, which released the claim, is [SettleRetry], even
 // one that wraps a sentinel (a nested Do's [ErrKeyInUse]). On a delivery
 // that did not run it, an error replayed is the function's stored error
-// and [SettleReject], whatever its code; Do's own errors settle as the
+// and [SettleReject], whatever its code, and so is an error s stores that
+// an [AbandonRecover] operation's [RecoverFunc] returned; Do's own errors settle as the
 // [Settlement] constants say; a context error (the consumer is stopping)
 // is [SettleRetry], and any other error [SettleRetryLater]: only an
 // outcome that no redelivery can change is rejected.
@@ -97,6 +98,12 @@ func (s *Server) Settle(ran, replayed bool, err error) Settlement {
 	case ran:
 		return SettleRetry
 	case replayed:
+		return SettleReject
+	case s.StoresError(err) && Reason(err) == "" && !errors.As(err, new(*hookError)):
+		// Neither run nor replayed, and not one of Do's own errors nor
+		// a scope or fingerprint function's: a RecoverFunc's error that
+		// the server stores, stored as the handler's would be (decision
+		// 292), and replayed to every later delivery.
 		return SettleReject
 	}
 	for _, later := range []error{ErrKeyInUse, ErrStoreUnavailable, ErrStoreFull} {

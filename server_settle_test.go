@@ -50,7 +50,9 @@ func fail(err error) func(context.Context) error {
 // key whose claim was abandoned and that the server blocks, or whose
 // recovery panicked (ErrOutcomeUnknown, decision 302), while a recovery's
 // retryable error is retried later; a context that ended before the run is
-// retried now.
+// retried now. A recovery's error that the server stores is rejected on
+// the delivery that recovered it, as the handler's would be, while a scope
+// function's status of a stored code is still retried later.
 func TestSettle(t *testing.T) {
 	t.Parallel()
 	stored := status.Error(codes.InvalidArgument, "no such product")
@@ -159,6 +161,18 @@ func TestSettle(t *testing.T) {
 			},
 		})}, func(t *testing.T, f *fixture) delivery {
 			testkit.Abandon(t, f.Store, f.Idempotency, "op", "op", "k", wrapperspb.String("b"))
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+		}, idempotency.SettleRetryLater},
+		{"key abandoned, recovery finds a stored error", []idempotency.ServerOption{idempotency.WithOperationPolicy("op", idempotency.MethodPolicy{
+			Abandoned: idempotency.AbandonRecover,
+			Recover:   func(context.Context, proto.Message) (proto.Message, error) { return nil, stored },
+		})}, func(t *testing.T, f *fixture) delivery {
+			testkit.Abandon(t, f.Store, f.Idempotency, "op", "op", "k", wrapperspb.String("b"))
+			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
+		}, idempotency.SettleReject},
+		{"scope function fails with a code the server stores", []idempotency.ServerOption{idempotency.WithScope(func(context.Context) (string, error) {
+			return "", status.Error(codes.PermissionDenied, "no tenant")
+		})}, func(t *testing.T, f *fixture) delivery {
 			return deliver(t.Context(), f.Idempotency, "op", "k", "b", succeed)
 		}, idempotency.SettleRetryLater},
 		{"context ended before the run", nil, func(t *testing.T, f *fixture) delivery {
