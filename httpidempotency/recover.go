@@ -28,6 +28,11 @@ import (
 //     and what was written is dropped.
 //   - [idempotency.ErrOutcomeUnknown]: the key stays abandoned, and the
 //     request is answered 423 ([ProblemTypeOutcomeUnknown]).
+//   - a gRPC status error of a code the server stores
+//     ([idempotency.WithStoredCodes]): stored as the outcome, as any
+//     operation's RecoverFunc's is, and answered with its problem
+//     ([ProblemOf]), now and to every retry. Write the answer instead to
+//     choose its status and body.
 //   - any other error: the key stays abandoned and the request is answered
 //     with the error's problem ([ProblemOf]: a gRPC status's HTTP status,
 //     else 500), so that a later retry recovers again.
