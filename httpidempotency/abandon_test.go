@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
 	httpv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/http/v1"
@@ -219,4 +222,26 @@ func TestTransportDoesNotRetryBlocked(t *testing.T) {
 		t.Fatalf("retries %+v, want none", calls)
 	}
 	e.wantRuns(t, 0)
+}
+
+// TestAbandonedRecoverStoredError (decision 300): a recovery's gRPC status
+// of a code the server stores is stored as the outcome and answered with
+// its problem, then replayed, marked so; the handler never runs.
+func TestAbandonedRecoverStoredError(t *testing.T) {
+	t.Parallel()
+	rf := httpidempotency.Recover(func(http.ResponseWriter, *http.Request) error {
+		return status.Error(codes.InvalidArgument, "the order was refused")
+	})
+	e := newEnv(t, setup{server: []idempotency.ServerOption{idempotency.WithOperationPolicy(httpidempotency.DefaultOperation,
+		idempotency.MethodPolicy{Abandoned: idempotency.AbandonRecover, Recover: rf})}})
+	sk := e.abandon(t, httpidempotency.DefaultOperation, "/orders", "1", "k")
+	for i, replayed := range []string{"", "true"} {
+		r := e.post(t, "/orders", "1", "k")
+		if r.Status != http.StatusBadRequest || !strings.Contains(r.Body, "the order was refused") ||
+			r.Header.Get(httpidempotency.ReplayedHeader) != replayed {
+			t.Fatalf("answer %d: %d %v %s; want the stored 400, replayed %q", i+1, r.Status, r.Header, r.Body, replayed)
+		}
+	}
+	e.wantRuns(t, 0)
+	testkit.WantState(t, e.store, sk, store.StateCompleted)
 }
