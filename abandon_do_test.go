@@ -187,7 +187,9 @@ func TestAbandonedSealedRotated(t *testing.T) {
 	if got := runs.all(); len(got) != 1 || got[0].Attempt != 2 {
 		t.Fatalf("runs under %+v, want one as Attempt 2", got)
 	}
-	<-dead // its late outcome is refused: the claim was taken over
+	if err := <-dead; err != nil { // its late outcome is refused by the store: the claim was taken over
+		t.Fatalf("the late run: %v, want its own answer", err)
+	}
 	resp, replayed, err := idempotency.Do(ctx, after, op, "k", req, func(context.Context) (*testingv1.DoResponse, error) {
 		t.Error("ran a third time")
 		return nil, nil

@@ -204,7 +204,9 @@ func TestAbandonedRerunKeeps(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(finish)
-			<-first
+			if err := <-first; err == nil {
+				t.Fatal("the abandoned run answered OK, but its handler failed")
+			}
 			if got := seen.all(); len(got) != 2 || got[1].Attempt != tc.attempt {
 				t.Fatalf("runs %+v, want the second as Attempt %d", got, tc.attempt)
 			}

@@ -110,7 +110,7 @@ func (s *Store) addColumns(ctx context.Context) error {
 	for _, c := range upgradeColumns() {
 		rows, err := s.db.QueryContext(ctx, "SELECT "+c.name+" FROM "+s.table+" LIMIT 0")
 		if err == nil {
-			err = rows.Close()
+			err = errors.Join(rows.Err(), rows.Close())
 		}
 		if err == nil {
 			continue
