@@ -23,6 +23,12 @@ const (
 	StateCompleted = 2
 )
 
+// StateAbandoned is the state a store's Stats statement reports for an
+// in-flight row whose lease ran out and whose keep has not: no table
+// writes it (an abandoned row is in flight, and [Row.Abandoned] says
+// so), but counting by it puts abandoned rows apart.
+const StateAbandoned = 3
+
 // SweepLoop runs until ctx ends: every interval (with jitter), it calls
 // sweep batch after batch until one comes back short (fewer rows than
 // batch) or the next run is due, and gives report, if not nil, each
@@ -80,6 +86,12 @@ type Row struct {
 	Data        []byte
 	Expires     time.Time
 	Size        int64
+	// Abandoned is true for an in-flight row whose lease ran out and
+	// whose keep has not, as the statement judged it.
+	Abandoned bool
+	// Attempt is the row's attempt count; 0 when the store does not
+	// keep one.
+	Attempt int64
 }
 
 // Info describes r; pkg (the store's package name) and table name it in
@@ -91,6 +103,7 @@ func Info(pkg, table string, r Row) (store.Info, error) {
 		Fingerprint: r.Fingerprint,
 		Size:        r.Size,
 		Expires:     r.Expires,
+		Attempt:     int(r.Attempt),
 	}
 	if i.Fingerprint == nil {
 		i.Fingerprint = []byte{}
@@ -98,6 +111,9 @@ func Info(pkg, table string, r Row) (store.Info, error) {
 	switch r.State {
 	case StateInFlight:
 		i.State = store.StateInFlight
+		if r.Abandoned {
+			i.State = store.StateAbandoned
+		}
 	case StateCompleted:
 		i.State = store.StateCompleted
 		i.Data = r.Data
@@ -117,7 +133,7 @@ func PurgeRefusal(info store.Info, opts store.PurgeOptions) error {
 	switch {
 	case opts.Token != "" && info.Token != opts.Token:
 		return store.ErrChanged
-	case info.State == store.StateInFlight && !opts.InFlight:
+	case (info.State == store.StateInFlight || info.State == store.StateAbandoned) && !opts.InFlight:
 		return store.ErrInFlight
 	case info.State == store.StateCompleted && opts.InFlight:
 		return store.ErrChanged
@@ -185,13 +201,16 @@ func (p *Page) Page() store.Page {
 	return p.page
 }
 
-// AddStats counts c, read for state, in st.
+// AddStats counts c, read for state (StateInFlight, StateCompleted or
+// StateAbandoned), in st.
 func AddStats(st *store.Stats, state int64, c store.Count) {
 	switch state {
 	case StateInFlight:
 		st.InFlight = c
 	case StateCompleted:
 		st.Completed = c
+	case StateAbandoned:
+		st.Abandoned = c
 	}
 }
 

@@ -1,0 +1,16 @@
+package sqlitestore
+
+import (
+	"errors"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// isNoSuchTable reports whether err is SQLite's refusal of a statement on
+// a table the database does not have.
+func isNoSuchTable(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_ERROR && strings.Contains(e.Error(), "no such table")
+}

@@ -1,0 +1,102 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
+)
+
+// CompleteTx records resp as the outcome of the call whose claim ctx (the
+// handler's context) carries, inside tx, the handler's own transaction on
+// the store's database file: exactly what the interceptor would have
+// stored (see [idempotency.NewTxOutcome]). Call it after the
+// transaction's side effects and before its commit; then commit, and
+// return resp.
+//
+// It is one UPDATE of the key's row, fenced by the claim's token. When
+// the claim was lost (its lease ran out, or another server took the key
+// over) it changes nothing and returns an error matching
+// [store.ErrLeaseLost], and the handler must roll back. Any other error
+// means nothing was recorded either, and the handler rolls back the same
+// way: an error saying so when tx does not see the store's table (another
+// database file). On success it tells the interceptor, which then makes
+// no store call for the outcome. If the commit then fails, return a
+// retryable error (UNAVAILABLE): the interceptor releases the claim, which
+// frees the key when nothing committed, and leaves the record in place
+// when the commit landed after all, so a retry replays it and the handler
+// never runs twice.
+//
+// SQLite lets one transaction write at a time: from its first write (from
+// its BEGIN, on a pool of [Open], whose transactions begin IMMEDIATE) to
+// its commit, tx holds the database's write lock, and every other write
+// waits for it, in this process and in the others on the file: the
+// renewal of the call's lease, other calls' claims and completions, the
+// sweeper. Keep the transaction short. A duplicate of the call, whose
+// claim begins with a read, is answered at once with the claim in flight.
+// It returns [idempotency.ErrNoClaim] when ctx carries no claim (the call
+// had no key, or the method is not deduplicated); the handler then
+// commits without a record, as it would without this store.
+func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, resp proto.Message) error {
+	return s.completeTx(ctx, tx, resp, nil)
+}
+
+// CompleteErrorTx records the deterministic error herr as the outcome of
+// the call whose claim ctx carries, inside tx, as [Store.CompleteTx] does
+// for a response: for a handler whose refusal is a side effect of its own,
+// such as a declined card written to the ledger and answered
+// FAILED_PRECONDITION. herr must be a gRPC status with a code the
+// interceptor stores (idempotency.WithStoredCodes); any other error is
+// refused, since a retryable error must release the claim instead. After
+// the commit, return herr.
+func (s *Store) CompleteErrorTx(ctx context.Context, tx *sql.Tx, herr error) error {
+	if herr == nil {
+		return errors.New("sqlitestore: CompleteErrorTx needs an error; use CompleteTx for a response")
+	}
+	return s.completeTx(ctx, tx, nil, herr)
+}
+
+func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, resp proto.Message, herr error) error {
+	o, err := idempotency.NewTxOutcome(ctx, resp, herr)
+	if err != nil {
+		return err
+	}
+	ms, err := millis("retention", o.Retention)
+	if err != nil {
+		return err
+	}
+	data := o.Data
+	if data == nil {
+		data = []byte{}
+	}
+	if ctx.Err() != nil {
+		return s.fail("complete in transaction", o.StoreKey, sqlcore.Ended(ctx))
+	}
+	res, err := tx.ExecContext(ctx, s.sql.completeTx, []byte(o.StoreKey), []byte(o.Token), data, ms)
+	if err != nil {
+		if ctx.Err() != nil {
+			return s.fail("complete in transaction", o.StoreKey, sqlcore.Ended(ctx))
+		}
+		return s.txFailed(o.StoreKey, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("sqlitestore: complete in transaction %x in %s: %w", o.StoreKey, s.table, store.ErrLeaseLost)
+	}
+	o.Recorded()
+	return nil
+}
+
+// txFailed wraps the error of CompleteTx's UPDATE, saying what it means
+// when the transaction does not see the store's table.
+func (s *Store) txFailed(key string, err error) error {
+	if isNoSuchTable(err) {
+		return fmt.Errorf("sqlitestore: complete in transaction %x: the transaction does not see the store's table %s: it runs on another database file, or the table was not migrated: %w", key, s.table, err)
+	}
+	return s.fail("complete in transaction", key, err)
+}
