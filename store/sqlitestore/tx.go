@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -86,7 +87,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, resp proto.Message, 
 		return s.txFailed(o.StoreKey, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("sqlitestore: complete in transaction %x in %s: %w", o.StoreKey, s.table, store.ErrLeaseLost)
+		return s.notCompleted(ctx, tx, o.StoreKey, o.Token)
 	}
 	o.Recorded()
 	return nil
@@ -99,4 +100,41 @@ func (s *Store) txFailed(key string, err error) error {
 		return fmt.Errorf("sqlitestore: complete in transaction %x: the transaction does not see the store's table %s: it runs on another database file, or the table was not migrated: %w", key, s.table, err)
 	}
 	return s.fail("complete in transaction", key, err)
+}
+
+// diagnoseTimeout bounds the store's own look at a claim that CompleteTx
+// did not find: the handler's transaction may hold the last connection of
+// the store's pool.
+const diagnoseTimeout = 500 * time.Millisecond
+
+// mainFile is the path of the file of a connection's main database.
+const mainFile = "SELECT file FROM pragma_database_list WHERE name = 'main'"
+
+// notCompleted returns the error of a CompleteTx whose UPDATE changed no
+// row. Most often the claim was lost: [store.ErrLeaseLost]. But a
+// transaction on another database file, which holds a table of the same
+// name, changes none either, and a retry would fail the same way: the
+// store then looks at its own table through its own pool, and when the
+// claim is still there, live and in flight, and tx's file is another, the
+// error says so. When the store cannot tell (its pool has no connection
+// free and may open none, or does not answer within diagnoseTimeout), the
+// claim counts as lost.
+func (s *Store) notCompleted(ctx context.Context, tx *sql.Tx, key, token string) error {
+	lost := fmt.Errorf("sqlitestore: complete in transaction %x in %s: %w", key, s.table, store.ErrLeaseLost)
+	if st := s.db.Stats(); st.Idle == 0 && st.MaxOpenConnections > 0 && st.OpenConnections >= st.MaxOpenConnections {
+		return lost // no connection to look with; do not wait for one
+	}
+	dctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
+	defer cancel()
+	var file, txFile string
+	if err := s.db.QueryRowContext(dctx, s.sql.owned, []byte(key), []byte(token)).Scan(new(int64)); err != nil {
+		return lost
+	}
+	if err := s.db.QueryRowContext(dctx, mainFile).Scan(&file); err != nil {
+		return lost
+	}
+	if err := tx.QueryRowContext(ctx, mainFile).Scan(&txFile); err != nil || txFile == file {
+		return lost
+	}
+	return fmt.Errorf("sqlitestore: complete in transaction %x: the transaction does not see the claim, which the store's table %s holds in flight: the transaction runs on database file %q, the store on %q", key, s.table, txFile, file)
 }
