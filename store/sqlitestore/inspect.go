@@ -26,7 +26,11 @@ func scanRow(sc interface{ Scan(...any) error }, r *sqlcore.Row, before []any, a
 // lookup reads the key's live row.
 func (s *Store) lookup(ctx context.Context, key string) (sqlcore.Row, bool, error) {
 	r := sqlcore.Row{Key: []byte(key)}
-	err := scanRow(s.db.QueryRowContext(ctx, s.isql.lookup, []byte(key)), &r, nil, &r.Data)
+	st, err := s.stmts.stmt(ctx, s.isql.lookup)
+	if err != nil {
+		return r, false, err
+	}
+	err = scanRow(st.QueryRowContext(ctx, []byte(key)), &r, nil, &r.Data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}
@@ -124,7 +128,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 	if !first {
 		q, args = s.isql.listNext, []any{limit, after}
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("sqlitestore: list %s: %w", s.table, err)
 	}

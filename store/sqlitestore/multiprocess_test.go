@@ -202,4 +202,3 @@ func claimerMain() int {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
-

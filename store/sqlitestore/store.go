@@ -29,6 +29,8 @@ type Store struct {
 	// this process (see Store.write).
 	gate chan struct{}
 
+	stmts prepared
+
 	stop      context.CancelFunc
 	sweeping  sync.WaitGroup
 	closeOnce sync.Once
@@ -53,7 +55,7 @@ func New(db *sql.DB, opts ...Option) *Store {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t := quoteTable(c.table)
-	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), cfg: c, gate: make(chan struct{}, 1), stop: stop}
+	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), cfg: c, gate: make(chan struct{}, 1), stmts: prepared{db: db}, stop: stop}
 	if c.sweepInterval > 0 {
 		s.sweeping.Add(1)
 		go s.sweepLoop(ctx)
@@ -61,13 +63,15 @@ func New(db *sql.DB, opts ...Option) *Store {
 	return s
 }
 
-// Close stops the sweeper and waits for a sweep under way to end. It does
-// not close db. It always returns nil, and is safe to call more than
-// once.
+// Close stops the sweeper, waits for a sweep under way to end, and closes
+// the statements the store prepared on db. It does not close db. It
+// always returns nil, and is safe to call more than once; a Store used
+// after Close prepares its statements again.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
 		s.sweeping.Wait()
+		s.stmts.close()
 	})
 	return nil
 }
@@ -108,7 +112,7 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		abandoned bool
 		fp, data  []byte
 	)
-	err = s.db.QueryRowContext(ctx, s.sql.read, []byte(key)).Scan(&state, &fp, &data, &abandoned)
+	err = s.queryRow(ctx, s.sql.read, []any{[]byte(key)}, &state, &fp, &data, &abandoned)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -123,8 +127,8 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		prev    []byte
 	)
 	err = s.write(ctx, func(ctx context.Context) error {
-		return s.db.QueryRowContext(ctx, s.sql.claim, []byte(key), []byte(token), fingerprint, ms, keep, opts.TakeOver).
-			Scan(&won, &state, &fp, &data, &abandoned, &attempt, &prev)
+		return s.queryRow(ctx, s.sql.claim, []any{[]byte(key), []byte(token), fingerprint, ms, keep, opts.TakeOver},
+			&won, &state, &fp, &data, &abandoned, &attempt, &prev)
 	})
 	if err != nil {
 		s.undoFailedClaim(ctx, key, token, opts.TakeOver)
@@ -249,7 +253,7 @@ func (s *Store) orCheck(ctx context.Context, op, key, q, check string, want bool
 	if n > 0 {
 		return nil
 	}
-	err = s.db.QueryRowContext(ctx, check, args...).Scan(new(int64))
+	err = s.queryRow(ctx, check, args, new(int64))
 	found := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return s.fail(op, key, err)
@@ -264,7 +268,11 @@ func (s *Store) orCheck(ctx context.Context, op, key, q, check string, want bool
 func (s *Store) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	var n int64
 	err := s.write(ctx, func(ctx context.Context) error {
-		res, err := s.db.ExecContext(ctx, q, args...)
+		st, err := s.stmts.stmt(ctx, q)
+		if err != nil {
+			return err
+		}
+		res, err := st.ExecContext(ctx, args...)
 		if err != nil {
 			return err
 		}

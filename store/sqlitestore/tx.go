@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -79,7 +80,7 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, resp proto.Message, 
 	if ctx.Err() != nil {
 		return s.fail("complete in transaction", o.StoreKey, sqlcore.Ended(ctx))
 	}
-	res, err := tx.ExecContext(ctx, s.sql.completeTx, []byte(o.StoreKey), []byte(o.Token), data, ms)
+	res, err := s.execTx(ctx, tx, s.sql.completeTx, []byte(o.StoreKey), []byte(o.Token), data, ms)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s.fail("complete in transaction", o.StoreKey, sqlcore.Ended(ctx))
@@ -91,6 +92,20 @@ func (s *Store) completeTx(ctx context.Context, tx *sql.Tx, resp proto.Message, 
 	}
 	o.Recorded()
 	return nil
+}
+
+// execTx runs q in tx, prepared on the store's pool when tx is one of its
+// transactions (database/sql then prepares it on tx's connection the
+// first time), and as it is otherwise: a statement prepared on one
+// *sql.DB cannot run in a transaction of another.
+func (s *Store) execTx(ctx context.Context, tx *sql.Tx, q string, args ...any) (sql.Result, error) {
+	if st, err := s.stmts.stmt(ctx, q); err == nil {
+		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		if err == nil || !strings.Contains(err.Error(), "statement from different database") {
+			return res, err
+		}
+	}
+	return tx.ExecContext(ctx, q, args...)
 }
 
 // txFailed wraps the error of CompleteTx's UPDATE, saying what it means
