@@ -15,7 +15,9 @@ import (
 // inspect_sql.go) into r, after the ones given before.
 func scanRow(sc interface{ Scan(...any) error }, r *sqlcore.Row, before []any, after ...any) error {
 	var expires int64
-	dest := append(before, &r.State, &r.Token, &r.Fingerprint, &expires, &r.Size, &r.Abandoned, &r.Attempt)
+	dest := make([]any, 0, len(before)+7+len(after))
+	dest = append(dest, before...)
+	dest = append(dest, &r.State, &r.Token, &r.Fingerprint, &expires, &r.Size, &r.Abandoned, &r.Attempt)
 	if err := sc.Scan(append(dest, after...)...); err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func TestOpenTxBeginsImmediate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }()
 	_, err = db.ExecContext(t.Context(), "INSERT INTO t VALUES (1)")
 	if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") && !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("a write beside an open transaction: %v, want SQLITE_BUSY", err)
