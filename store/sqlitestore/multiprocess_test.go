@@ -32,8 +32,12 @@ const (
 // each with a pool and a store of its own, and claim the same keys from
 // eight goroutines each, all at once (each walks the keys from its own
 // random start); a claim that wins completes its key with data naming its
-// process. Across the processes, every key is won exactly once, and every
-// claim that lost saw the key in flight or completed. Each process then
+// process. Beside them, as many keys are abandoned before the processes
+// start (claimed with a keep, then Abandon), and every claim of those asks
+// to take them over. Across the processes, every key is won exactly once
+// (an abandoned one as attempt 2, with the abandoned attempt's claim time
+// as Previous), and every claim that lost saw the key in flight or
+// completed. Each process then
 // kills itself with SIGKILL, closing nothing: a process started afterwards
 // on the file finds every key completed with its winner's data, so the
 // completions the store acknowledged survived the crashes.
@@ -45,7 +49,18 @@ func TestManyProcessesOneFile(t *testing.T) {
 		keys      = 150
 	)
 	db, path := openDB(t)
-	newStoreOn(t, db, sqlitestore.WithSweepInterval(0))
+	s0 := newStoreOn(t, db, sqlitestore.WithSweepInterval(0))
+	for i := range keys {
+		key := "a-" + strconv.Itoa(i)
+		c, err := s0.Claim(t.Context(), key, []byte("fp"), time.Minute, store.ClaimOptions{Keep: time.Hour})
+		if err != nil || !c.Won() {
+			t.Fatalf("claim of %s: %+v, %v", key, c, err)
+		}
+		if err := s0.Abandon(t.Context(), key, c.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s0.Close()
 	_ = db.Close() // the file is the processes' now
 
 	type proc struct {
@@ -116,8 +131,8 @@ func TestManyProcessesOneFile(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(winners) != keys {
-		t.Fatalf("%d keys won, want %d", len(winners), keys)
+	if len(winners) != 2*keys {
+		t.Fatalf("%d keys won, want %d", len(winners), 2*keys)
 	}
 	// A process started after the crashes, on the same file.
 	db, err := sqlitestore.Open(path)
@@ -167,12 +182,20 @@ func claimerMain() int {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			start := rand.IntN(keys)
-			for i := range keys {
-				key := "k-" + strconv.Itoa((start+i)%keys)
-				c, err := s.Claim(ctx, key, []byte("fp"), time.Minute, store.ClaimOptions{})
+			start := rand.IntN(2 * keys)
+			for i := range 2 * keys {
+				n := (start + i) % (2 * keys)
+				key, opts := "k-"+strconv.Itoa(n), store.ClaimOptions{}
+				if n >= keys {
+					key, opts = "a-"+strconv.Itoa(n-keys), store.ClaimOptions{Keep: time.Hour, TakeOver: true}
+				}
+				c, err := s.Claim(ctx, key, []byte("fp"), time.Minute, opts)
 				if err != nil {
 					errs <- err
+					return
+				}
+				if c.Won() && opts.TakeOver && (c.Attempt != 2 || c.Previous.IsZero()) {
+					errs <- fmt.Errorf("take-over of %s: attempt %d, previous %v; want attempt 2 after a known claim", key, c.Attempt, c.Previous)
 					return
 				}
 				if !c.Won() {
