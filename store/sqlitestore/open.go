@@ -102,7 +102,8 @@ func WithMaxConns(n int) OpenOption {
 // _txlock=immediate): they take the write lock when they begin, waiting
 // for it under the busy timeout, rather than when they first write, where
 // SQLite fails a transaction whose snapshot is stale with SQLITE_BUSY at
-// once, without waiting. Open makes no connection; the caller closes the
+// once, without waiting. A read-only transaction (sql.TxOptions{ReadOnly:
+// true}) begins DEFERRED and takes no lock a writer waits for. Open makes no connection; the caller closes the
 // pool, after [Store.Close].
 func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	c := openConfig{busy: DefaultBusyTimeout, sync: DefaultSynchronous, maxConns: 4 + 2*runtime.GOMAXPROCS(0)}

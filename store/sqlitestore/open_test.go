@@ -68,12 +68,23 @@ func TestOpenPragmas(t *testing.T) {
 // TestOpenTxBeginsImmediate: a transaction of a pool from Open holds the
 // write lock from its BEGIN: another connection's write waits for it (and
 // fails after the busy timeout), though the transaction has written
-// nothing.
+// nothing. A read-only transaction that has read holds nothing back.
 func TestOpenTxBeginsImmediate(t *testing.T) {
 	t.Parallel()
 	db, _ := openDB(t, sqlitestore.WithBusyTimeout(100*time.Millisecond))
 	if _, err := db.ExecContext(t.Context(), "CREATE TABLE t (x)"); err != nil {
 		t.Fatal(err)
+	}
+	ro, err := db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ro.Rollback() }()
+	if err := ro.QueryRowContext(t.Context(), "SELECT count(*) FROM t").Scan(new(int)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), "INSERT INTO t VALUES (0)"); err != nil {
+		t.Fatalf("a write beside an open read-only transaction: %v", err)
 	}
 	tx, err := db.BeginTx(t.Context(), nil)
 	if err != nil {

@@ -1,7 +1,7 @@
 package sqlitestore_test
 
 import (
-	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
@@ -46,23 +46,17 @@ func TestSweep(t *testing.T) {
 				return sweeper
 			},
 			Hold: func(t *testing.T, key string) func() {
-				conn, err := db.Conn(t.Context())
+				// Read-only: it begins DEFERRED, where the pool's other
+				// transactions begin IMMEDIATE.
+				tx, err := db.BeginTx(t.Context(), &sql.TxOptions{ReadOnly: true})
 				if err != nil {
 					t.Fatal(err)
 				}
-				// BEGIN DEFERRED: the pool's transactions begin IMMEDIATE.
-				_, err = conn.ExecContext(t.Context(), "BEGIN DEFERRED")
-				if err == nil {
-					err = conn.QueryRowContext(t.Context(), "SELECT length(data) FROM "+sqlitestore.DefaultTable+" WHERE key = ?", []byte(key)).Scan(new(int))
-				}
-				if err != nil {
-					_ = conn.Close()
+				if err := tx.QueryRowContext(t.Context(), "SELECT length(data) FROM "+sqlitestore.DefaultTable+" WHERE key = ?", []byte(key)).Scan(new(int)); err != nil {
+					_ = tx.Rollback()
 					t.Fatal(err)
 				}
-				return func() {
-					_, _ = conn.ExecContext(context.WithoutCancel(t.Context()), "ROLLBACK")
-					_ = conn.Close()
-				}
+				return func() { _ = tx.Rollback() }
 			},
 		}
 	})
