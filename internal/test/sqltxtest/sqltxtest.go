@@ -1,5 +1,5 @@
 // Package sqltxtest is the transactional-completion suite every SQL store
-// (mysqlstore, postgresstore) runs from its tests: a handler records its
+// (mysqlstore, postgresstore, sqlitestore) runs from its tests: a handler records its
 // outcome with CompleteTx or CompleteErrorTx in its own transaction, behind
 // the real interceptor on a loopback gRPC server. It lives here, not in
 // store/storetest, because it drives the root package's interceptor, which
