@@ -9,7 +9,10 @@
 // same key with a different request is refused with FAILED_PRECONDITION.
 // Once a handler has started under a claim, only its own retryable error or
 // panic releases the claim: what can still run it twice, store by store, is
-// in [SECURITY.md].
+// in [SECURITY.md]. A key whose server died mid-call is taken over and run
+// again by default, the handler told so by [Claim.Attempt];
+// [WithAbandonedClaims] (AbandonBlock) refuses it with [ErrOutcomeUnknown]
+// instead, and [MethodPolicy.Recover] finds out what the dead attempt did.
 //
 // # Server
 //

@@ -69,11 +69,14 @@ type call struct {
 	// ownRequest: the request is the call's own ([Do]), not the outer
 	// call's again (an interceptor nested in another): nested in a claim,
 	// its fingerprint must be the claim's ([engine.claimedOutside]).
-	// (Beside isReplay and fpArray, so that the three share one word.)
+	// (Beside isReplay and fpArray, so that these share one word.)
 	ownRequest bool
-	sealed     *callSeal // nil without sealing ([WithSealing])
-	storeTime  time.Duration
-	cacheGen   uint64 // the replay cache's generation when this call missed it ([replayCache.get])
+	// fromRecovery: the work's outcome is the method's RecoverFunc's
+	// ([engine.recoverOutcome]), not the handler's.
+	fromRecovery bool
+	sealed       *callSeal // nil without sealing ([WithSealing])
+	storeTime    time.Duration
+	cacheGen     uint64 // the replay cache's generation when this call missed it ([replayCache.get])
 
 	claim      Claim           // set when this call owns the key
 	claimedAt  time.Time       // when the winning claim was sent
@@ -151,8 +154,9 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 		return resp, err
 	}
 	var until time.Time
+	retake := false // claim again with the abandoned entry's fingerprint
 	for attempt := 0; ; attempt++ {
-		if s := c.sealed; s != nil {
+		if s := c.sealed; s != nil && !retake {
 			// A claim is made with the primary key's fingerprint.
 			c.fingerprint, s.legacyFP = s.keyedFP, false
 		}
@@ -175,8 +179,19 @@ func (e *engine) run(ctx context.Context, c *call) (any, error) {
 		if err := e.sameRequest(c, cl.Existing.Fingerprint, cl.Existing.Data); err != nil {
 			return nil, err
 		}
-		if cl.Existing.State == store.StateCompleted {
+		switch cl.Existing.State {
+		case store.StateCompleted:
 			return e.replayStored(ctx, c, cl.Existing.Data)
+		case store.StateAbandoned:
+			if !retake && e.retakes(c) {
+				// Sealed under an older key: the same request, whose
+				// claim takes it over with the entry's fingerprint.
+				retake, attempt = true, attempt-1
+				continue
+			}
+			// Under AbandonBlock (the claim did not take it over), or a
+			// store that could not: nothing runs (decision 291).
+			return nil, ErrOutcomeUnknown
 		}
 		if err := e.awaitInFlight(ctx, c, attempt, &until); err != nil {
 			return nil, err
@@ -209,13 +224,17 @@ func (e *engine) nested(ctx context.Context, c *call) (claimCtx context.Context,
 // won executes the call whose claim, made at start, was won, unless the
 // caller gave up while the claim was under way.
 func (e *engine) won(ctx context.Context, c *call, cl store.ClaimResult, start time.Time) (any, error) {
-	c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token}, start
+	c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token, Attempt: max(cl.Attempt, 1), Previous: cl.Previous}, start
 	c.caller = ctx
 	if err := ctx.Err(); err != nil {
 		// The caller gave up while the claim was under way (a slow
-		// store): nobody would get the answer, so don't run it.
+		// store): nobody would get the answer, so don't run it. (A
+		// claim taken over goes back to abandoned: [engine.release].)
 		e.release(ctx, c, err)
 		return nil, err
+	}
+	if c.claim.Attempt > 1 {
+		e.observeAttempt(ctx, c, DecisionTakenOver, nil)
 	}
 	return e.execute(ctx, c)
 }
@@ -261,7 +280,12 @@ func (e *engine) claim(ctx context.Context, c *call) (store.ClaimResult, error) 
 		defer l.end(nil)
 		ctx = l
 	}
-	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease, store.ClaimOptions{})
+	// Every claim keeps its entry, once its lease has run out, as
+	// abandoned for the retention, so that a claim of a crashed server is
+	// known as such under every policy; it takes an abandoned entry over
+	// unless the method blocks (decisions 290, 291).
+	opts := store.ClaimOptions{Keep: c.cfg.retention, TakeOver: c.cfg.abandoned != AbandonBlock}
+	return e.store.Claim(ctx, c.key, c.fingerprint, c.cfg.lease, opts)
 }
 
 // claimFailed handles a Claim error: fail closed, or fail open when
@@ -311,6 +335,14 @@ func (e *engine) observe(ctx context.Context, s *subject, d Decision, took time.
 	if d == DecisionStoreError { // a store call tried once
 		ev.Attempt = 1
 	}
+	e.cfg.observer.Observe(ctx, ev)
+}
+
+// observeAttempt reports decision d about c's claim, whose attempt
+// ([Claim.Attempt]) the event carries.
+func (e *engine) observeAttempt(ctx context.Context, c *call, d Decision, err error) {
+	ev := c.subject.event(d, c.storeTime, err)
+	ev.Attempt = c.claim.Attempt
 	e.cfg.observer.Observe(ctx, ev)
 }
 

@@ -33,7 +33,7 @@ func (e *engine) execute(ctx context.Context, c *call) (any, error) {
 		}
 	}()
 	c.nesting.open()
-	resp, herr := c.t.run(hctx)
+	resp, herr := e.work(hctx, c)
 	// A call nested in the work may still run (the work started it in a
 	// goroutine): the claim is settled once it has ended.
 	c.nesting.close()
@@ -99,6 +99,10 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 		if e.cache != nil {
 			e.cache.put(c.key, c.fingerprint, data, &c.completed, c.cfg.retention, c.cacheGen)
 		}
+		if c.fromRecovery {
+			e.observeAttempt(ctx, c, DecisionRecovered, nil)
+			return
+		}
 		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
 		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, err)
@@ -115,11 +119,23 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 // outcome.
 var errNotStored = fmt.Errorf("idempotency: the outcome could not be stored before the store timeout, so the claim ends with its lease: %w", store.ErrLeaseLost)
 
+// release gives the claim up after a retryable error, a panic, or a
+// caller gone before the work ran. A claim that took over an abandoned one
+// is not released but abandoned again ([store.Store.Abandon]): its key
+// never becomes free for a first attempt that would not know of the
+// abandoned one, so the next call takes it over again, or is blocked
+// (decisions 292, 293).
 func (e *engine) release(ctx context.Context, c *call, cause error) {
+	takenOver := c.claim.Attempt > 1
 	err := e.settleStep(ctx, c, func(sctx context.Context) error {
+		if takenOver {
+			return e.store.Abandon(sctx, c.key, c.claim.Token)
+		}
 		return e.store.Release(sctx, c.key, c.claim.Token)
 	})
 	switch {
+	case err == nil && takenOver && errors.Is(cause, ErrOutcomeUnknown):
+		// The call fails with it: its blocked event says so.
 	case err == nil:
 		e.observe(ctx, &c.subject, DecisionReleased, c.storeTime, cause)
 	case errors.Is(err, store.ErrLeaseLost) && c.txRecorded.Load():

@@ -3,6 +3,8 @@ package idempotency
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
+
 	recordv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/record/v1"
 )
 
@@ -65,4 +67,11 @@ type transport interface {
 	// txRefused returns why the work's own transaction cannot record its
 	// outcome ([NewTxOutcome]), or nil when it can.
 	txRefused() error
+	// request returns the call's one request, which a [RecoverFunc] is
+	// given; nil for a stream, which cannot be recovered (decision 295).
+	request() proto.Message
+	// recovered returns msg, the response a [RecoverFunc] found, as the
+	// work's result, or an error wrapping [ErrMisconfigured] when it is
+	// not of the call's response type.
+	recovered(msg proto.Message) (any, error)
 }

@@ -27,9 +27,15 @@ import (
 //
 // [the functions guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/functions.md#do
 func Do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error)) (resp Resp, replayed bool, err error) {
+	return do(ctx, s, op, key, req, fn, false)
+}
+
+// do is [Do]; once says that any response a RecoverFunc returns without
+// an error completes the key ([Once]).
+func do[Resp proto.Message](ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) (Resp, error), once bool) (resp Resp, replayed bool, err error) {
 	// A record of another message is another operation's, or another
 	// Resp's under op: a mistake, unless the message was renamed since.
-	f := &fnCall[Resp]{fn: fn, reply: reply{mt: respType[Resp](), files: s.e.cfg.files, others: unknownName}}
+	f := &fnCall[Resp]{fn: fn, req: req, once: once, reply: reply{mt: respType[Resp](), files: s.e.cfg.files, others: unknownName}}
 	f.t = f
 	out, err := s.e.do(ctx, &f.call, op, key, req)
 	if out != nil {
@@ -69,11 +75,16 @@ func asResp[Resp proto.Message](files *protoregistry.Files, rec *recordv1.Record
 // and nil, or fn's stored deterministic error. Once is [Do] with an empty
 // response (so Once and Do[*emptypb.Empty] on one op share outcomes), and
 // everything Do says of op, req, fn's context and its errors holds.
+//
+// Under [AbandonRecover] ([WithOperationPolicy]), a RecoverFunc that
+// returns without an error, whatever its response (nil too), completes
+// the key: the work was done. ran is then false, since fn did not run;
+// it is true when the recovery asked for fn to run ([ErrRerun]).
 func Once(ctx context.Context, s *Server, op, key string, req proto.Message, fn func(ctx context.Context) error) (ran bool, err error) {
-	_, _, err = Do(ctx, s, op, key, req, func(ctx context.Context) (*emptypb.Empty, error) {
+	_, _, err = do(ctx, s, op, key, req, func(ctx context.Context) (*emptypb.Empty, error) {
 		ran = true
 		return &emptypb.Empty{}, fn(ctx)
-	})
+	}, true)
 	return ran, err
 }
 
@@ -130,6 +141,8 @@ func respType[Resp proto.Message]() protoreflect.MessageType {
 type fnCall[Resp proto.Message] struct {
 	call
 	fn    func(ctx context.Context) (Resp, error)
+	req   proto.Message // nil: an empty message
+	once  bool          // a call of Once: any recovered response is its empty one
 	reply reply
 }
 
@@ -145,13 +158,18 @@ func (f *fnCall[Resp]) run(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return result(resp), nil
+}
+
+// result returns resp as the work's result, as [fnCall.run] says.
+func result[Resp proto.Message](resp Resp) any {
 	if d, dynamic := any(resp).(*dynamicpb.Message); any(resp) == nil || (dynamic && d == nil) {
-		return nil, nil
+		return nil
 	}
 	if m := resp.ProtoReflect(); !m.IsValid() {
-		return m.Type().New().Interface(), nil
+		return m.Type().New().Interface()
 	}
-	return resp, nil
+	return resp
 }
 
 func (*fnCall[Resp]) capture(ctx context.Context) context.Context { return ctx }
@@ -165,6 +183,27 @@ func (f *fnCall[Resp]) replay(_ context.Context, rec *recordv1.Record) (any, err
 }
 
 func (*fnCall[Resp]) txRefused() error { return nil }
+
+func (f *fnCall[Resp]) request() proto.Message {
+	if f.req == nil {
+		return &emptypb.Empty{}
+	}
+	return f.req
+}
+
+// recovered returns msg as the function's response: a Resp, else an
+// error wrapping [ErrMisconfigured] (decision 292); any msg, nil too, is
+// Once's empty response.
+func (f *fnCall[Resp]) recovered(msg proto.Message) (any, error) {
+	if f.once {
+		return &emptypb.Empty{}, nil
+	}
+	resp, ok := msg.(Resp)
+	if !ok || msg == nil {
+		return nil, errRecoveredType(msg, fmt.Sprintf("%T", resp))
+	}
+	return result(resp), nil
+}
 
 // operations resolves the policy of every operation named by
 // [WithOperationPolicy], and the one every other operation shares.

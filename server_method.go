@@ -70,11 +70,16 @@ type MethodPolicy struct {
 	Namespace string
 	// Abandoned says what a call does with a key whose claim was
 	// abandoned. Default: the proto option's abandoned, if any, else
-	// [WithAbandonedClaims].
+	// [WithAbandonedClaims]. A value that is none of the constants
+	// panics. [AbandonRecover] on a streaming method cannot work (a
+	// recovery answers one response to one request): [NewServer] panics.
 	Abandoned AbandonPolicy
 	// Recover finds out what an abandoned attempt did, for Abandoned =
-	// [AbandonRecover] (from here or from the proto option); required
-	// then: [WithMethodPolicy] panics without one.
+	// [AbandonRecover], from here or from the proto option. Required
+	// then: [WithMethodPolicy] panics when Abandoned is AbandonRecover
+	// without one, and a method whose proto option says
+	// ABANDON_POLICY_RECOVER without one is misconfigured. Set beside
+	// another Abandoned, it would never run: that panics too.
 	Recover RecoverFunc
 }
 
@@ -104,6 +109,8 @@ type methodConfig struct {
 	keyField       protoreflect.FieldDescriptor // of the request's own descriptor
 	responseType   protoreflect.MessageType     // generated, or dynamic over the configured descriptors
 	requestType    protoreflect.MessageType     // of a streaming method, which the stream interceptor reads
+	abandoned      AbandonPolicy                // never AbandonUnset
+	recover        RecoverFunc                  // set when abandoned is AbandonRecover
 	// err, a *MethodConfigError, is set when the policy cannot work; every
 	// call of the method then fails closed with it.
 	err error
@@ -192,6 +199,7 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	fail := &MethodConfigError{Method: fullMethod}
 	var keyField, source string
 	given := idempotencyv1.Mode_MODE_UNSPECIFIED // the mode the descriptor gives, if any
+	givenAbandon := idempotencyv1.AbandonPolicy_ABANDON_POLICY_UNSPECIFIED
 	if md != nil {
 		fail.File = md.ParentFile().Path()
 		p := policy.FromDescriptor(md)
@@ -206,6 +214,10 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 		m.lease = positiveOr(p.Lease, m.lease)
 		keyField, source = p.KeyField, "key_field"
 		m.namespace = p.Namespace
+		if a, ok := abandonFromProto[p.Abandoned]; ok {
+			m.abandoned = a
+		}
+		givenAbandon = p.Abandoned
 		if strings.HasPrefix(p.Namespace, "/") {
 			fail.Problem = fmt.Sprintf(`idempotency.v1.method namespace %q must not start with "/": a namespace is an operation, and a name that starts with "/" is a gRPC method's (ValidateOperation)`, p.Namespace)
 			return m, fail
@@ -214,6 +226,8 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	_, known := modeFromProto[given]
 	unknownMode := given != idempotencyv1.Mode_MODE_UNSPECIFIED && !known
 	m.mode = c.baseMode(fullMethod, given)
+	_, knownAbandon := abandonFromProto[givenAbandon]
+	unknownAbandon := givenAbandon != idempotencyv1.AbandonPolicy_ABANDON_POLICY_UNSPECIFIED && !knownAbandon
 	if o, ok := c.methods[fullMethod]; ok {
 		if md != nil && bidi(md) {
 			fail.Problem = problemBidiPolicy
@@ -223,6 +237,9 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 			m.mode = o.Mode
 			unknownMode = false // the mode set in code is the method's
 		}
+		if o.Abandoned != AbandonUnset {
+			unknownAbandon = false // the policy set in code is the method's
+		}
 		m.override(o)
 		if o.KeyField != "" {
 			keyField, source = o.KeyField, "MethodPolicy.KeyField"
@@ -231,6 +248,10 @@ func (c *config) policyOf(fullMethod string, md protoreflect.MethodDescriptor, r
 	m.clamp()
 	if unknownMode {
 		fail.Problem = fmt.Sprintf(problemUnknownMode, int32(given))
+		return m, fail
+	}
+	if p := abandonProblem(m, md, unknownAbandon, givenAbandon); p != "" {
+		fail.Problem = p
 		return m, fail
 	}
 	if keyField == "" || m.mode == ModeDisabled {
@@ -282,8 +303,30 @@ func bidi(md protoreflect.MethodDescriptor) bool {
 // defaults returns the server-wide policy, before a method's or an
 // operation's own applies.
 func (c *config) defaults() *methodConfig {
-	return &methodConfig{retention: c.retention, lease: c.lease,
+	return &methodConfig{retention: c.retention, lease: c.lease, abandoned: c.abandoned,
 		handlerTimeout: c.handlerTimeout, followCaller: c.cancellation == CancellationCaller}
+}
+
+// abandonProblem says why the abandon policy of m, a method of descriptor
+// md (nil when not known), cannot work, "" when it can: the proto option
+// gives a policy this version does not know (unknown, given) and no code
+// policy sets one, or the policy is [AbandonRecover] without a
+// [RecoverFunc] or on a streaming method (decision 295). A DISABLED
+// method has no claims to abandon.
+func abandonProblem(m *methodConfig, md protoreflect.MethodDescriptor, unknown bool, given idempotencyv1.AbandonPolicy) string {
+	switch {
+	case m.mode == ModeDisabled:
+		return ""
+	case unknown:
+		return fmt.Sprintf(problemUnknownAbandon, int32(given))
+	case m.abandoned != AbandonRecover:
+		return ""
+	case md != nil && policy.Streaming(md):
+		return problemStreamRecover
+	case m.recover == nil:
+		return problemNoRecover
+	}
+	return ""
 }
 
 // override applies the fields of a policy set in code that are shared by
@@ -297,6 +340,12 @@ func (m *methodConfig) override(o MethodPolicy) {
 	}
 	if o.Namespace != "" {
 		m.namespace = o.Namespace
+	}
+	if o.Abandoned != AbandonUnset {
+		m.abandoned = o.Abandoned
+	}
+	if o.Recover != nil {
+		m.recover = o.Recover
 	}
 }
 

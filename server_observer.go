@@ -70,7 +70,9 @@ type Event struct {
 	// Attempt numbers the failed attempt of an [DecisionStoreError]: 1 for a
 	// store step's first try, 2 for its first retry, and so on (a claim or
 	// a lookup is tried once; storing an outcome, releasing a claim and
-	// renewing a lease are retried). It is 0 for every other decision.
+	// renewing a lease are retried). On a [DecisionTakenOver] and a
+	// [DecisionRecovered] it is the claim's [Claim.Attempt] (2 or more).
+	// It is 0 for every other decision.
 	Attempt int
 	// Cached is set on a [DecisionReplayed] answered from this server's
 	// replay cache ([WithReplayCache]), without a store call; its
@@ -88,7 +90,8 @@ type Event struct {
 // errors.Is(e.Err, ErrKeyInUse) for [DecisionInFlight], and likewise
 // [ErrKeyReused], [ErrKeyMissing], [ErrKeyInvalid], [ErrStoreUnavailable]
 // (a [DecisionStoreError] of a claim), [ErrRecordCorrupt], [ErrStoreFull],
-// [ErrMisconfigured], [ErrStreamTooLarge] and [ErrResumeInvalid].
+// [ErrMisconfigured], [ErrStreamTooLarge], [ErrResumeInvalid] and
+// [ErrOutcomeUnknown] (for [DecisionBlocked]).
 type Decision int
 
 // Decisions.
@@ -117,7 +120,9 @@ const (
 	// deduplication ([WithFailOpen]).
 	DecisionFailOpen
 	// DecisionReleased: the handler failed with a retryable error or panicked;
-	// the claim was released so a retry runs it again.
+	// the claim was released so a retry runs it again. A claim that took
+	// over an abandoned one is abandoned again instead, so that the retry
+	// takes it over (or recovers it) again, knowing of the first attempt.
 	DecisionReleased
 	// DecisionLeaseRenewed: a running handler's lease was renewed.
 	DecisionLeaseRenewed
@@ -154,12 +159,14 @@ const (
 	// outcome; the call failed with [ErrOutcomeUnknown] and nothing ran.
 	DecisionBlocked
 	// DecisionTakenOver: the key's claim was abandoned and this call took
-	// it over to run the handler again ([AbandonRerun], or a recovery that
-	// asked for it with [ErrRerun]); the Event that follows says how the
-	// run ended.
+	// it over, under a new claim whose [Claim.Attempt] the Event carries
+	// in Attempt, to run the handler again ([AbandonRerun]) or the
+	// method's [RecoverFunc] ([AbandonRecover]); the Event that follows
+	// says how the run ended (executed, recovered, blocked, released).
 	DecisionTakenOver
 	// DecisionRecovered: the key's claim was abandoned and the method's
-	// [RecoverFunc] gave its outcome, which was stored and answered.
+	// [RecoverFunc] gave its outcome, which was stored and answered; the
+	// Event's Attempt is the claim's.
 	DecisionRecovered
 	// DecisionResolved: an operator resolved an abandoned key through
 	// [Server.Resolve]; its Event has the StoreKey and no Method.

@@ -71,6 +71,7 @@ type config struct {
 	storeTimeout     time.Duration
 	handlerTimeout   time.Duration
 	cancellation     Cancellation
+	abandoned        AbandonPolicy      // WithAbandonedClaims: AbandonRerun or AbandonBlock
 	cache            *replayCacheConfig // nil: no replay cache
 	sealing          *Sealing           // nil: records are stored as they are
 }
@@ -88,6 +89,7 @@ func newConfig(opts []ServerOption) *config {
 		storeTimeout:     defaultStoreTimeout,
 		handlerTimeout:   defaultHandlerTimeout,
 		cancellation:     CancellationDetached,
+		abandoned:        AbandonRerun,
 	}
 	WithStoredCodes(DefaultStoredCodes...).applyToServer(c)
 	for _, o := range opts {
@@ -221,9 +223,10 @@ func WithFingerprint(f FingerprintFunc) ServerOption {
 // does not have is accepted and applied when the method is called; its
 // KeyField is checked against the first request, and a bad one fails the
 // method's calls closed. [Server.Validate] reports names a server does not
-// serve. A negative Lease, Retention or HandlerTimeout, or a Mode or
-// Cancellation that is none of their constants, makes it panic too,
-// naming the method.
+// serve. A negative Lease, Retention or HandlerTimeout, a Mode,
+// Cancellation or Abandoned that is none of their constants, or an
+// Abandoned of [AbandonRecover] without a Recover (or a Recover beside
+// another Abandoned), makes it panic too, naming the method.
 func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 	return serverOptionFunc(func(c *config) {
 		c.checkPolicy("WithMethodPolicy", fullMethod, p)
@@ -235,8 +238,9 @@ func WithMethodPolicy(fullMethod string, p MethodPolicy) ServerOption {
 }
 
 // checkPolicy records an error of option when a field of p, the policy of
-// name, holds a value no setting has: a negative duration, or a Mode or
-// Cancellation beyond its constants.
+// name, holds a value no setting has: a negative duration, a Mode or
+// Cancellation beyond its constants, or an abandon policy that cannot
+// work ([config.checkAbandoned]).
 func (c *config) checkPolicy(option, name string, p MethodPolicy) {
 	for _, f := range []struct {
 		name string
@@ -255,6 +259,7 @@ func (c *config) checkPolicy(option, name string, p MethodPolicy) {
 	if strings.HasPrefix(p.Namespace, "/") {
 		c.invalid(option, "%s: Namespace %q must not start with \"/\": a namespace is an operation, and a name that starts with \"/\" is a gRPC method's (ValidateOperation)", name, p.Namespace)
 	}
+	c.checkAbandoned(option, name, p)
 }
 
 // WithObserver sets the observer told of every decision. Default: none.
@@ -283,8 +288,8 @@ func WithDescriptors(files *protoregistry.Files) ServerOption {
 }
 
 // WithOperationPolicy sets the policy of the work [Do] and [Once] run
-// under op: Retention, Lease, Cancellation and HandlerTimeout, each
-// overriding the server-wide setting when set. Default: the server-wide
+// under op: Retention, Lease, Cancellation, HandlerTimeout and Abandoned
+// (with Recover), each overriding the server-wide setting when set. Default: the server-wide
 // settings. An operation is not a method: [Server.Validate] does not look
 // for it among the methods a server serves.
 //

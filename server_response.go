@@ -156,3 +156,21 @@ func replayedStatus(s *recordv1.Status) error {
 	}
 	return status.FromProto(&spb.Status{Code: s.GetCode(), Message: string(s.GetMessage()), Details: s.GetDetails()}).Err()
 }
+
+// recovered returns msg, a [RecoverFunc]'s response, as a response of the
+// reply's type: an error wrapping [ErrMisconfigured] when it is nil or of
+// another message (a reply of no known type takes any message), and the
+// type's empty message for a nil one of the type, as gRPC sends it.
+func (r *reply) recovered(msg proto.Message) (any, error) {
+	if msg == nil || (r.mt != nil && msg.ProtoReflect().Descriptor().FullName() != r.mt.Descriptor().FullName()) {
+		want := "the method's response"
+		if r.mt != nil {
+			want = string(r.mt.Descriptor().FullName())
+		}
+		return nil, errRecoveredType(msg, want)
+	}
+	if m := msg.ProtoReflect(); !m.IsValid() {
+		return m.Type().New().Interface(), nil
+	}
+	return msg, nil
+}

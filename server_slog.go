@@ -18,26 +18,31 @@ const slogMessage = "idempotency decision"
 //	store_key   [Event.StoreKey], when the call has one
 //	key         [Event.Key], the client's key: only with [WithSlogClientKey]
 //	store_time  [Event.StoreTime]
-//	attempt     [Event.Attempt], when set (a store_error)
+//	attempt     [Event.Attempt], when set (a store_error; the claim's
+//	            attempt of a taken_over or recovered)
 //	cached      true, for a replay from the replay cache
 //	error       [Event.Err], when set
 //
 // The record is written with the observer's context, so a handler that
 // reads the trace from it (or the caller's identity) adds it. Each
 // decision has a level: Debug for lease_renewed; Info for the normal
-// life of keys (executed, replayed, in_flight, released) and for a
+// life of keys (executed, replayed, in_flight, released), for an
+// operator's resolution (resolved) and for a
 // client's malformed call (key_missing, key_invalid, stream_too_large,
 // resume_invalid), answered as gRPC answers an invalid argument; Warn for
 // a client that reuses a key with another request (key_reused), a failed
-// store attempt (store_error, retried or failing the call closed) and an
-// outcome not retained (not_retained); Error for what the operations
+// store attempt (store_error, retried or failing the call closed), an
+// outcome not retained (not_retained) and a claim of a dead server taken
+// over (taken_over, recovered); Error for what the operations
 // guide alerts on at once (lease_lost, record_corrupt, store_full,
-// misconfigured, fail_open). A decision added to the library later is
+// misconfigured, fail_open) and for a key that waits for an operator
+// (blocked). A decision added to the library later is
 // logged at Info. [WithSlogLevel] changes a decision's level; a level the
 // logger does not enable costs one Enabled call. Group the attributes
 // with logger.WithGroup("idempotency") if they would clash with yours.
-// A purge ([DecisionPurged]) names no method and no operation: its record
-// has neither attribute, only the store key.
+// A purge ([DecisionPurged]) or a resolution ([DecisionResolved]) names
+// no method and no operation: its record has neither attribute, only the
+// store key.
 //
 // NewSlogObserver panics when logger is nil, naming itself, as every
 // configuration error of the package does at construction.
@@ -99,6 +104,8 @@ var defaultSlogLevels = [len(decisionNames)]slog.Level{
 	DecisionKeyReused:    slog.LevelWarn, DecisionStoreError: slog.LevelWarn, DecisionNotRetained: slog.LevelWarn,
 	DecisionLeaseLost: slog.LevelError, DecisionRecordCorrupt: slog.LevelError, DecisionStoreFull: slog.LevelError,
 	DecisionMisconfigured: slog.LevelError, DecisionFailOpen: slog.LevelError,
+	DecisionTakenOver: slog.LevelWarn, DecisionRecovered: slog.LevelWarn,
+	DecisionBlocked: slog.LevelError, DecisionResolved: slog.LevelInfo,
 }
 
 type slogObserver struct {

@@ -117,6 +117,14 @@ func (s *streamCall) txRefused() error {
 	return nil
 }
 
+// request returns nil: a stream is not recovered (decision 295).
+func (*streamCall) request() proto.Message { return nil }
+
+// recovered is never called, since request is nil.
+func (*streamCall) recovered(proto.Message) (any, error) {
+	return nil, fmt.Errorf("%w: %s", ErrMisconfigured, problemStreamRecover)
+}
+
 // answer sends what the engine's answer holds that the handler has not
 // sent already: a client-streaming response (executed or replayed), or a
 // replayed server stream's messages after those the caller has. Then it

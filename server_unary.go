@@ -84,6 +84,10 @@ func (u *unaryCall) replay(ctx context.Context, rec *recordv1.Record) (any, erro
 
 func (*unaryCall) txRefused() error { return nil }
 
+func (u *unaryCall) request() proto.Message { return u.req.(proto.Message) } // checked by intercept
+
+func (u *unaryCall) recovered(msg proto.Message) (any, error) { return u.reply.recovered(msg) }
+
 // setReplayMD sets the replayed header and trailer. Errors are ignored as
 // grpc-go ignores them for handlers: they mean the stream is gone.
 func setReplayMD(ctx context.Context, header, trailer map[string][]string) {

@@ -1,6 +1,8 @@
 // Package admin is the operator's side of an idempotency server: the admin
 // gRPC service idempotency.admin.v1.AdminService ([NewService]), which
-// looks up, lists, purges and counts the keys of the server's store, and
+// looks up, lists, purges and counts the keys of the server's store and
+// resolves its abandoned keys (ResolveKey: let the next call run, or
+// complete the key with the outcome an operator determined), and
 // [Explain], which turns a stored outcome into the form a person reads
 // (its gRPC status and details, metadata, and its response as JSON through
 // the server's descriptors).

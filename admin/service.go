@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -24,8 +25,8 @@ import (
 )
 
 // Service is the admin service of one [idempotency.Server]
-// (idempotency.admin.v1.AdminService): it looks up, lists, purges and
-// counts the keys of the server's store. Register it with
+// (idempotency.admin.v1.AdminService): it looks up, lists, purges, counts
+// and resolves the keys of the server's store. Register it with
 // adminv1.RegisterAdminServiceServer on the gRPC server, or, better, on a
 // gRPC server of its own that listens where only operators reach it.
 type Service struct {
@@ -133,6 +134,8 @@ func listOptions(req *adminv1.ListKeysRequest) (store.ListOptions, error) {
 		opts.State = store.StateInFlight
 	case adminv1.State_STATE_COMPLETED:
 		opts.State = store.StateCompleted
+	case adminv1.State_STATE_ABANDONED:
+		opts.State = store.StateAbandoned
 	default:
 		return opts, status.Errorf(codes.InvalidArgument, "state %d is not a state", req.GetState())
 	}
@@ -249,6 +252,7 @@ func (svc *Service) GetStats(ctx context.Context, _ *adminv1.GetStatsRequest) (*
 	return &adminv1.GetStatsResponse{
 		InFlight:  &adminv1.Count{Entries: st.InFlight.Entries, SizeBytes: st.InFlight.Bytes},
 		Completed: &adminv1.Count{Entries: st.Completed.Entries, SizeBytes: st.Completed.Bytes},
+		Abandoned: &adminv1.Count{Entries: st.Abandoned.Entries, SizeBytes: st.Abandoned.Bytes},
 		Estimated: st.Estimated,
 	}, nil
 }
@@ -383,6 +387,7 @@ func (svc *Service) entry(ctx context.Context, info store.Info, scope string, wi
 		ClaimTime:    timestamp(info.Claimed),
 		CompleteTime: timestamp(info.Completed),
 		ExpireTime:   timestamp(info.Expires),
+		Attempt:      int32(min(info.Attempt, math.MaxInt32)), //nolint:gosec // bounded above
 	}
 	if !utf8.ValidString(info.Key) {
 		// A store holds whatever bytes were put in it: a key copied or
@@ -464,6 +469,8 @@ func stateOf(s store.State) adminv1.State {
 		return adminv1.State_STATE_IN_FLIGHT
 	case store.StateCompleted:
 		return adminv1.State_STATE_COMPLETED
+	case store.StateAbandoned:
+		return adminv1.State_STATE_ABANDONED
 	}
 	return adminv1.State_STATE_UNSPECIFIED
 }
@@ -475,6 +482,8 @@ func stateName(s store.State) string {
 		return "in_flight"
 	case store.StateCompleted:
 		return "completed"
+	case store.StateAbandoned:
+		return "abandoned"
 	}
 	return ""
 }

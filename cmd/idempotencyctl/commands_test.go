@@ -41,6 +41,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"sealcall":   cmdSealCall,
 	"emptytable": cmdEmptyTable,
 	"plant":      cmdPlant,
+	"abandon":    cmdAbandon,
 }
 
 // cmdEmptyTable makes TABLE a store table, holding nothing, beside the
@@ -104,6 +105,44 @@ func cmdPlant(ts *testscript.TestScript, neg bool, args []string) {
 	c, err := st.Claim(ctx, key, []byte("fp"), time.Minute, store.ClaimOptions{})
 	ts.Check(err)
 	ts.Check(st.Complete(ctx, key, c.Token, []byte("x"), time.Hour))
+}
+
+// cmdAbandon leaves KEY of the shop's Charge abandoned in the script's
+// store, as a server that died mid-charge leaves it: claimed with a keep
+// for the request call sends (-customer, -amount, tenant acme), its lease
+// then ended; and prints "abandoned KEY".
+//
+//	abandon [-customer alice] [-amount 1999] KEY
+func cmdAbandon(ts *testscript.TestScript, neg bool, args []string) {
+	fs := flag.NewFlagSet("abandon", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	customer := fs.String("customer", "alice", "")
+	amount := fs.Int64("amount", 1999, "")
+	if neg || fs.Parse(args) != nil || fs.NArg() != 1 {
+		ts.Fatalf("usage: abandon [-customer C] [-amount N] KEY")
+	}
+	r := rigOf(ts)
+	files, sd, err := shopFiles()
+	ts.Check(err)
+	md := sd.Methods().ByName("Charge")
+	req := dynamicpb.NewMessage(md.Input())
+	req.Set(md.Input().Fields().ByName("customer"), protoreflect.ValueOfString(*customer))
+	req.Set(md.Input().Fields().ByName("amount_cents"), protoreflect.ValueOfInt64(*amount))
+	const method = "/" + shopService + "/Charge"
+	fp, err := idempotency.Fingerprint(method, req)
+	ts.Check(err)
+	srv := idempotency.NewServer(r.store, idempotency.WithDescriptors(files), idempotency.WithScope(tenant))
+	defer srv.Close()
+	sk, err := srv.StoreKey(method, "acme", fs.Arg(0))
+	ts.Check(err)
+	ctx := context.Background()
+	c, err := r.store.Claim(ctx, sk, fp, time.Minute, store.ClaimOptions{Keep: time.Hour})
+	ts.Check(err)
+	if !c.Won() {
+		ts.Fatalf("abandon: the key is taken")
+	}
+	ts.Check(r.store.Abandon(ctx, sk, c.Token))
+	fmt.Fprintf(ts.Stdout(), "abandoned %s\n", fs.Arg(0))
 }
 
 func rigOf(ts *testscript.TestScript) *rig { return ts.Value(rigKey{}).(*rig) }

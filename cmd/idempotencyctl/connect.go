@@ -116,6 +116,7 @@ type backend interface {
 	ListKeys(context.Context, *adminv1.ListKeysRequest) (*adminv1.ListKeysResponse, error)
 	PurgeKey(context.Context, *adminv1.PurgeKeyRequest) (*adminv1.PurgeKeyResponse, error)
 	GetStats(context.Context, *adminv1.GetStatsRequest) (*adminv1.GetStatsResponse, error)
+	ResolveKey(context.Context, *adminv1.ResolveKeyRequest) (*adminv1.ResolveKeyResponse, error)
 }
 
 // conn is an open way in.
@@ -218,6 +219,10 @@ func (r remote) PurgeKey(ctx context.Context, req *adminv1.PurgeKeyRequest) (*ad
 
 func (r remote) GetStats(ctx context.Context, req *adminv1.GetStatsRequest) (*adminv1.GetStatsResponse, error) {
 	return r.client.GetStats(r.ctx(ctx), req)
+}
+
+func (r remote) ResolveKey(ctx context.Context, req *adminv1.ResolveKeyRequest) (*adminv1.ResolveKeyResponse, error) {
+	return r.client.ResolveKey(r.ctx(ctx), req)
 }
 
 // with opens the way in, runs f with it, and closes it.

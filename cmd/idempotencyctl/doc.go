@@ -1,13 +1,16 @@
-// Command idempotencyctl looks up, lists, purges and counts the keys of an
-// idempotency server's store: what an operator needs to answer "a customer
-// says they were charged twice: what happened to key order-1042?" and to
-// repair a key.
+// Command idempotencyctl looks up, lists, purges, counts and resolves the
+// keys of an idempotency server's store: what an operator needs to answer
+// "a customer says they were charged twice: what happened to key
+// order-1042?" and to repair a key, or to resolve one blocked after a
+// crash.
 //
 //	idempotencyctl --addr admin.internal:9090 --header x-operator-token=$TOKEN \
 //	    get --method /shop.v1.Payments/Charge --scope acme --key order-1042
 //	idempotencyctl --addr … list --state in_flight --older-than 5m
 //	idempotencyctl --addr … purge STORE_KEY --etag ETAG
 //	idempotencyctl --addr … stats
+//	idempotencyctl --addr … list --state abandoned
+//	idempotencyctl --addr … resolve STORE_KEY --etag ETAG --rerun
 //
 // It reaches the admin service (idempotency.admin.v1.AdminService, package
 // admin) that a server registers, with --addr; or, when that service is
@@ -17,7 +20,7 @@
 // process. Its output is a person's by default and protojson of the admin
 // messages with --json. It exits 0 on success, 1 on an error, 2 on a
 // command line that cannot work, 3 when the key holds no live entry, 4
-// when a purge is refused, 5 when the admin service refuses the caller,
+// when a purge or a resolution is refused, 5 when the admin service refuses the caller,
 // and 6 when get finds a sealed record that does not open (a store
 // reached directly has no sealing keys).
 //

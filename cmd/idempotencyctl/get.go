@@ -20,7 +20,8 @@ func (c *cli) getCommand() *cobra.Command {
 		Long: `get shows one key's entry: its state, etag, fingerprint, size, when it was
 claimed and completed and when it expires, and for a completed key its
 outcome as a person reads it (status, details, metadata, the response as
-JSON). Name the key by its store key (as list prints it), or as the client
+JSON). For an abandoned key it says what that means and the two ways to
+resolve it. Name the key by its store key (as list prints it), or as the client
 sent it: --method (or --operation, or --namespace), --scope and --key.
 
 A record sealed for a scope (idempotency.WithSealing) opens only for that
@@ -56,6 +57,9 @@ that holds its key, for the scope of its calls.`,
 					}
 				} else {
 					printEntry(c.stdout, resp.GetEntry(), time.Now())
+					if resp.GetEntry().GetState() == adminv1.State_STATE_ABANDONED {
+						printAbandonedHint(c.stdout, resp.GetEntry(), ref)
+					}
 				}
 				return sealedError(cn, ref, resp.GetEntry())
 			})

@@ -32,7 +32,10 @@ func (k *keyFlags) register(fs *pflag.FlagSet) {
 type keyRef struct {
 	storeKey string
 	scope    string // with storeKey
-	client   *adminv1.ClientKey
+	// name, with storeKey, is the method or operation whose key it is,
+	// when the command line names it (resolve --method).
+	name   string
+	client *adminv1.ClientKey
 }
 
 // ref returns the key that args (a store key, or none) and the flags name.

@@ -39,7 +39,9 @@ store's own order (not by age): their store key, state, age (since the
 claim), the time left before their lease or retention ends, size and etag.
 
 --state in_flight --older-than 5m lists the keys in flight for more than
-five minutes. With --json it prints each entry as one line of protojson
+five minutes; --state abandoned the keys whose server died mid-handler,
+which a method that blocks abandoned keys refuses until they are resolved
+(see resolve). With --json it prints each entry as one line of protojson
 (an idempotency.admin.v1.Entry), so that a line is an entry. It walks the store page by page until --limit entries are
 printed (100; a Redis page may add a few) or the walk ends, and then says
 how to go on (--page-token); --all walks to the end. --fingerprint keeps the
@@ -59,7 +61,7 @@ escaped, and named on stderr once the walk stops.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&l.state, "state", "", "in_flight or completed (default: both)")
+	fs.StringVar(&l.state, "state", "", "in_flight, abandoned or completed (default: every state)")
 	fs.DurationVar(&l.olderThan, "older-than", 0, "keep the entries claimed at least this long ago (5m, 1h30m), and those whose claim time the store does not know")
 	fs.IntVar(&l.limit, "limit", 100, "stop once this many entries are printed")
 	fs.BoolVar(&l.all, "all", false, "walk the whole store")
@@ -77,8 +79,10 @@ func (l *listFlags) request(cmd *cobra.Command) (*adminv1.ListKeysRequest, []byt
 		req.State = adminv1.State_STATE_IN_FLIGHT
 	case "completed":
 		req.State = adminv1.State_STATE_COMPLETED
+	case "abandoned":
+		req.State = adminv1.State_STATE_ABANDONED
 	default:
-		return nil, nil, usageError("--state %q: want in_flight or completed", l.state)
+		return nil, nil, usageError("--state %q: want in_flight, abandoned or completed", l.state)
 	}
 	switch {
 	case l.olderThan < 0:

@@ -41,6 +41,8 @@ func stateName(s adminv1.State) string {
 		return "in_flight"
 	case adminv1.State_STATE_COMPLETED:
 		return "completed"
+	case adminv1.State_STATE_ABANDONED:
+		return "abandoned"
 	}
 	return "unknown"
 }
@@ -123,8 +125,15 @@ func printEntry(w io.Writer, e *adminv1.Entry, now time.Time) {
 	f.line("fingerprint", base64.StdEncoding.EncodeToString(e.GetFingerprint()))
 	f.line("size", size(e.GetSizeBytes()))
 	f.line("claimed", when(firstSet(e.GetClaimTime(), o.GetCreateTime()), now))
-	if e.GetState() == adminv1.State_STATE_IN_FLIGHT {
+	if e.GetAttempt() > 0 {
+		f.line("attempt", fmt.Sprint(e.GetAttempt()))
+	}
+	switch e.GetState() {
+	case adminv1.State_STATE_IN_FLIGHT:
 		f.line("lease ends", when(e.GetExpireTime(), now))
+		return
+	case adminv1.State_STATE_ABANDONED:
+		f.line("kept until", when(e.GetExpireTime(), now))
 		return
 	}
 	f.line("completed", when(firstSet(e.GetCompleteTime(), o.GetCompleteTime()), now))

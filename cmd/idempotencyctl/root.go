@@ -16,7 +16,7 @@ const (
 	exitError    = 1 // the admin service or the store failed, or a file could not be read
 	exitUsage    = 2 // a command line that cannot work
 	exitNotFound = 3 // the key holds no live entry
-	exitRefused  = 4 // a purge refused: the key is in flight, or changed since it was looked at
+	exitRefused  = 4 // a purge or a resolution refused: the key is in flight (or not abandoned), or changed since it was looked at
 	exitDenied   = 5 // the admin service refused the caller
 	exitSealed   = 6 // get: the record is sealed and did not open here
 )
@@ -106,7 +106,7 @@ func (c *cli) rootCommand() *cobra.Command {
 	c.conn.register(pf)
 	pf.BoolVar(&c.json, "json", false, "print protojson of the admin messages, one document per line, instead of tables")
 	pf.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline of each call to the service or the store")
-	root.AddCommand(c.getCommand(), c.listCommand(), c.purgeCommand(), c.statsCommand())
+	root.AddCommand(c.getCommand(), c.listCommand(), c.purgeCommand(), c.statsCommand(), c.resolveCommand())
 	return root
 }
 

@@ -272,11 +272,11 @@ func tenant(ctx context.Context) (string, error) {
 // from the x-operator metadata (ctl -as).
 const (
 	alice  = "alice"  // may call everything
-	reader = "reader" // may call everything but PurgeKey
+	reader = "reader" // may call everything but PurgeKey and ResolveKey
 )
 
 // authorize lets alice call everything and reader everything but
-// PurgeKey, answers a caller without x-operator UNAUTHENTICATED, and
+// PurgeKey and ResolveKey, answers a caller without x-operator UNAUTHENTICATED, and
 // refuses anyone else (PERMISSION_DENIED).
 func authorize(ctx context.Context, method string) (string, error) {
 	who := metadata.ValueFromIncomingContext(ctx, "x-operator")
@@ -285,7 +285,7 @@ func authorize(ctx context.Context, method string) (string, error) {
 		return "", status.Error(codes.Unauthenticated, "no operator credentials")
 	case who[0] == alice:
 		return alice, nil
-	case who[0] == reader && method != adminv1.AdminService_PurgeKey_FullMethodName:
+	case who[0] == reader && method != adminv1.AdminService_PurgeKey_FullMethodName && method != adminv1.AdminService_ResolveKey_FullMethodName:
 		return reader, nil
 	}
 	return "", errors.New("not an operator")

@@ -13,8 +13,9 @@ func (c *cli) statsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "stats",
 		Short: "Count the store's live entries and their bytes, by state",
-		Long: `stats counts the store's live entries and their bytes, in flight and
-completed. The memory, PostgreSQL and MySQL stores count them exactly
+		Long: `stats counts the store's live entries and their bytes, in flight,
+abandoned (a claim whose lease ran out while its handler may have run: see
+resolve) and completed. The memory, PostgreSQL and MySQL stores count them exactly
 (PostgreSQL and MySQL with a scan of the table); Redis estimates them from a
 sample of each master's keys once it holds more than 1,000, and says so.`,
 		Args: maxArgs(0),
@@ -34,7 +35,7 @@ sample of each master's keys once it holds more than 1,000, and says so.`,
 				for _, row := range []struct {
 					name string
 					n    *adminv1.Count
-				}{{"in_flight", resp.GetInFlight()}, {"completed", resp.GetCompleted()}} {
+				}{{"in_flight", resp.GetInFlight()}, {"abandoned", resp.GetAbandoned()}, {"completed", resp.GetCompleted()}} {
 					fmt.Fprintf(tw, "%s\t%d\t%s\n", row.name, row.n.GetEntries(), size(row.n.GetSizeBytes()))
 				}
 				if err := tw.Flush(); err != nil {

@@ -28,6 +28,10 @@ type Policy struct {
 	KeyField string
 	// Namespace is the namespace the option gives, or "".
 	Namespace string
+	// Abandoned is the abandoned option, ABANDON_POLICY_UNSPECIFIED when
+	// the option does not give one; it may be a value this version does
+	// not know (from a newer options.proto): the caller checks it.
+	Abandoned idempotencyv1.AbandonPolicy
 	// Annotated reports whether the method has the idempotency.v1.method
 	// option.
 	Annotated bool
@@ -84,6 +88,7 @@ func FromDescriptor(md protoreflect.MethodDescriptor) Policy {
 		p.Lease = mp.GetLease().AsDuration()
 		p.KeyField = mp.GetKeyField()
 		p.Namespace = mp.GetNamespace()
+		p.Abandoned = mp.GetAbandoned()
 	}
 	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok &&
 		opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {

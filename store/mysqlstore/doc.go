@@ -15,9 +15,14 @@
 // fingerprint over 255 bytes is an argument error (the interceptor's are
 // 43 and 33). state is 1 in flight, 2 completed; expires_at, a DATETIME(6)
 // in UTC, is the end of the lease while in flight and of the retention once
-// completed. Times come from the database's clock, UTC_TIMESTAMP(6) (so the
+// completed (and the end of a kept claim's Keep: see Abandoned claims).
+// Times come from the database's clock, UTC_TIMESTAMP(6) (so the
 // sessions' time_zone does not matter), never from the servers' clocks. A
-// row whose lease or retention has run out counts as absent to every step.
+// row whose expires_at has passed counts as absent to every step. A
+// table made by a release before abandoned claims (schema version 1)
+// lacks the columns lease_until and attempt: Migrate adds them
+// ([Upgrade], the file upgrade.sql, for your own tool), once, before any
+// server claims with Keep.
 // Owner tokens are made by [store.NewToken]: 25 characters that carry the
 // claim time (the claiming server's clock, in milliseconds) and 96 random
 // bits.
@@ -72,8 +77,9 @@
 // read missed refuses the INSERT, and a row it saw expired but that is
 // live refuses the takeover.
 //
-// Complete, Release and Extend are single statements fenced by the token,
-// the state and expires_at: a caller whose lease ran out can never
+// Complete, Release, Extend and Abandon are single statements fenced by
+// the token, the state and expires_at (and lease_until, for Extend and
+// Abandon): a caller whose lease ran out can never
 // overwrite or delete the next owner's row, and a release never removes a
 // completed row. MySQL counts the rows an UPDATE changed, not those it
 // matched (unless the DSN sets clientFoundRows), so a Complete resent by
@@ -90,6 +96,46 @@
 // it, fenced by its fresh token and bounded by 500 ms, before returning
 // the error, so that no claim nobody owns blocks the key for a whole
 // lease.
+//
+// # Abandoned claims
+//
+// A claim with [store.ClaimOptions.Keep] writes the end of its lease in
+// lease_until and the end of its Keep in expires_at, from the same clock
+// reading, so that the row's Keep is expires_at - lease_until: the row
+// needs no column of its own for it, and the sweeper, which reads
+// expires_at, keeps the row until its Keep has run out. A claim without
+// Keep leaves lease_until NULL, and its lease ends at expires_at, as
+// before. A row in flight whose lease_until has passed is abandoned:
+// nothing is written when its server dies, every statement that reads the
+// row compares lease_until with the database's clock (the claim's read
+// returns such a row's state as 3, and its token). attempt counts the
+// claims that ran a handler.
+//
+// The read costs nothing more: a claim of a free key is still the SELECT
+// and the INSERT, a replay and a duplicate the SELECT alone, and an
+// abandoned row is found by the same SELECT. A take-over
+// ([store.ClaimOptions.TakeOver]) that reads an abandoned row with its
+// own fingerprint writes it with one UPDATE fenced by the abandoned token
+// that the SELECT returned, lease_until and expires_at checked again on
+// the row's newest version: a fresh token, attempt + 1, a new lease and
+// the same Keep beyond it; of many take-overs, one changes the row and
+// the others read it again, in flight. Its Previous is read from the
+// abandoned token ([store.TokenTime]), the claiming server's clock. A
+// take-over whose UPDATE may have landed though it failed is abandoned,
+// not released, so that the entry stays abandoned.
+//
+// Extend is fenced by lease_until too (an abandoned row stays abandoned)
+// and moves both ends, keeping the Keep; Complete, CompleteTx and Release
+// accept the token of an abandoned row that nobody took over. Abandon is
+// one UPDATE: a kept row's lease ends now and its Keep runs from now; a
+// row without Keep expires now, which makes it absent as a deleted row
+// is, and the sweeper deletes it; an abandoned row is left as it is (one
+// SELECT more tells that from a lost lease).
+//
+// During an upgrade from schema version 1, a server of the earlier
+// release that takes over an expired kept row does not reset lease_until,
+// and the row would read as abandoned while its new handler runs: claim
+// with Keep only once every server runs this release.
 //
 // # Completion inside the handler's transaction
 //
@@ -162,7 +208,10 @@
 // pages in key order from the primary key (keyset pagination: no index is
 // added, so claims cost what they did); [Store.Stats] is exact, one
 // aggregate query, a scan of the table. An entry's claim time is read from
-// its owner token; the table keeps no completion time.
+// its owner token; the table keeps no completion time. An abandoned entry
+// is listed, counted and purged (with [store.PurgeOptions.InFlight]) as
+// such; its Info.Token is its owner token, under which [Store.Complete]
+// resolves it.
 //
 // A Store is not a [store.Invalidator]: MySQL has no LISTEN/NOTIFY, and a
 // table of purges polled by every server would put a read on every server

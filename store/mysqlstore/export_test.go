@@ -4,9 +4,10 @@ package mysqlstore
 // tests that check which statements a step sends.
 func StatementNames(s *Store) map[string]string {
 	return map[string]string{
-		"read": readOf(s), "insert": s.sql.insert, "takeover": s.sql.takeover,
+		"read": readOf(s), "insert": s.sql.insert, "takeover": s.sql.takeover, "resume": s.sql.resume,
 		"complete": s.sql.complete, "completeTx": s.sql.completeTx, "extend": s.sql.extend,
-		"release": s.sql.release, "completed": s.sql.completed, "held": s.sql.held, "live": s.sql.live,
+		"abandon": s.sql.abandon, "release": s.sql.release, "completed": s.sql.completed, "held": s.sql.held,
+		"owned": s.sql.owned, "live": s.sql.live,
 		"expired": s.sql.expired,
 		"lookup":  s.isql.lookup, "purge": s.isql.purge, "listFirst": s.isql.listFirst,
 		"listNext": s.isql.listNext, "stats": s.isql.stats,

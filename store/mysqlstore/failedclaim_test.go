@@ -16,16 +16,20 @@ import (
 // (an expired key) committed but whose answer was lost (the connection cut
 // on the way back) fails, and releases the claim it made, so the key is
 // free at once instead of blocked for the whole lease by a claim nobody
-// owns.
+// owns. A take-over of an abandoned key whose answer was lost leaves the
+// key abandoned, as it was, rather than free for a run that would not know
+// about the abandoned attempt.
 func TestClaimReplyLost(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name    string
-		write   string // the statement whose reply is cut
-		expired bool   // the key holds an expired claim first
+		name      string
+		write     string // the statement whose reply is cut
+		expired   bool   // the key holds an expired claim first
+		abandoned bool   // the key holds an abandoned claim first, which the claim takes over
 	}{
-		{"insert", "INSERT INTO", false},
-		{"takeover", "UPDATE", true},
+		{"insert", "INSERT INTO", false, false},
+		{"takeover", "UPDATE", true, false},
+		{"take-over of an abandoned claim", "UPDATE", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -53,12 +57,30 @@ func TestClaimReplyLost(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
+			opts := store.ClaimOptions{}
+			if tc.abandoned {
+				c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{Keep: time.Hour})
+				if err == nil {
+					err = direct.Abandon(t.Context(), "k", c.Token)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = store.ClaimOptions{Keep: time.Hour, TakeOver: true}
+			}
 			armed.Store(true)
-			if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{}); err == nil {
+			if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour, opts); err == nil {
 				t.Fatal("Claim succeeded though its answer was lost")
 			}
 			if p.Cuts() != 1 {
 				t.Fatalf("%d cuts, want the claim's answer cut", p.Cuts())
+			}
+			if tc.abandoned {
+				info, err := direct.Lookup(t.Context(), "k")
+				if err != nil || info.State != store.StateAbandoned || info.Attempt != 2 {
+					t.Fatalf("key after the failed take-over: %+v, %v, want it abandoned by attempt 2", info, err)
+				}
+				return
 			}
 			var rows int
 			if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+tableOf(t, direct)+" WHERE `key` = 'k' AND expires_at > UTC_TIMESTAMP(6)").Scan(&rows); err != nil {

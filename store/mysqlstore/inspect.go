@@ -14,19 +14,29 @@ var _ store.Inspector = (*Store)(nil)
 // row is a row as the inspection statements read it.
 type row struct {
 	key         []byte
-	state       int64
+	state       int64 // 3 for an abandoned row
 	token       []byte
 	fingerprint []byte
 	data        []byte
 	expires     int64 // microseconds since the Unix epoch
 	size        int64
+	attempt     int64
 }
 
-// core returns r as the shared code reads it.
+// stored returns the state column of r: 1 for an abandoned row.
+func (r row) stored() int64 {
+	if r.state == stateAbandoned {
+		return stateInFlight
+	}
+	return r.state
+}
+
+// core returns r as the shared code reads it, which knows the states of
+// the column only: an abandoned row is in flight there (see info).
 func (r row) core() sqlcore.Row {
 	return sqlcore.Row{
 		Key:         r.key,
-		State:       r.state,
+		State:       r.stored(),
 		Token:       r.token,
 		Fingerprint: r.fingerprint,
 		Data:        r.data,
@@ -37,23 +47,48 @@ func (r row) core() sqlcore.Row {
 
 // info describes r.
 func (s *Store) info(r row) (store.Info, error) {
-	return sqlcore.Info("mysqlstore", s.table, r.core())
+	i, err := sqlcore.Info("mysqlstore", s.table, r.core())
+	if err != nil {
+		return store.Info{}, err
+	}
+	return r.complete(i), nil
+}
+
+// complete adds to i, which the shared code made from r, what it does not
+// know: whether r is abandoned, and its attempt.
+func (r row) complete(i store.Info) store.Info {
+	if r.state == stateAbandoned {
+		i.State = store.StateAbandoned
+	}
+	i.Attempt = int(r.attempt)
+	return i
 }
 
 // lookup reads the key's live row.
 func (s *Store) lookup(ctx context.Context, key string) (row, bool, error) {
 	r := row{key: []byte(key)}
 	found, err := s.queryRow(ctx, s.isql.lookup, []any{[]byte(key)},
-		&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size)
+		&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.attempt)
 	return r, found, err
+}
+
+// purgeRefusal is [sqlcore.PurgeRefusal] for an abandoned entry too, which
+// Purge treats as in flight: it deletes one only with InFlight.
+func purgeRefusal(info store.Info, opts store.PurgeOptions) error {
+	if info.State == store.StateAbandoned {
+		info.State = store.StateInFlight
+	}
+	return sqlcore.PurgeRefusal(info, opts)
 }
 
 // Lookup implements [store.Inspector.Lookup] with one SELECT of the key's
 // live row through the primary key: one round trip. Info.Claimed is read
 // from the owner token ([store.TokenTime]): the claiming server's clock,
 // and zero for a token it cannot read; Info.Completed is always zero, as
-// the table keeps no completion time; Info.Expires is expires_at, by the
-// database's clock, in UTC; Info.Size counts the key, token, fingerprint
+// the table keeps no completion time; Info.Expires is, by the database's
+// clock, in UTC, the end of the lease while in flight (lease_until, or
+// expires_at for an entry claimed without Keep), and expires_at for an
+// abandoned entry (the end of its Keep) or a completed one; Info.Size counts the key, token, fingerprint
 // and data columns.
 func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
@@ -96,10 +131,10 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		if err != nil {
 			return store.Info{}, err
 		}
-		if err := sqlcore.PurgeRefusal(info, opts); err != nil {
+		if err := purgeRefusal(info, opts); err != nil {
 			return info, s.fail("purge", key, err)
 		}
-		n, err := s.exec(ctx, s.isql.purge, r.key, r.token, r.state)
+		n, err := s.exec(ctx, s.isql.purge, r.key, r.token, r.stored())
 		if err != nil {
 			return store.Info{}, s.fail("purge", key, err)
 		}
@@ -144,21 +179,33 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 		return store.Page{}, fmt.Errorf("mysqlstore: list %s: %w", s.table, err)
 	}
 	defer rows.Close()
-	page := sqlcore.Page{Pkg: "mysqlstore", Table: s.table, Cursor: listCursor, Limit: limit, Opts: opts, Now: time.Now()}
+	// The shared page knows the states of the column only: it filters
+	// by age, and the state is filtered here once each entry has its own.
+	page := sqlcore.Page{Pkg: "mysqlstore", Table: s.table, Cursor: listCursor, Limit: limit, Opts: store.ListOptions{MinAge: opts.MinAge}, Now: time.Now()}
+	read := make(map[string]row, limit)
 	for rows.Next() {
 		var (
 			r    row
 			live int64
 		)
-		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live); err != nil {
+		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live, &r.attempt); err != nil {
 			return store.Page{}, fmt.Errorf("mysqlstore: list %s: %w", s.table, err)
 		}
 		page.Add(r.core(), live == 1)
+		read[string(r.key)] = r
 	}
 	if err := rows.Err(); err != nil {
 		return store.Page{}, fmt.Errorf("mysqlstore: list %s: %w", s.table, err)
 	}
-	return page.Page(), nil
+	p := page.Page()
+	kept := p.Entries[:0]
+	for _, i := range p.Entries {
+		if i = read[i.Key].complete(i); opts.State == 0 || i.State == opts.State {
+			kept = append(kept, i)
+		}
+	}
+	p.Entries = kept
+	return p, nil
 }
 
 // listCursor reads and writes the cursors of List: "m1:", then the hex of
@@ -186,7 +233,11 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		if err := rows.Scan(&state, &c.Entries, &c.Bytes); err != nil {
 			return store.Stats{}, fmt.Errorf("mysqlstore: stats of %s: %w", s.table, err)
 		}
-		sqlcore.AddStats(&st, state, c)
+		if state == stateAbandoned {
+			st.Abandoned = c
+		} else {
+			sqlcore.AddStats(&st, state, c)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return store.Stats{}, fmt.Errorf("mysqlstore: stats of %s: %w", s.table, err)

@@ -121,3 +121,58 @@ func TestStatsExact(t *testing.T) {
 		t.Fatalf("Stats = %+v, %v; want %+v", got, err, want)
 	}
 }
+
+// TestInspectKeptExpires: Info.Expires of an entry claimed with Keep is
+// the end of its lease while in flight, and the end of its Keep once
+// abandoned; its Attempt counts the take-overs; Stats counts it by the
+// state it is in.
+func TestInspectKeptExpires(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t, 2, mysqlstore.WithSweepInterval(0))
+	ctx := t.Context()
+	within := func(what string, got time.Time, d time.Duration) {
+		t.Helper()
+		if want := time.Now().Add(d); got.Before(want.Add(-time.Minute)) || got.After(want.Add(time.Minute)) {
+			t.Fatalf("%s: Expires %v, want about %v", what, got, want)
+		}
+	}
+	lookup := func(want store.State, attempt int) store.Info {
+		t.Helper()
+		i, err := s.Lookup(ctx, "k")
+		if err != nil || i.State != want || i.Attempt != attempt {
+			t.Fatalf("Lookup: %+v, %v, want %v as attempt %d", i, err, want, attempt)
+		}
+		return i
+	}
+	stats := func(inFlight, abandoned int64) {
+		t.Helper()
+		st, err := s.Stats(ctx)
+		if err != nil || st.InFlight.Entries != inFlight || st.Abandoned.Entries != abandoned {
+			t.Fatalf("Stats: %+v, %v, want %d in flight and %d abandoned", st, err, inFlight, abandoned)
+		}
+	}
+	opts := store.ClaimOptions{Keep: 10 * time.Hour, TakeOver: true}
+	c, err := s.Claim(ctx, "k", []byte("fp"), 5*time.Minute, opts)
+	if err != nil || !c.Won() {
+		t.Fatalf("Claim: %+v, %v", c, err)
+	}
+	within("in flight", lookup(store.StateInFlight, 1).Expires, 5*time.Minute)
+	stats(1, 0)
+	if err := s.Extend(ctx, "k", c.Token, 20*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	within("extended", lookup(store.StateInFlight, 1).Expires, 20*time.Minute)
+	if err := s.Abandon(ctx, "k", c.Token); err != nil {
+		t.Fatal(err)
+	}
+	within("abandoned", lookup(store.StateAbandoned, 1).Expires, 10*time.Hour)
+	stats(0, 1)
+	if c, err = s.Claim(ctx, "k", []byte("fp"), 5*time.Minute, opts); err != nil || c.Attempt != 2 {
+		t.Fatalf("take-over: %+v, %v", c, err)
+	}
+	within("taken over", lookup(store.StateInFlight, 2).Expires, 5*time.Minute)
+	if err := s.Abandon(ctx, "k", c.Token); err != nil {
+		t.Fatal(err)
+	}
+	within("abandoned again", lookup(store.StateAbandoned, 2).Expires, 10*time.Hour)
+}

@@ -53,17 +53,17 @@ func (s *Store) readSQL(ctx context.Context) (string, error) {
 	return "", err
 }
 
-// read is the claim's read of key's row into state, fp, data and live,
-// none of it uncommitted: a row read on a connection at READ UNCOMMITTED
-// is read again in a READ COMMITTED transaction, which sees the row as the
-// last commit left it and, being a consistent read, waits for no lock.
-func (s *Store) read(ctx context.Context, key string, state *int64, fp, data *[]byte, live *int64) (found bool, err error) {
+// read is the claim's read of key's row into r, none of it uncommitted: a
+// row read on a connection at READ UNCOMMITTED is read again in a READ
+// COMMITTED transaction, which sees the row as the last commit left it
+// and, being a consistent read, waits for no lock.
+func (s *Store) read(ctx context.Context, key string, r *claimRow) (found bool, err error) {
 	q, err := s.readSQL(ctx)
 	if err != nil {
 		return false, err
 	}
 	var level string
-	args, dest := []any{[]byte(key)}, []any{state, fp, data, live, &level}
+	args, dest := []any{[]byte(key)}, []any{&r.state, &r.fp, &r.data, &r.live, &level, &r.token, &r.attempt}
 	found, err = s.queryRow(ctx, q, args, dest...)
 	if err != nil || !found || level != readUncommitted {
 		return found, err

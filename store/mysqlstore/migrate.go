@@ -16,10 +16,35 @@ import (
 //go:embed schema.sql
 var Schema string
 
+// Upgrade is the DDL that brings a table of schema version 1, which
+// [Schema] created before version 2, to version 2 (the columns of claims
+// kept beyond their lease, [store.ClaimOptions.Keep]), under the default
+// table name: the file upgrade.sql of this package. [Store.Migrate] runs
+// it, one column at a time, when a column is missing; give it to your own
+// migration tool instead if you prefer. Run it once: it is not
+// idempotent.
+//
+//go:embed upgrade.sql
+var Upgrade string
+
 // Migrate creates the store's table when it is missing, with the DDL of
-// [Schema] under the table name of [WithTable]. It is safe to call on
-// every start, from many servers at once: CREATE TABLE IF NOT EXISTS is
-// one atomic statement, and changes nothing when the table is there.
+// [Schema] under the table name of [WithTable], and adds the columns of
+// [Upgrade] to a table that lacks them (made by an earlier release). It
+// is safe to call on every start, from many servers at once: CREATE
+// TABLE IF NOT EXISTS is one atomic statement, and changes nothing when
+// the table is there; a column is looked for with a SELECT of it that
+// reads no row, added with one ALTER TABLE only when the table lacks it,
+// and a server that finds it added by another meanwhile (a duplicate
+// column error) goes on. The ALTER TABLE, run once per table, is done in
+// place on MySQL 8.0.12 and later and MariaDB 10.3 and later, but waits
+// for the transactions that use the table, and the statements on the
+// table wait for it meanwhile: upgrade when the servers are quiet, or
+// with your own tool.
+//
+// Upgrade before any server claims with Keep: a server of an earlier
+// release that takes over an expired row does not reset lease_until,
+// and a row it took over after a claim with Keep would then read as
+// abandoned while its handler runs.
 //
 // It also checks that db's connections run in autocommit mode, which every
 // step of the store needs (each is a transaction of its own), and returns
@@ -36,6 +61,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, errNoAutocommit)
 	}
 	if _, err := s.db.ExecContext(ctx, schemaFor(s.cfg.table)); err != nil {
+		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
+	}
+	if err := s.addColumns(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
 	}
 	if _, err := s.readSQL(ctx); err != nil {
@@ -67,6 +95,55 @@ func (s *Store) MaxRecordBytes() int {
 // errNoAutocommit is Migrate's error for a pool whose connections do not
 // commit each statement.
 var errNoAutocommit = errors.New("the pool's connections run with autocommit off (autocommit=0 in the DSN, or init_connect): each step of the store must commit on its own")
+
+// MySQL error numbers of a missing or a duplicate column.
+const (
+	errBadField        = 1054 // ER_BAD_FIELD_ERROR
+	errDuplicateColumn = 1060 // ER_DUP_FIELDNAME
+)
+
+// addColumns adds each column of [Upgrade] that the table lacks. A column
+// is looked for with a SELECT of it that reads no row, which names the
+// table exactly as the store's statements do (quoting, database,
+// lower_case_table_names), rather than through information_schema.
+func (s *Store) addColumns(ctx context.Context) error {
+	for _, c := range upgradeColumns() {
+		rows, err := s.db.QueryContext(ctx, "SELECT "+c.name+" FROM "+s.table+" LIMIT 0")
+		if err == nil {
+			err = rows.Close()
+		}
+		if err == nil {
+			continue
+		}
+		if mysqlErr(err) != errBadField {
+			return err
+		}
+		_, err = s.db.ExecContext(ctx, "ALTER TABLE "+s.table+" ADD COLUMN "+c.def)
+		if err != nil && mysqlErr(err) != errDuplicateColumn { // added by another server meanwhile
+			return fmt.Errorf("add column %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// column is one ADD COLUMN of [Upgrade]: the column's name, and its
+// definition (the name first).
+type column struct{ name, def string }
+
+// upgradeColumns returns the columns [Upgrade] adds, in its order.
+func upgradeColumns() []column {
+	var cols []column
+	for _, line := range strings.Split(Upgrade, "\n") {
+		def, ok := strings.CutPrefix(strings.TrimSpace(line), "ADD COLUMN ")
+		if !ok {
+			continue
+		}
+		def = strings.TrimRight(def, ",;")
+		name, _, _ := strings.Cut(def, " ")
+		cols = append(cols, column{name: name, def: def})
+	}
+	return cols
+}
 
 // schemaFor returns [Schema] for table: the table's name replaced. The
 // index's name is the table's own (MySQL names indexes per table).

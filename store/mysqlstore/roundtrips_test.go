@@ -143,3 +143,91 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatalf("a claim of a new key on a warm connection took %d round trips (%q), want 2", n, sent(s, trips))
 	}
 }
+
+// TestRoundTripsKept: a claim with Keep costs what a claim without it
+// does (a new key the SELECT and the INSERT, a duplicate and a replay the
+// SELECT alone), an abandoned key is found by the same SELECT, and a
+// take-over of it is the SELECT and one UPDATE; Abandon is one statement,
+// and one SELECT more when the entry was already abandoned, as is an
+// Extend refused for it.
+func TestRoundTripsKept(t *testing.T) {
+	t.Parallel()
+	s, trips := countedStore(t)
+	ctx := t.Context()
+	fp := []byte("fp")
+	kept := store.ClaimOptions{Keep: time.Hour, TakeOver: true}
+	step := func(want []string, f func()) {
+		t.Helper()
+		trips.Reset()
+		f()
+		var got []string
+		for _, n := range sent(s, trips) {
+			if !strings.HasPrefix(n, "prepare ") {
+				got = append(got, n)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("statements %q, want %q", got, want)
+		}
+	}
+	claim := func(fp []byte) store.ClaimResult {
+		t.Helper()
+		c, err := s.Claim(ctx, "k", fp, time.Minute, kept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var first, second store.ClaimResult
+	step([]string{"read", "insert"}, func() { first = claim(fp) })
+	if !first.Won() || first.Attempt != 1 {
+		t.Fatalf("kept claim of a free key: won=%v attempt %d", first.Won(), first.Attempt)
+	}
+	step([]string{"read"}, func() {
+		if c := claim(fp); c.Won() || c.Existing.State != store.StateInFlight {
+			t.Fatalf("take-over of a live claim won=%v %v", c.Won(), c.Existing.State)
+		}
+	})
+	step([]string{"abandon"}, func() {
+		if err := s.Abandon(ctx, "k", first.Token); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step([]string{"read"}, func() {
+		if c := claim([]byte("other")); c.Won() || c.Existing.State != store.StateAbandoned {
+			t.Fatalf("take-over with another fingerprint won=%v %v", c.Won(), c.Existing.State)
+		}
+	})
+	step([]string{"abandon", "owned"}, func() {
+		if err := s.Abandon(ctx, "k", first.Token); err != nil {
+			t.Fatalf("Abandon of an abandoned entry: %v", err)
+		}
+	})
+	step([]string{"extend", "held"}, func() {
+		if err := s.Extend(ctx, "k", first.Token, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("Extend of an abandoned entry: %v", err)
+		}
+	})
+	step([]string{"read", "resume"}, func() { second = claim(fp) })
+	if prev, _ := store.TokenTime(first.Token); !second.Won() || second.Attempt != 2 || !second.Previous.Equal(prev) {
+		t.Fatalf("take-over: won=%v attempt %d previous %v, want won as attempt 2 after %v", second.Won(), second.Attempt, second.Previous, prev)
+	}
+	step([]string{"complete"}, func() {
+		if err := s.Complete(ctx, "k", second.Token, []byte("data"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step([]string{"read"}, func() {
+		if c := claim(fp); c.Won() || c.Existing.State != store.StateCompleted || string(c.Existing.Data) != "data" {
+			t.Fatalf("replay won=%v %v %q", c.Won(), c.Existing.State, c.Existing.Data)
+		}
+	})
+	// Every statement was prepared once on the one connection.
+	trips.Reset()
+	if _, err := s.Claim(ctx, "again", fp, time.Minute, kept); err != nil {
+		t.Fatal(err)
+	}
+	if n := trips.Count(); n != 2 {
+		t.Fatalf("a kept claim of a new key on a warm connection took %d round trips (%q), want 2", n, sent(s, trips))
+	}
+}

@@ -1,6 +1,7 @@
 package mysqlstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -15,8 +16,10 @@ import (
 
 // Store is a [store.Store] on MySQL or MariaDB, through database/sql and
 // github.com/go-sql-driver/mysql. A replay, or a duplicate of a call in
-// flight, is one SELECT; a new claim a SELECT and an INSERT; Complete,
-// Release and Extend one statement each. It is safe for concurrent use.
+// flight, is one SELECT; a new claim a SELECT and an INSERT, and so is a
+// take-over of an abandoned claim (a SELECT and an UPDATE); Complete,
+// Release, Extend and Abandon one statement each. It is safe for
+// concurrent use.
 type Store struct {
 	db    *sql.DB
 	table string // quoted
@@ -101,21 +104,30 @@ var errContended = errors.New("the key's row kept changing between the claim's r
 
 // Claim implements [store.Store.Claim]. It first reads the key's row with
 // a plain SELECT, a consistent read that takes no lock and writes nothing:
-// a live row, completed or in flight, is returned as read, so a replay and
-// an in-flight duplicate cost one round trip and never wait for a lock.
-// Only a key with no live row is written: an INSERT claims a key with no
-// row (the primary key refuses a second one), an UPDATE takes over an
-// expired row (the row lock and its check of expires_at let one claim
-// through). When another step changed the row between the read and the
-// write (a duplicate-key error, or a takeover that matched nothing), the
-// claim reads the key again.
+// a live row, completed, in flight or abandoned, is returned as read, so a
+// replay and an in-flight duplicate cost one round trip and never wait for
+// a lock. Only a key with no live row is written: an INSERT claims a key
+// with no row (the primary key refuses a second one), an UPDATE takes over
+// an expired row (the row lock and its check of expires_at let one claim
+// through). A take-over (opts.TakeOver) that reads an abandoned row with
+// its fingerprint resumes it with an UPDATE fenced by the abandoned token,
+// which the read returned: the same two round trips. When another step
+// changed the row between the read and the write (a duplicate-key error,
+// or an UPDATE that matched nothing), the claim reads the key again.
 //
 // When its INSERT or UPDATE fails after it was sent, the claim may have
 // landed all the same; Claim then releases it, fenced by the claim's fresh
 // token, before it returns the error, so that no claim nobody owns blocks
-// the key for a whole lease (see the package documentation).
+// the key for a whole lease (see the package documentation). A take-over
+// that may have landed is abandoned instead: the entry stays abandoned
+// (one attempt further), as it was, rather than freed for a run that does
+// not know about the abandoned attempt.
 func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	us, err := micros("lease", lease)
+	if err != nil {
+		return store.ClaimResult{}, err
+	}
+	keep, err := keepMicros(opts.Keep)
 	if err != nil {
 		return store.ClaimResult{}, err
 	}
@@ -127,38 +139,49 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	}
 	token := store.NewToken()
 	for range maxClaimRounds {
-		var (
-			state, live int64
-			fp, data    []byte
-		)
-		found, err := s.read(ctx, key, &state, &fp, &data, &live)
+		var r claimRow
+		found, err := s.read(ctx, key, &r)
 		if err != nil {
 			return store.ClaimResult{}, s.fail("claim", key, err)
 		}
-		if found && live == 1 {
-			return s.existing(key, state, fp, data)
+		resume := found && r.live == 1 && opts.TakeOver && r.state == stateAbandoned && bytes.Equal(r.fp, fingerprint) && r.token != nil
+		if found && r.live == 1 && !resume {
+			return s.existing(key, r.state, r.fp, r.data)
 		}
 		var n int64
-		if found {
-			n, err = s.exec(ctx, s.sql.takeover, []byte(token), fingerprint, us, []byte(key))
-		} else {
-			n, err = s.exec(ctx, s.sql.insert, []byte(key), []byte(token), fingerprint, us)
+		switch {
+		case resume:
+			n, err = s.exec(ctx, s.sql.resume, []byte(token), us, us, []byte(key), r.token)
+		case found:
+			n, err = s.exec(ctx, s.sql.takeover, []byte(token), fingerprint, us+keep, keep, us, []byte(key))
+		default:
+			n, err = s.exec(ctx, s.sql.insert, []byte(key), []byte(token), fingerprint, us+keep, keep, us)
 			if isDuplicate(err) {
 				continue // claimed by another meanwhile: read it
 			}
 		}
 		switch {
+		case err == nil && n == 1 && resume:
+			c := store.ClaimResult{Token: token, Attempt: int(r.attempt) + 1}
+			c.Previous, _ = store.TokenTime(string(r.token))
+			return c, nil
 		case err == nil && n == 1:
-			return store.ClaimResult{Token: token}, nil
+			return store.ClaimResult{Token: token, Attempt: 1}, nil
 		case err == nil, isDeadlock(err):
 			continue // taken over, released or swept meanwhile: read again
 		}
 		if mayHaveLanded(err) {
-			s.releaseFailedClaim(ctx, key, token)
+			s.undoFailedClaim(ctx, key, token, resume)
 		}
 		return store.ClaimResult{}, s.fail("claim", key, err)
 	}
 	return store.ClaimResult{}, s.fail("claim", key, errContended)
+}
+
+// claimRow is the key's row as the claim's read returns it.
+type claimRow struct {
+	state, live, attempt int64
+	fp, data, token      []byte
 }
 
 // existing returns the entry of a live row as a claim that lost sees it.
@@ -167,6 +190,8 @@ func (s *Store) existing(key string, state int64, fp, data []byte) (store.ClaimR
 	switch state {
 	case stateInFlight:
 		e.State = store.StateInFlight
+	case stateAbandoned:
+		e.State = store.StateAbandoned
 	case stateCompleted:
 		e.State = store.StateCompleted
 		e.Data = data
@@ -182,10 +207,16 @@ func (s *Store) existing(key string, state int64, fp, data []byte) (store.ClaimR
 	return store.ClaimResult{Existing: e}, nil
 }
 
-// releaseFailedClaim deletes the claim of token, if it landed. It is best
-// effort: its error is dropped, since the claim's own error is reported.
-func (s *Store) releaseFailedClaim(ctx context.Context, key, token string) {
-	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return s.Release(ctx, key, token) })
+// undoFailedClaim undoes the claim of token, if it landed: it releases a
+// claim of a free or expired key, and abandons a take-over of an abandoned
+// one, which leaves the entry abandoned as it was. It is best effort: its
+// error is dropped, since the claim's own error is reported.
+func (s *Store) undoFailedClaim(ctx context.Context, key, token string, resumed bool) {
+	undo := s.Release
+	if resumed {
+		undo = s.Abandon
+	}
+	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return undo(ctx, key, token) })
 }
 
 // Complete implements [store.Store.Complete] with one UPDATE fenced by the
@@ -204,13 +235,15 @@ func (s *Store) Complete(ctx context.Context, key, token string, data []byte, re
 }
 
 // Extend implements [store.Store.Extend] with one UPDATE fenced by the
-// token, the in-flight state and the lease.
+// token, the in-flight state and the lease: lease_until for an entry
+// claimed with Keep (so that an abandoned entry stays abandoned), whose
+// Keep it keeps beyond the new lease, and expires_at otherwise.
 func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
 	us, err := micros("lease", lease)
 	if err != nil {
 		return err
 	}
-	return s.fenced(ctx, "extend", key, token, s.sql.held, s.sql.extend, us, []byte(key), []byte(token))
+	return s.fenced(ctx, "extend", key, token, s.sql.held, s.sql.extend, us, us, []byte(key), []byte(token))
 }
 
 // fenced runs q, an UPDATE that changes the key's row only while the token
@@ -297,7 +330,25 @@ func micros(what string, d time.Duration) (int64, error) {
 	return n, nil
 }
 
-// Abandon implements [store.Store.Abandon].
+// Abandon implements [store.Store.Abandon] with one UPDATE fenced by the
+// token, the in-flight state and the lease: it sets the lease's end of an
+// entry claimed with Keep to now, and its expires_at to now plus its Keep;
+// an entry without Keep expires now, which makes it absent to every step,
+// as a deleted one is (the sweeper deletes it). When it changes no row,
+// one SELECT tells an abandoned entry the token still owns (nil) from a
+// lost lease.
 func (s *Store) Abandon(ctx context.Context, key, token string) error {
-	return errors.New("mysqlstore: Abandon: not built yet")
+	return s.fenced(ctx, "abandon", key, token, s.sql.owned, s.sql.abandon, []byte(key), []byte(token))
+}
+
+// keepMicros returns ClaimOptions.Keep in whole microseconds, rounded up:
+// 0 for no Keep, an error for a negative one.
+func keepMicros(keep time.Duration) (int64, error) {
+	switch {
+	case keep == 0:
+		return 0, nil
+	case keep < 0:
+		return 0, fmt.Errorf("mysqlstore: keep must not be negative, got %v", keep)
+	}
+	return micros("keep", keep)
 }

@@ -22,8 +22,11 @@ import (
 //
 // It is one UPDATE of the key's row, fenced by the claim's token (a
 // locking read: it sees the claim whatever the transaction's isolation and
-// snapshot). When the claim was lost (its lease ran out, or another server
-// took the key over) it changes nothing and returns an error matching
+// snapshot). A claim whose lease ran out but whose entry is kept
+// (abandoned, [store.ClaimOptions.Keep]) is completed all the same, as
+// [Store.Complete] does, while nobody took it over. When the claim was
+// lost (its lease ran out without Keep, or another server took the key
+// over) it changes nothing and returns an error matching
 // [store.ErrLeaseLost], and the handler must roll back. Any other error
 // means nothing was recorded either, and the handler rolls back the same
 // way: a deadlock (InnoDB has then rolled the whole transaction back), a
@@ -142,7 +145,9 @@ const diagnoseTimeout = 500 * time.Millisecond
 // transaction on another database, which holds a table of the same name,
 // changes none either, and a retry would fail the same way: the store then
 // looks at its own table through its own pool, and when the claim is still
-// there, live and in flight, the error says what is wrong instead. When
+// there, live and in flight (or abandoned: CompleteTx completes an
+// abandoned entry its token still owns), the error says what is wrong
+// instead. When
 // the store cannot tell (its pool has no connection free and may open
 // none, or does not answer within diagnoseTimeout), the claim counts as
 // lost.
@@ -153,7 +158,7 @@ func (s *Store) notCompleted(ctx context.Context, tx *sql.Tx, key, token string)
 	}
 	dctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 	defer cancel()
-	if held, err := s.queryRow(dctx, s.sql.held, []any{[]byte(key), []byte(token)}, new(int64)); err != nil || !held {
+	if owned, err := s.queryRow(dctx, s.sql.owned, []any{[]byte(key), []byte(token)}, new(int64)); err != nil || !owned {
 		return lost
 	}
 	var db, txDB sql.NullString

@@ -11,34 +11,55 @@
 // same DDL (the file schema.sql) for your own migration tool. Keys,
 // tokens, fingerprints and data are bytea; state is 1 in flight, 2
 // completed; expires_at is the end of the lease while in flight and of the
-// retention once completed. Owner tokens are made by [store.NewToken]: 25
+// retention once completed, or, for a claim kept beyond its lease
+// ([store.ClaimOptions.Keep], kept in keep_micros), the end of the keep:
+// such a row's lease ends keep_micros before expires_at, and in between
+// it is abandoned. attempt counts the claims of the key that ran a handler
+// and previous_token is the owner token of the abandoned attempt a
+// take-over replaced. Owner tokens are made by [store.NewToken]: 25
 // characters that carry the claim time (the claiming server's clock, in
 // milliseconds) and 96 random bits; tokens of earlier releases, 22
 // characters of random base64url, are still owned, and their claim time
 // is unknown.
 //
+// The table is of schema version 2 (abandoned claims): Migrate upgrades a
+// table of version 1 by adding keep_micros, attempt and previous_token,
+// with constant defaults (no row is rewritten), and runs no DDL on a table
+// that is up to date, so that it waits for no lock a call holds.
+// A step on a table that was not upgraded fails with an error that says to
+// migrate. Servers of an earlier release keep working on the upgraded
+// table, but upgrade them all before any claim uses a keep: one of them
+// taking over the expired row of a kept claim would leave its keep behind.
+//
 // # One statement per step
 //
-// Claim, Complete, Release and Extend are each one SQL statement, one round
-// trip, run as a transaction of its own under READ COMMITTED (see
-// Isolation below). Claim is one statement that always returns the
-// key's row. When the key holds a live completed row, its first step
-// returns that row as the statement's snapshot sees it, and nothing else
-// runs: a replay writes nothing, takes no row lock, is given no
-// transaction id and commits without waiting for a WAL flush, so replays
-// of one hot key run side by side like plain SELECTs. Otherwise its INSERT
-// … ON CONFLICT … DO UPDATE … RETURNING gives a new in-flight row with the
-// claim's token, an expired row taken over, or the live row as it was,
-// with its state, fingerprint and data, also a row completed after the
-// statement began. Concurrent claims of one key that go this way queue on
-// its row lock, and each sees the row as the one before it left it, so
-// exactly one wins, also when two take over the same expired lease at
-// once. Complete, Release and Extend are single statements fenced by the
-// token, the state and expires_at: a caller whose lease ran out can never
-// overwrite or delete the next owner's row, and a release never removes a
-// completed row. Times come from the database's clock (clock_timestamp()), never
-// from the servers' clocks. A row whose lease or retention has run out
-// counts as absent to every step.
+// Claim, Complete, Release, Extend and Abandon are each one SQL statement,
+// one round trip, run as a transaction of its own under READ COMMITTED (see
+// Isolation below). Claim is one statement that always returns the key's
+// row. When the key holds a live completed row, its first step returns that
+// row as the statement's snapshot sees it, and nothing else runs: a replay
+// writes nothing, takes no row lock, is given no transaction id and commits
+// without waiting for a WAL flush, so replays of one hot key run side by
+// side like plain SELECTs. Otherwise its INSERT … ON CONFLICT … DO UPDATE …
+// RETURNING gives a new in-flight row with the claim's token, an expired
+// row taken over, or the live row as it was, with its state, fingerprint
+// and data, also a row completed after the statement began. With TakeOver,
+// the same statement takes over an abandoned row with the claim's
+// fingerprint: a new token, one more attempt and the abandoned owner's
+// token in previous_token (RETURNING sees only the new row), which Claim
+// reads the previous claim time from. Concurrent claims of one key that go
+// this way queue on its row lock, and each sees the row as the one before
+// it left it, so exactly one wins, also when two take over the same expired
+// lease at once. Complete, Release and Extend are single statements fenced
+// by the token, the state and expires_at: a caller whose lease ran out can
+// never overwrite or delete the next owner's row, and a release never
+// removes a completed row. An abandoned row lives until its keep runs out,
+// so its owner may still complete or release it (also with CompleteTx), but
+// not extend it; Abandon ends a kept row's lease at once, and deletes a row
+// claimed without a keep. Times come from the database's clock
+// (clock_timestamp()), never from the servers' clocks. A row whose lease
+// (without a keep), keep or retention has run out counts as absent to every
+// step.
 //
 // A claim that finds a live in-flight row rewrites it unchanged (that is
 // how its RETURNING sees the row, even one committed after the statement
@@ -49,7 +70,9 @@
 // A Claim that fails after it was sent (a connection lost before the
 // reply) may have landed all the same. Claim then releases it, fenced by
 // its fresh token and bounded by 500 ms, before returning the error, so
-// that no claim nobody owns blocks the key for a whole lease.
+// that no claim nobody owns blocks the key for a whole lease. A take-over
+// claim is abandoned instead, fenced the same way: the entry it took over
+// was abandoned, its handler may have run, and a release would forget it.
 //
 // # Completion inside the handler's transaction
 //
@@ -122,8 +145,12 @@
 // is exact, one aggregate query, a sequential scan of the table. An
 // entry's claim time is read from its owner token (the claiming server's
 // clock; unknown for a token of an earlier release); the table keeps no
-// completion time. Invalidations LISTENs on a connection of its own,
-// outside the pool ([WithListenConfig]).
+// completion time. An abandoned row is reported abandoned, with its owner
+// token (an operator completes it under that token, or purges it with
+// InFlight), its attempt, and Expires at the end of its keep; an in-flight
+// row's Expires is the end of its lease. Stats counts abandoned rows apart.
+// Invalidations LISTENs on a connection of its own, outside the pool
+// ([WithListenConfig]).
 //
 // # PgBouncer
 //

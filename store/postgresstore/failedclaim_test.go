@@ -19,22 +19,7 @@ import (
 func TestClaimReplyLost(t *testing.T) {
 	t.Parallel()
 	direct, pool := newStore(t, 2)
-	cfg := pgtest.Config(t, 1) // one connection: the warm-up prepares the claim on it
-	p, err := faultproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	_, port, _ := net.SplitHostPort(p.Addr())
-	n, _ := strconv.ParseUint(port, 10, 16)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(n)
-	proxied := postgresstore.New(pgtest.PoolFrom(t, cfg), postgresstore.WithTable(tableOf(t, direct)), postgresstore.WithSweepInterval(0))
-	t.Cleanup(func() { _ = proxied.Close() })
-	// Prepare the claim statement on the proxied connection, so that the
-	// next reply is the claim's answer, not its preparation.
-	if _, err := proxied.Claim(t.Context(), "warm-up", []byte("fp"), time.Hour, store.ClaimOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	proxied, p := proxiedStore(t, direct)
 
 	p.CutNextReply(1)
 	if _, err := proxied.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{}); err == nil {
@@ -50,5 +35,59 @@ func TestClaimReplyLost(t *testing.T) {
 	c, err := direct.Claim(t.Context(), "k", []byte("fp"), time.Hour, store.ClaimOptions{})
 	if err != nil || !c.Won() {
 		t.Fatalf("key after the failed claim: won=%v err=%v (%d rows), want it free", c.Won(), err, rows)
+	}
+}
+
+// proxiedStore returns a store on the table of direct whose one
+// connection goes through a fault proxy, with the claim statement already
+// prepared on it (so that the next reply is a claim's answer, not its
+// preparation), and the proxy.
+func proxiedStore(t *testing.T, direct *postgresstore.Store) (*postgresstore.Store, *faultproxy.Proxy) {
+	t.Helper()
+	cfg := pgtest.Config(t, 1) // one connection: the warm-up prepares the claim on it
+	p, err := faultproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	_, port, _ := net.SplitHostPort(p.Addr())
+	n, _ := strconv.ParseUint(port, 10, 16)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(n)
+	proxied := postgresstore.New(pgtest.PoolFrom(t, cfg), postgresstore.WithTable(tableOf(t, direct)), postgresstore.WithSweepInterval(0))
+	t.Cleanup(func() { _ = proxied.Close() })
+	if _, err := proxied.Claim(t.Context(), "warm-up", []byte("fp"), time.Hour, store.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return proxied, p
+}
+
+// TestTakeOverReplyLost: a take-over of an abandoned entry whose statement
+// committed but whose answer was lost fails, and abandons the claim it
+// made rather than releasing it: the entry stays abandoned (its first
+// handler may have run), one attempt further, instead of a free key whose
+// next claim would know nothing of it.
+func TestTakeOverReplyLost(t *testing.T) {
+	t.Parallel()
+	direct, _ := newStore(t, 2)
+	proxied, p := proxiedStore(t, direct)
+	ctx, fp := t.Context(), []byte("fp")
+	c, err := direct.Claim(ctx, "k", fp, time.Hour, store.ClaimOptions{Keep: time.Hour})
+	if err != nil || !c.Won() {
+		t.Fatalf("kept claim: %+v, %v", c, err)
+	}
+	if err := direct.Abandon(ctx, "k", c.Token); err != nil {
+		t.Fatal(err)
+	}
+
+	p.CutNextReply(1)
+	if _, err := proxied.Claim(ctx, "k", fp, time.Hour, store.ClaimOptions{Keep: time.Hour, TakeOver: true}); err == nil {
+		t.Fatal("take-over Claim succeeded though its answer was lost")
+	}
+	if p.Cuts() != 1 {
+		t.Fatalf("%d cuts, want the claim's answer cut", p.Cuts())
+	}
+	info, err := direct.Lookup(ctx, "k")
+	if err != nil || info.State != store.StateAbandoned || info.Attempt != 2 {
+		t.Fatalf("entry after the failed take-over: %+v, %v, want it abandoned, as attempt 2", info, err)
 	}
 }

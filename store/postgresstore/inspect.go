@@ -23,6 +23,8 @@ type row struct {
 	data        []byte
 	expires     time.Time
 	size        int64
+	abandoned   bool
+	attempt     int32
 }
 
 // core returns r as the shared code reads it.
@@ -35,6 +37,8 @@ func (r row) core() sqlcore.Row {
 		Data:        r.data,
 		Expires:     r.expires,
 		Size:        r.size,
+		Abandoned:   r.abandoned,
+		Attempt:     int64(r.attempt),
 	}
 }
 
@@ -47,16 +51,20 @@ func (s *Store) info(r row) (store.Info, error) {
 // live row through the primary key: one round trip. Info.Claimed is read
 // from the owner token ([store.TokenTime]): the claiming server's clock,
 // and zero for a token of an earlier release; Info.Completed is always
-// zero, as the table keeps no completion time; Info.Expires is
-// expires_at, by the database's clock; Info.Size counts the key, token,
-// fingerprint and data columns.
+// zero, as the table keeps no completion time; Info.Expires is the end
+// of the lease of an in-flight row, and expires_at otherwise (the end of
+// an abandoned row's keep, or of a completed row's retention), by the
+// database's clock; Info.Attempt is the attempt column; Info.Size counts
+// the key, token, fingerprint and data columns. An in-flight row claimed
+// with a keep whose lease ran out is reported abandoned, with its owner
+// token.
 func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, s.fail("lookup", key, err)
 	}
 	r := row{key: []byte(key)}
 	err := s.pool.QueryRow(ctx, newInspectStatements(s.cfg.table).lookup, []byte(key)).
-		Scan(&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size)
+		Scan(&r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Info{}, s.fail("lookup", key, store.ErrNotFound)
 	}
@@ -67,8 +75,8 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 }
 
 // Purge implements [store.Inspector.Purge] with one statement: a DELETE
-// of the key's live row fenced by its state and, with opts.Token, its
-// token, followed in the same statement by a NOTIFY of the key for
+// of the key's live row fenced by its state (with opts.InFlight, in flight
+// or abandoned: both are state 1) and, with opts.Token, its token, followed in the same statement by a NOTIFY of the key for
 // [Store.Invalidations], sent when it commits: one atomic step and one
 // round trip. The channel is the table's, resolved in the same statement
 // as the DELETE's table (see [Store.Invalidations]).
@@ -93,7 +101,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	// default isolation (decision 123).
 	err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
 		[]any{[]byte(key), state, token, s.table},
-		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &notified)
+		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt, &notified)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Info{}, s.fail("purge", key, store.ErrNotFound)
 	}
@@ -151,7 +159,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 			r    row
 			live bool
 		)
-		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live); err != nil {
+		if err := rows.Scan(&r.key, &r.state, &r.token, &r.fingerprint, &r.expires, &r.size, &live, &r.abandoned, &r.attempt); err != nil {
 			return store.Page{}, fmt.Errorf("postgresstore: list %s: %w", s.table, err)
 		}
 		page.Add(r.core(), live)
@@ -167,7 +175,7 @@ func (s *Store) List(ctx context.Context, opts store.ListOptions) (store.Page, e
 var listCursor = sqlcore.Cursor{Pkg: "postgresstore", Prefix: "p1:"}
 
 // Stats implements [store.Inspector.Stats] exactly, with one aggregate
-// query: a sequential scan of the whole table, O(rows), whose time this
+// query that counts abandoned rows apart from in-flight ones: a sequential scan of the whole table, O(rows), whose time this
 // package's benchmarks measure (BenchmarkInspectPostgres); call it every
 // minute or so at most on a large table.
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {

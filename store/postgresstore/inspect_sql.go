@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/grpc-idempotency/idempotency/store/internal/sqlcore"
 )
 
 // inspectStatements are the SQL of the store.Inspector, one statement per
@@ -15,6 +17,15 @@ type inspectStatements struct {
 	lookup, purge, listFirst, listNext, stats string
 }
 
+// abandonedSQL is true for an in-flight row claimed with a keep whose
+// lease ran out by the clock {now}; expiresSQL is Info.Expires of a row:
+// the end of its lease while its lease runs, else expires_at (the end of
+// its keep or of its retention).
+const (
+	abandonedSQL = `(state = 1 AND keep_micros > 0 AND {lease_end} <= {now})`
+	expiresSQL   = `CASE WHEN state = 1 AND {lease_end} > {now} THEN {lease_end} ELSE expires_at END`
+)
+
 // sizeSQL is Info.Size of a row: its key, token, fingerprint and data.
 const sizeSQL = `octet_length(key) + octet_length(token) + octet_length(fingerprint) + coalesce(octet_length(data), 0)`
 
@@ -24,11 +35,15 @@ const sizeSQL = `octet_length(key) + octet_length(token) + octet_length(fingerpr
 const maxNotifyKey = 3999
 
 func newInspectStatements(table pgx.Identifier) inspectStatements {
-	r := strings.NewReplacer("{t}", table.Sanitize(), "{size}", sizeSQL)
+	r := strings.NewReplacer("{t}", table.Sanitize(), "{size}", sizeSQL,
+		"{abandoned}", abandonedSQL, "{expires}", expiresSQL)
+	// The second pass fills the parts of the first.
+	clock := strings.NewReplacer("{lease_end}", leaseEnd(""), "{now}", "clock_timestamp()")
+	stmt := func(sql string) string { return clock.Replace(r.Replace(sql)) }
 	return inspectStatements{
 		// lookup reads the key's live row through the primary key.
-		lookup: r.Replace(`
-SELECT state, token, fingerprint, data, expires_at, {size} FROM {t}
+		lookup: stmt(`
+SELECT state, token, fingerprint, data, {expires}, {size}, {abandoned}, attempt FROM {t}
 WHERE key = $1 AND expires_at > clock_timestamp()`),
 
 		// purge deletes the key's live row when it is in state $2 and,
@@ -45,38 +60,39 @@ WHERE key = $1 AND expires_at > clock_timestamp()`),
 		// release deleted meanwhile is gone, not refused) and waits only
 		// for a DELETE under way, not for a transaction that updates the
 		// row (a handler's CompleteTx).
-		purge: r.Replace(`
+		purge: stmt(`
 WITH purged AS (
 	DELETE FROM {t}
 	WHERE key = $1 AND expires_at > clock_timestamp() AND state = $2 AND ($3::bytea IS NULL OR token = $3)
-	RETURNING state, token, fingerprint, data, expires_at, {size} AS size
+	RETURNING state, token, fingerprint, data, {expires} AS expires, {size} AS size, {abandoned} AS abandoned, attempt
 ), notified AS (
 	SELECT pg_notify(` + channelSQL("$4") + `, CASE WHEN octet_length($1) <= ` + strconv.Itoa(maxNotifyKey) + ` THEN encode($1, 'hex') ELSE '' END) FROM purged
 ), kept AS (
-	SELECT state, token, fingerprint, data, expires_at, {size} AS size FROM {t}
+	SELECT state, token, fingerprint, data, {expires} AS expires, {size} AS size, {abandoned} AS abandoned, attempt FROM {t}
 	WHERE key = $1 AND expires_at > clock_timestamp()
 	FOR KEY SHARE
 )
-SELECT true, state, token, fingerprint, data, expires_at, size, (SELECT count(*) FROM notified) FROM purged
+SELECT true, state, token, fingerprint, data, expires, size, abandoned, attempt, (SELECT count(*) FROM notified) FROM purged
 UNION ALL
-SELECT false, state, token, fingerprint, data, expires_at, size, 0 FROM kept
+SELECT false, state, token, fingerprint, data, expires, size, abandoned, attempt, 0 FROM kept
 WHERE NOT EXISTS (SELECT 1 FROM purged)`),
 
 		// listFirst and listNext read the next $n rows in key order from
 		// the primary key's index, whatever their state or expiry (a page
 		// examines that many rows), without their data.
-		listFirst: r.Replace(`
-SELECT key, state, token, fingerprint, expires_at, {size}, expires_at > clock_timestamp() FROM {t}
+		listFirst: stmt(`
+SELECT key, state, token, fingerprint, {expires}, {size}, expires_at > clock_timestamp(), {abandoned}, attempt FROM {t}
 ORDER BY key LIMIT $1`),
-		listNext: r.Replace(`
-SELECT key, state, token, fingerprint, expires_at, {size}, expires_at > clock_timestamp() FROM {t}
+		listNext: stmt(`
+SELECT key, state, token, fingerprint, {expires}, {size}, expires_at > clock_timestamp(), {abandoned}, attempt FROM {t}
 WHERE key > $2 ORDER BY key LIMIT $1`),
 
-		// stats counts the live rows and their bytes by state: a
-		// sequential scan of the table.
-		stats: r.Replace(`
-SELECT state, count(*), coalesce(sum({size}), 0)::bigint FROM {t}
-WHERE expires_at > statement_timestamp() GROUP BY state`),
+		// stats counts the live rows and their bytes by state, abandoned
+		// rows apart (sqlcore.StateAbandoned): a sequential scan of the
+		// table.
+		stats: strings.NewReplacer("{lease_end}", leaseEnd(""), "{now}", "statement_timestamp()").Replace(r.Replace(`
+SELECT CASE WHEN {abandoned} THEN ` + strconv.Itoa(sqlcore.StateAbandoned) + ` ELSE state END, count(*), coalesce(sum({size}), 0)::bigint FROM {t}
+WHERE expires_at > statement_timestamp() GROUP BY 1`)),
 	}
 }
 

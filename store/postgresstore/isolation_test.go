@@ -69,7 +69,8 @@ func TestStepsUnderStricterDefaultIsolation(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer func() { _ = dup.Rollback(context.WithoutCancel(ctx)) }()
-					if _, err := dup.Exec(ctx, postgresstore.ClaimSQL(s), []byte("k"), []byte("duplicate"), []byte("fp"), int64(time.Hour/time.Microsecond)); err != nil {
+					sql, args := postgresstore.ClaimSQL(s, "k", "duplicate", "fp", time.Hour)
+					if _, err := dup.Exec(ctx, sql, args...); err != nil {
 						t.Fatal(err)
 					}
 					done := make(chan error, 1)

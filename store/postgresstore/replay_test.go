@@ -75,7 +75,8 @@ func TestClaimReplayWritesNothing(t *testing.T) {
 		data []byte
 		xid  *int64
 	)
-	err = tx.QueryRow(t.Context(), postgresstore.ClaimSQL(s), []byte("k"), []byte("token"), []byte("fp"), int64(time.Hour/time.Microsecond)).Scan(&won, &st, &fp, &data)
+	sql, args := postgresstore.ClaimSQL(s, "k", "token", "fp", time.Hour)
+	err = tx.QueryRow(t.Context(), sql, args...).Scan(&won, &st, &fp, &data, nil, nil, nil)
 	if err != nil || won || st != 2 || string(data) != "outcome" {
 		t.Fatalf("claim statement: won=%v state=%d data=%q err=%v", won, st, data, err)
 	}

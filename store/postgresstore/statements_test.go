@@ -3,11 +3,13 @@ package postgresstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
@@ -56,6 +58,76 @@ func TestPostgresStatementsPerCall(t *testing.T) {
 			}
 			if c, r := f.calls.Count("complete"), f.calls.Count("release"); c != tc.completes || r != 0 {
 				t.Fatalf("the interceptor made %d Complete and %d Release calls after the handler, want %d and 0", c, r, tc.completes)
+			}
+		})
+	}
+}
+
+// TestPostgresStatementsPerKeptClaim counts the statements the pool sends
+// for the steps of a claim kept beyond its lease (store.ClaimOptions.Keep,
+// with and without TakeOver): the claim of a free key is one statement, a
+// replay (a claim that finds the key completed) one, and so are the
+// Abandon, the claim that finds the key abandoned or takes it over, and the
+// claim that finds it in flight: abandoned claims cost the executed and replay paths no
+// round trip.
+func TestPostgresStatementsPerKeptClaim(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts store.ClaimOptions
+	}{
+		{"keep", store.ClaimOptions{Keep: time.Hour}},
+		{"keep and take over", store.ClaimOptions{Keep: time.Hour, TakeOver: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			trips := &pgtest.RoundTrips{}
+			cfg := pgtest.Config(t, 2)
+			cfg.ConnConfig.Tracer = trips
+			pool := pgtest.PoolFrom(t, cfg)
+			s := postgresstore.New(pool, postgresstore.WithTable(newSchema(t, pool)+".records"), postgresstore.WithSweepInterval(0))
+			t.Cleanup(func() { _ = s.Close() })
+			if err := s.Migrate(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			ctx, fp := t.Context(), []byte("fp")
+			var c store.ClaimResult
+			steps := []struct {
+				name string
+				step func() error
+				want func() bool
+			}{
+				{"claim of a free key", func() (err error) { c, err = s.Claim(ctx, "k", fp, time.Hour, tc.opts); return err },
+					func() bool { return c.Won() && c.Attempt == 1 }},
+				{"complete", func() error { return s.Complete(ctx, "k", c.Token, []byte("out"), time.Hour) }, func() bool { return true }},
+				{"replay", func() (err error) { c, err = s.Claim(ctx, "k", fp, time.Hour, tc.opts); return err },
+					func() bool { return c.Existing.State == store.StateCompleted && string(c.Existing.Data) == "out" }},
+				{"claim of another free key", func() (err error) { c, err = s.Claim(ctx, "a", fp, time.Hour, tc.opts); return err },
+					func() bool { return c.Won() }},
+				{"abandon", func() error { return s.Abandon(ctx, "a", c.Token) }, func() bool { return true }},
+				{"claim of the abandoned key", func() (err error) { c, err = s.Claim(ctx, "a", fp, time.Hour, tc.opts); return err },
+					func() bool {
+						if tc.opts.TakeOver {
+							return c.Won() && c.Attempt == 2
+						}
+						return c.Existing.State == store.StateAbandoned
+					}},
+				{"claim of the key again", func() (err error) { c, err = s.Claim(ctx, "a", fp, time.Hour, tc.opts); return err },
+					func() bool {
+						if tc.opts.TakeOver {
+							return c.Existing.State == store.StateInFlight // taken over
+						}
+						return c.Existing.State == store.StateAbandoned
+					}},
+			}
+			for _, st := range steps {
+				trips.Reset()
+				if err := st.step(); err != nil || !st.want() {
+					t.Fatalf("%s: %+v, %v", st.name, c, err)
+				}
+				if got := trips.Queries(); got != 1 {
+					t.Fatalf("%s sent %d statements, want 1", st.name, got)
+				}
 			}
 		})
 	}

@@ -76,15 +76,22 @@ func (s *Store) Close() error {
 // taking no lock, so replays cost a read and never wait for one another.
 // Otherwise its INSERT … ON CONFLICT … DO UPDATE … RETURNING creates the
 // in-flight row, takes over one whose lease or retention has run out, or
+// with opts.TakeOver an abandoned one with the same fingerprint, or
 // returns the live row unchanged. Concurrent claims of one key that are
 // not replays queue on its row lock, so exactly one wins.
 //
 // When the statement fails after it was sent, its claim may have landed
 // all the same; Claim then releases it, fenced by the claim's fresh token,
 // before it returns the error, so that no claim nobody owns blocks the key
-// for a whole lease (see the package documentation).
+// for a whole lease (see the package documentation). A take-over claim is
+// abandoned instead of released: what it took over was an abandoned entry,
+// whose handler may have run, and releasing it would forget that.
 func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	us, err := micros("lease", lease)
+	if err != nil {
+		return store.ClaimResult{}, err
+	}
+	keep, err := keepMicros(opts.Keep)
 	if err != nil {
 		return store.ClaimResult{}, err
 	}
@@ -93,26 +100,33 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	}
 	token := store.NewToken()
 	var (
-		won   bool
-		state int16
-		fp    []byte
-		data  []byte
+		won, abandoned bool
+		state          int16
+		attempt        int32
+		fp, data, prev []byte
 	)
-	err = s.queryRow(ctx, s.sql.claim, []any{[]byte(key), []byte(token), fingerprint, us}, &won, &state, &fp, &data)
+	err = s.queryRow(ctx, s.sql.claim, []any{[]byte(key), []byte(token), fingerprint, us, keep, opts.TakeOver},
+		&won, &state, &fp, &data, &abandoned, &attempt, &prev)
 	if err != nil {
 		if mayHaveLanded(err) {
-			s.releaseFailedClaim(ctx, key, token)
+			s.undoFailedClaim(ctx, key, token, opts.TakeOver)
 		}
 		return store.ClaimResult{}, s.fail("claim", key, err)
 	}
 	if won {
-		return store.ClaimResult{Token: token}, nil
+		c := store.ClaimResult{Token: token, Attempt: int(attempt)}
+		if prev != nil {
+			c.Previous, _ = store.TokenTime(string(prev))
+		}
+		return c, nil
 	}
 	e := store.Entry{Fingerprint: fp}
-	switch state {
-	case stateInFlight:
+	switch {
+	case state == stateInFlight && abandoned:
+		e.State = store.StateAbandoned
+	case state == stateInFlight:
 		e.State = store.StateInFlight
-	case stateCompleted:
+	case state == stateCompleted:
 		e.State = store.StateCompleted
 		e.Data = data
 		if e.Data == nil {
@@ -124,6 +138,15 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	return store.ClaimResult{Existing: e}, nil
 }
 
+// keepMicros returns keep in whole microseconds, rounded up: 0 for no
+// keep, and an error for a negative one.
+func keepMicros(keep time.Duration) (int64, error) {
+	if keep == 0 {
+		return 0, nil
+	}
+	return micros("keep", keep)
+}
+
 // mayHaveLanded reports whether a statement that failed with err may have
 // committed all the same: it was sent, and PostgreSQL did not answer with
 // an error (which rolls the statement back).
@@ -132,15 +155,22 @@ func mayHaveLanded(err error) bool {
 	return !pgconn.SafeToRetry(err) && !errors.As(err, &pgErr)
 }
 
-// releaseFailedClaim deletes the claim of token, if it landed. It is best
-// effort: its error is dropped, since the claim's own error is reported.
-func (s *Store) releaseFailedClaim(ctx context.Context, key, token string) {
-	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return s.Release(ctx, key, token) })
+// undoFailedClaim undoes the claim of token, if it landed: it releases
+// it, or abandons it when the claim took over an abandoned entry (see
+// [Store.Claim]). It is best effort: its error is dropped, since the
+// claim's own error is reported.
+func (s *Store) undoFailedClaim(ctx context.Context, key, token string, takeOver bool) {
+	undo := s.Release
+	if takeOver {
+		undo = s.Abandon
+	}
+	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return undo(ctx, key, token) })
 }
 
 // Complete implements [store.Store.Complete] with one UPDATE fenced by the
-// token, the in-flight state and the lease. Complete resent with the token
-// that completed the row returns nil and changes nothing.
+// token and the row's life: an abandoned row its token still owns is
+// completed too. Complete resent with the token that completed the row
+// returns nil and changes nothing.
 func (s *Store) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
 	us, err := micros("retention", retention)
 	if err != nil {
@@ -167,7 +197,8 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 }
 
 // Extend implements [store.Store.Extend] with one UPDATE fenced by the
-// token, the in-flight state and the lease.
+// token, the in-flight state and the lease: an abandoned row is refused.
+// A row claimed with a keep keeps it beyond the new lease.
 func (s *Store) Extend(ctx context.Context, key, token string, lease time.Duration) error {
 	us, err := micros("lease", lease)
 	if err != nil {
@@ -192,8 +223,13 @@ func (s *Store) fenced(ctx context.Context, op, sql string, args ...any) error {
 	return nil
 }
 
-// fail wraps a database or context error of op.
+// fail wraps a database or context error of op. An undefined column
+// means a table of an earlier schema version, which the error says.
 func (s *Store) fail(op, key string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42703" { // undefined_column
+		return fmt.Errorf("postgresstore: %s %x in %s: the table is of an earlier schema version: run Migrate, or apply Schema, to upgrade it: %w", op, key, s.table, err)
+	}
 	return fmt.Errorf("postgresstore: %s %x in %s: %w", op, key, s.table, err)
 }
 
@@ -208,7 +244,20 @@ func micros(what string, d time.Duration) (int64, error) {
 	return n, nil
 }
 
-// Abandon implements [store.Store.Abandon].
+// Abandon implements [store.Store.Abandon] with one statement fenced by
+// the token and the in-flight state: it ends the lease of a row claimed
+// with a keep now (the row lives its keep from now, as abandoned), and
+// deletes a row claimed without one.
 func (s *Store) Abandon(ctx context.Context, key, token string) error {
-	return errors.New("postgresstore: Abandon: not built yet")
+	if err := ctx.Err(); err != nil {
+		return s.fail("abandon", key, err)
+	}
+	var ok bool
+	if err := s.queryRow(ctx, s.sql.abandon, []any{[]byte(key), []byte(token)}, &ok); err != nil {
+		return s.fail("abandon", key, err)
+	}
+	if !ok {
+		return fmt.Errorf("postgresstore: abandon %x in %s: %w", key, s.table, store.ErrLeaseLost)
+	}
+	return nil
 }

@@ -14,17 +14,31 @@
 // [DefaultPrefix], "idempotency:", unless [WithPrefix] says otherwise):
 //
 //	version      1 byte, 2: the layout
-//	state        1 byte, 'i' in flight, 'c' completed
+//	state        1 byte, 'i' in flight, 'k' in flight and kept, 'c'
+//	             completed
 //	token length 1 byte
 //	token        the owner token; kept once completed, as the token that
 //	             completed the entry, so a Complete resent with it is
 //	             recognised
 //	fp length    2 bytes, big-endian
 //	fingerprint  the fingerprint the key was claimed with
+//	keep         8 bytes, big-endian, only when kept: Keep in milliseconds
+//	attempt      4 bytes, big-endian, only when kept: the attempt count
 //	data         the data passed to Complete, only once completed
 //
 // Its TTL, in milliseconds, is the lease while in flight and the retention
-// once completed. Owner tokens are made by [store.NewToken]: 25
+// once completed. A claim with [store.ClaimOptions.Keep] writes a kept
+// entry, state 'k', whose TTL is the lease plus Keep: its lease is over
+// once the key's PTTL is down to Keep or less (Redis's clock), and it is
+// then abandoned ([store.StateAbandoned]) until it expires. Nothing is
+// written when a lease runs out: every step that cares (a claim that
+// finds the entry, Extend, Abandon, Lookup, List, Stats) compares the PTTL
+// with Keep. A claim without Keep writes an 'i' entry, byte for byte as
+// releases before kept entries did, so their servers still read it; a
+// server of such a release reads a 'k' entry as corrupt. A take-over
+// rewrites the entry with its new token and the next attempt count,
+// keeping Keep and the fingerprint; a completion drops Keep and the
+// attempt count (a completed entry's Info.Attempt is 0: unknown). Owner tokens are made by [store.NewToken]: 25
 // characters that carry the claim time (the claiming server's clock, in
 // milliseconds) and 96 random bits; tokens of earlier releases, 22
 // characters of random base64url, are still owned, and their claim time
@@ -48,9 +62,17 @@
 //	SET key entry NX GET PX lease
 //
 // which claims a free key or returns the entry already there, all that a
-// replay or an in-flight duplicate needs. A claim resent by go-redis after
-// losing the first reply finds its own token in the entry, and is won.
-// Complete, Release and Extend each run one Lua script on one key
+// replay or an in-flight duplicate needs. With Keep, the entry is a kept
+// one and PX the lease plus Keep: still one round trip for a claim of a
+// free key and for a replay. A SET that finds a kept entry of another
+// claim cannot tell from the entry alone whether its lease ran out, so
+// one more round trip, a script on the key, reads it again with its PTTL
+// and answers it in flight or abandoned, or, with
+// [store.ClaimOptions.TakeOver], takes an abandoned entry with the same
+// fingerprint over in the same atomic step (the duplicate of a kept claim
+// pays two round trips). A claim resent by go-redis after losing the first
+// reply finds its own token in the entry, and is won.
+// Complete, Release, Extend and Abandon each run one Lua script on one key
 // (EVALSHA, falling back to EVAL when Redis answers NOSCRIPT), which
 // compares the owner token and returns [store.ErrLeaseLost] when it no
 // longer owns the key: a caller whose lease ran out can never overwrite or
@@ -100,8 +122,9 @@
 // writes that had not reached it. For the store, a lost claim lets a
 // retry run the handler while the first run goes on, and a lost completion
 // lets a retry run it again. [WithMinReplicas] (n, timeout) sends WAIT n
-// timeout after every claim and completion, in the same pipeline, on the
-// same connection: still one round trip per step. A new claim that fewer
+// timeout after every claim and completion (and after the script of a
+// claim that finds a kept entry, which may take it over), in the same
+// pipeline, on the same connection: still one round trip per step. A new claim that fewer
 // than n replicas acknowledged in time is released and fails with
 // [ErrTooFewReplicas]; the interceptor answers UNAVAILABLE, and the client
 // retries. A completion that fewer than n acknowledged fails the same way;
@@ -141,7 +164,10 @@
 // round trip. An entry's claim time is read from its owner token (the
 // claiming server's clock, to the millisecond; unknown for a token of an
 // earlier release), and its completion time is not kept by the layout:
-// Info.Completed is zero. [Store.List] is one SCAN step per page, in
+// Info.Completed is zero. A kept entry in flight Expires at the end of its
+// lease, an abandoned one at the end of its Keep; Info.Attempt is the
+// count a kept entry holds, 1 for an entry in flight without Keep, and 0
+// (unknown) once completed. [Store.List] is one SCAN step per page, in
 // SCAN's order (not by age), one master after another on a Cluster.
 // [Store.Stats] samples the first 1,000 keys of each master's key space
 // and scales the counts by DBSIZE: exact on a master with fewer keys, an
@@ -169,10 +195,15 @@
 // the error, so that no claim nobody owns blocks the key for a whole
 // lease. The token is fresh and random: the release can delete nothing but
 // this very claim, and deletes nothing at all when the claim did not land.
+// A claim that took an abandoned entry over (its attempt count is over 1)
+// is abandoned again instead of deleted: the entry keeps telling the next
+// claim that an earlier attempt may have run (the failed take-over counts
+// as an attempt; the abandoned owner's token no longer owns it).
 // It is skipped only when the SET was never sent (a context already done,
 // or a queued call whose context ended) and when Redis answered OOM with
 // nothing under the key. A command the claim needs after its SET (the GET
-// under OOM, the extension of a resent claim with [WithMinReplicas]) that
+// under OOM, the script that reads a kept entry and may take it over, the
+// extension of a resent claim with [WithMinReplicas]) that
 // fails, or is dropped unsent because its caller left, releases the same
 // way.
 //
@@ -217,8 +248,10 @@
 // holds an entry still answers (a replay, a duplicate told the key is in
 // use; Redis refuses SET before it runs under OOM, even on such a key, so
 // the store reads it with a GET, one more round trip, only while Redis is
-// full), and the steps of a claim granted before memory ran out (Complete,
-// Release, Extend) go through, since their scripts are flagged allow-oom.
+// full), and the steps of a claim granted before memory ran out
+// (Complete, Release, Extend, Abandon) go through, since their scripts are
+// flagged allow-oom. A take-over of an abandoned entry writes a new claim,
+// and is refused as one ([store.ErrFull]); the entry stays abandoned.
 // Refusing a Complete would leave a handler that ran without its stored
 // outcome, and a retry would run it again once memory came back. So a
 // full Redis grows past maxmemory by the outcomes of the handlers that

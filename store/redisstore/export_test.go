@@ -14,7 +14,15 @@ var (
 	EncodeInFlight         = encodeInFlight
 	DecodeLegacyClaimReply = decodeLegacyClaimReply
 	DecodeFencedReply      = decodeFencedReply
+	EncodeKept             = encodeKept
 )
+
+// DecodeKept reads a layout 2 entry as the store does, with the Keep (in
+// milliseconds, 0 unless kept) and attempt count of a kept one.
+func DecodeKept(v string) (e store.Entry, token string, keep int64, attempt int, err error) {
+	d, err := decodeEntry(v)
+	return d.entry, d.token, d.keep, d.attempt, err
+}
 
 // LegacyClaim is what DecodeLegacyClaimReply returns, for the fuzz test.
 type LegacyClaim = legacyClaim
@@ -32,7 +40,7 @@ func (s *Store) ClaimWithToken(ctx context.Context, key, token string, fingerpri
 	if err != nil {
 		return store.ClaimResult{}, err
 	}
-	cl := claim{s: s, rkey: s.prefix + key, token: token, ms: ms, value: encodeInFlight(token, fingerprint)}
+	cl := newClaim(s, s.prefix+key, token, fingerprint, ms, 0, false)
 	c, err := cl.run(ctx)
 	if err != nil {
 		return store.ClaimResult{}, fmt.Errorf("redisstore: claim: %w", err)
@@ -67,4 +75,12 @@ var DecodeListEntry = decodeListEntry
 func CursorMaster(cursor string) (string, error) {
 	c, err := parseListCursor(cursor)
 	return c.addr, err
+}
+
+// DecodeKeptClaimReply reads a reply of the kept claim script, for the
+// fuzz test: its tag, the attempt of a take-over, and the Keep of the
+// kept entry it holds (0 for none).
+func DecodeKeptClaimReply(reply any) (tag string, attempt int, keep int64, err error) {
+	k, err := decodeKeptClaimReply(reply)
+	return k.tag, k.attempt, k.d.keep, err
 }

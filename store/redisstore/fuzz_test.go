@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/store"
@@ -27,6 +28,12 @@ func FuzzDecodeValue(f *testing.F) {
 	f.Add([]byte{1, 'i', 0, 0, 0})
 	f.Add([]byte("garbage"))
 	f.Add([]byte{})
+	kept := redisstore.EncodeKept("abcdefghijklmnopqrstuv", []byte("fingerprint"), 60000, 3)
+	f.Add(kept)
+	f.Add(kept[:len(kept)-1])
+	f.Add(append(bytes.Clone(kept), 'x'))
+	f.Add(redisstore.EncodeKept("t", nil, 0, 1))
+	f.Add(redisstore.EncodeKept("t", nil, 1, 0))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		e, token, err := redisstore.DecodeValue(string(v))
 		if err != nil {
@@ -41,6 +48,13 @@ func FuzzDecodeValue(f *testing.F) {
 		header := redisstore.EncodeInFlight(token, e.Fingerprint)
 		switch e.State {
 		case store.StateInFlight:
+			if len(v) > 1 && v[1] == 'k' {
+				_, _, keep, attempt, _ := redisstore.DecodeKept(string(v))
+				if k := redisstore.EncodeKept(token, e.Fingerprint, keep, uint32(attempt)); e.Data != nil || keep <= 0 || attempt <= 0 || !bytes.Equal(k, v) {
+					t.Fatalf("DecodeValue(%q) = kept %+v, token %q, keep %d, attempt %d, which encodes to %q", v, e, token, keep, attempt, k)
+				}
+				return
+			}
 			if e.Data != nil || !bytes.Equal(header, v) {
 				t.Fatalf("DecodeValue(%q) = in flight %+v, token %q, which encodes to %q", v, e, token, header)
 			}
@@ -171,25 +185,78 @@ func FuzzDecodeFencedReply(f *testing.F) {
 // DecodeValue reads from those bytes, without data, under its key.
 func FuzzDecodeListEntry(f *testing.F) {
 	inFlight := redisstore.EncodeInFlight(store.NewToken(), []byte("fingerprint"))
-	f.Add("k", inFlight, int64(len(inFlight)), int64(1))
-	f.Add("k", append([]byte{2, 'c'}, inFlight[2:]...), int64(len(inFlight)+100), int64(-1))
-	f.Add("", []byte{2, 'i', 0, 0, 0}, int64(5), int64(0))
-	f.Add("k", []byte("garbage"), int64(7), int64(1))
-	f.Fuzz(func(t *testing.T, key string, header []byte, length, expiry int64) {
+	kept := redisstore.EncodeKept(store.NewToken(), []byte("fingerprint"), 1000, 2)
+	f.Add("k", inFlight, int64(len(inFlight)), int64(1), int64(1))
+	f.Add("k", append([]byte{2, 'c'}, inFlight[2:]...), int64(len(inFlight)+100), int64(-1), int64(-1))
+	f.Add("", []byte{2, 'i', 0, 0, 0}, int64(5), int64(0), int64(0))
+	f.Add("k", []byte("garbage"), int64(7), int64(1), int64(1))
+	f.Add("k", kept, int64(len(kept)), int64(5000), int64(2000))
+	f.Add("k", kept, int64(len(kept)), int64(5000), int64(1000))
+	f.Fuzz(func(t *testing.T, key string, header []byte, length, expiry, pttl int64) {
 		const prefix = "p:"
-		info, ok := redisstore.DecodeListEntry(prefix, []any{prefix + key, "s", string(header), length, expiry})
-		e, token, err := redisstore.DecodeValue(string(header))
+		info, ok := redisstore.DecodeListEntry(prefix, []any{prefix + key, "s", string(header), length, expiry, pttl})
+		e, token, keep, attempt, err := redisstore.DecodeKept(string(header))
+		if strings.Contains(key, ":") {
+			// Another store's key, under a longer prefix.
+			if ok {
+				t.Fatalf("DecodeListEntry of key %q with a ':' = %+v, want it left out", key, info)
+			}
+			return
+		}
 		if ok != (err == nil) {
 			t.Fatalf("DecodeListEntry ok=%v, DecodeValue err=%v", ok, err)
 		}
 		if !ok {
 			return
 		}
-		if info.Key != key || info.State != e.State || info.Token != token || !bytes.Equal(info.Fingerprint, e.Fingerprint) || info.Data != nil {
-			t.Fatalf("DecodeListEntry = %+v; DecodeValue = %+v, token %q", info, e, token)
+		if keep > 0 && pttl <= keep {
+			e.State = store.StateAbandoned
+		}
+		if info.Key != key || info.State != e.State || info.Token != token || info.Attempt != attempt || !bytes.Equal(info.Fingerprint, e.Fingerprint) || info.Data != nil {
+			t.Fatalf("DecodeListEntry = %+v; DecodeValue = %+v, token %q, keep %d, attempt %d", info, e, token, keep, attempt)
 		}
 		if at, _ := store.TokenTime(token); !info.Claimed.Equal(at) {
 			t.Fatalf("Claimed = %v, TokenTime = %v", info.Claimed, at)
+		}
+	})
+}
+
+// FuzzDecodeKeptClaimReply reads arbitrary replies of the kept claim
+// script, {tag, s, n} cut to its first count elements: nothing panics,
+// anything unreadable is corrupt, a take-over is of attempt 2 or more, and
+// an entry in flight, abandoned or found under the claim's own token is a
+// kept one.
+func FuzzDecodeKeptClaimReply(f *testing.F) {
+	kept := string(redisstore.EncodeKept(store.NewToken(), []byte("fingerprint"), 1000, 2))
+	inFlight := string(redisstore.EncodeInFlight(store.NewToken(), []byte("fingerprint")))
+	for _, tag := range []string{"new", "other", "took", "mine", "inflight", "abandoned", "value", ""} {
+		f.Add(uint8(1), tag, kept, int64(2))
+		f.Add(uint8(2), tag, kept, int64(2))
+		f.Add(uint8(3), tag, inFlight, int64(1))
+	}
+	f.Add(uint8(3), "took", store.NewToken(), int64(3))
+	f.Add(uint8(3), "took", store.NewToken(), int64(1))
+	f.Fuzz(func(t *testing.T, count uint8, tag, s string, n int64) {
+		r := []any{tag, s, n}[:int(count)%4]
+		gotTag, attempt, keep, err := redisstore.DecodeKeptClaimReply(r)
+		if err != nil {
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Fatalf("DecodeKeptClaimReply(%#v) = %v, which does not match store.ErrCorrupt", r, err)
+			}
+			return
+		}
+		switch gotTag {
+		case "new", "other", "value":
+		case "took":
+			if attempt < 2 {
+				t.Fatalf("DecodeKeptClaimReply(%#v): take-over as attempt %d", r, attempt)
+			}
+		case "mine", "inflight", "abandoned":
+			if keep <= 0 {
+				t.Fatalf("DecodeKeptClaimReply(%#v): %s entry that is not kept", r, gotTag)
+			}
+		default:
+			t.Fatalf("DecodeKeptClaimReply(%#v): tag %q", r, gotTag)
 		}
 	})
 }

@@ -16,8 +16,9 @@ import (
 var _ store.Inspector = (*Store)(nil)
 
 // Lookup implements [store.Inspector.Lookup] with one read-only script on
-// the key (GET, and PEXPIRETIME for Expires): one round trip, on the node
-// that owns the key. An entry of layout 1 is read too. Info.Claimed is
+// the key (GET, PEXPIRETIME for Expires, and PTTL, which tells a kept
+// entry in flight from an abandoned one): one round trip, on the node that
+// owns the key. An entry of layout 1 is read too. Info.Claimed is
 // read from the owner token ([store.TokenTime]): the claiming server's
 // clock, and zero for a token of an earlier release; Info.Completed is
 // always zero, as the layout keeps no completion time; Info.Size is the
@@ -148,6 +149,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 		total.InFlight.Bytes += st.InFlight.Bytes
 		total.Completed.Entries += st.Completed.Entries
 		total.Completed.Bytes += st.Completed.Bytes
+		total.Abandoned.Entries += st.Abandoned.Entries
+		total.Abandoned.Bytes += st.Abandoned.Bytes
 		total.Estimated = total.Estimated || st.Estimated
 	}
 	return total, nil
@@ -164,7 +167,7 @@ func (m master) nameOf() string {
 // the master's keys when it did not examine them all.
 func decodeStatsReply(reply any) (store.Stats, error) {
 	arr, ok := reply.([]any)
-	if !ok || len(arr) != 7 {
+	if !ok || len(arr) != 9 {
 		return store.Stats{}, corrupt("unexpected stats reply %s", describe(reply))
 	}
 	n := make([]int64, len(arr))
@@ -177,6 +180,7 @@ func decodeStatsReply(reply any) (store.Stats, error) {
 	st := store.Stats{
 		InFlight:  store.Count{Entries: n[3], Bytes: n[4]},
 		Completed: store.Count{Entries: n[5], Bytes: n[6]},
+		Abandoned: store.Count{Entries: n[7], Bytes: n[8]},
 	}
 	if whole || examined == 0 {
 		return st, nil
@@ -187,5 +191,6 @@ func decodeStatsReply(reply any) (store.Stats, error) {
 	st.Estimated = true
 	st.InFlight = store.Count{Entries: scale(st.InFlight.Entries), Bytes: scale(st.InFlight.Bytes)}
 	st.Completed = store.Count{Entries: scale(st.Completed.Entries), Bytes: scale(st.Completed.Bytes)}
+	st.Abandoned = store.Count{Entries: scale(st.Abandoned.Entries), Bytes: scale(st.Abandoned.Bytes)}
 	return st, nil
 }

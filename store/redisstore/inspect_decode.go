@@ -33,16 +33,17 @@ func decodeVerdict(prefix, key string, reply any) (string, store.Info, error) {
 	return verdict, info, err
 }
 
-// decodeDescription reads the d of describeEntry: {'s', value, expiry}
-// or {'h', s, f, o, d, expiry}.
+// decodeDescription reads the d of describeEntry: {'s', value, expiry,
+// pttl} or {'h', s, f, o, d, expiry}.
 func decodeDescription(prefix, key string, d any) (store.Info, error) {
 	arr, _ := d.([]any)
 	switch {
-	case len(arr) == 3 && arr[0] == "s":
+	case len(arr) == 4 && arr[0] == "s":
 		v, ok1 := arr[1].(string)
 		exp, ok2 := arr[2].(int64)
-		if ok1 && ok2 {
-			return decodeString(prefix, key, v, int64(len(v)), exp, true)
+		pttl, ok3 := arr[3].(int64)
+		if ok1 && ok2 && ok3 {
+			return decodeString(prefix, key, v, int64(len(v)), exp, pttl, true)
 		}
 	case len(arr) == 6 && arr[0] == "h":
 		exp, ok := arr[5].(int64)
@@ -55,19 +56,27 @@ func decodeDescription(prefix, key string, d any) (store.Info, error) {
 
 // decodeString describes key, whose value v (the whole value, or its
 // header with length the whole value's length) expires at exp (Unix
-// milliseconds), with the value's data when withData is set.
-func decodeString(prefix, key, v string, length, exp int64, withData bool) (store.Info, error) {
-	e, token, err := decodeValue(v)
+// milliseconds) and has pttl milliseconds left, with the value's data when
+// withData is set. A kept entry is abandoned when pttl is down to its
+// Keep; while in flight, it Expires at the end of its lease, its Keep
+// before the key's expiry.
+func decodeString(prefix, key, v string, length, exp, pttl int64, withData bool) (store.Info, error) {
+	d, err := decodeEntry(v)
 	if err != nil {
 		return store.Info{}, err
 	}
+	e, token := d.entry, d.token
 	info := store.Info{
 		Key:         key,
-		State:       e.State,
+		State:       d.state(pttl),
 		Token:       strings.Clone(token),
 		Fingerprint: bytes.Clone(e.Fingerprint),
 		Size:        int64(len(prefix)+len(key)) + length,
 		Expires:     expiry(exp),
+		Attempt:     d.attempt,
+	}
+	if info.State == store.StateInFlight && d.kept() && exp >= 0 {
+		info.Expires = expiry(exp - d.keep)
 	}
 	if withData && e.State == store.StateCompleted {
 		info.Data = bytes.Clone(e.Data)
@@ -99,6 +108,7 @@ func decodeHash(prefix, key string, st, f, o, d any, size, exp int64) (store.Inf
 		Key:         key,
 		State:       e.State,
 		Token:       token,
+		Attempt:     attemptOfHash(e.State),
 		Fingerprint: e.Fingerprint,
 		Size:        size,
 		Expires:     expiry(exp),
@@ -108,6 +118,16 @@ func decodeHash(prefix, key string, st, f, o, d any, size, exp int64) (store.Inf
 	}
 	info.Claimed, _ = store.TokenTime(token)
 	return info, nil
+}
+
+// attemptOfHash is the attempt count of a layout 1 entry in state st: 1
+// in flight (it has no Keep, so it was never taken over), unknown (0)
+// once completed.
+func attemptOfHash(st store.State) int {
+	if st == store.StateInFlight {
+		return 1
+	}
+	return 0
 }
 
 // expiry returns the time of a PEXPIRETIME: the zero Time for a key with
@@ -142,7 +162,7 @@ func decodeListReply(prefix string, reply any) (uint64, []store.Info, error) {
 }
 
 // decodeListEntry reads one entry of a list reply: {key, 's', header,
-// length, expiry} or {key, 'h', s, f, o, size, expiry}. It reports false
+// length, expiry, pttl} or {key, 'h', s, f, o, size, expiry}. It reports false
 // for anything else, and for a key that is not the store's (ownKey).
 func decodeListEntry(prefix string, item any) (store.Info, bool) {
 	e, _ := item.([]any)
@@ -159,14 +179,15 @@ func decodeListEntry(prefix string, item any) (store.Info, bool) {
 		err  error
 	)
 	switch {
-	case len(e) == 5 && e[1] == "s":
+	case len(e) == 6 && e[1] == "s":
 		h, ok1 := e[2].(string)
 		length, ok2 := e[3].(int64)
 		exp, ok3 := e[4].(int64)
-		if !ok1 || !ok2 || !ok3 {
+		pttl, ok4 := e[5].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return store.Info{}, false
 		}
-		info, err = decodeString(prefix, key, h, length, exp, false)
+		info, err = decodeString(prefix, key, h, length, exp, pttl, false)
 	case len(e) == 7 && e[1] == "h":
 		size, ok1 := e[5].(int64)
 		exp, ok2 := e[6].(int64)

@@ -12,16 +12,17 @@ package redisstore
 //   - {'none'} when the key holds nothing;
 //   - {'corrupt', t} when it holds a value that is not an entry, t its
 //     Redis type;
-//   - otherwise d is {'s', value, expiry} for a layout 2 string, or
-//     {'h', s, f, o, d, expiry} for a layout 1 hash (a missing field is
-//     false), expiry the key's PEXPIRETIME.
+//   - otherwise d is {'s', value, expiry, pttl} for a layout 2 string,
+//     or {'h', s, f, o, d, expiry} for a layout 1 hash (a missing field
+//     is false), expiry the key's PEXPIRETIME and pttl its PTTL (which
+//     tells whether a kept entry is abandoned).
 const describeEntry = readEntry + `
 if layout == nil then return {'none'} end
 if not layout then return {'corrupt', s} end
-if s ~= 'i' and s ~= 'c' then return {'corrupt', 'state'} end
+if s ~= 'i' and s ~= 'c' and s ~= 'k' then return {'corrupt', 'state'} end
 local d
 if layout == 2 then
-  d = {'s', v, redis.call('PEXPIRETIME', KEYS[1])}
+  d = {'s', v, redis.call('PEXPIRETIME', KEYS[1]), redis.call('PTTL', KEYS[1])}
 else
   local h = redis.call('HMGET', KEYS[1], 's', 'f', 'o', 'd')
   d = {'h', h[1], h[2], h[3], h[4], redis.call('PEXPIRETIME', KEYS[1])}
@@ -35,17 +36,18 @@ var lookupScript = newScript("#!lua flags=no-writes,allow-oom\n" + describeEntry
 return {'found', d}
 `)
 
-// purgeScript: ARGV = the state to purge ('i' or 'c'), the owner token to
-// purge (empty for any), the channel of Invalidations, the key to publish.
-// It deletes the entry only when it is in that state and, with a token,
-// owned by it, and then publishes the key. Replies {verdict, d}, verdict
-// 'purged', 'inflight' (in flight, not asked for) or 'changed' (another
-// token, or completed where in flight was asked), or {'none'} or
-// {'corrupt', t}. It runs past maxmemory: a purge frees memory.
+// purgeScript: ARGV = the state to purge ('i': in flight or abandoned,
+// kept or not; or 'c'), the owner token to purge (empty for any), the
+// channel of Invalidations, the key to publish. It deletes the entry only
+// when it is in that state and, with a token, owned by it, and then
+// publishes the key. Replies {verdict, d}, verdict 'purged', 'inflight'
+// (in flight or abandoned, not asked for) or 'changed' (another token, or
+// completed where in flight was asked), or {'none'} or {'corrupt', t}. It
+// runs past maxmemory: a purge frees memory.
 var purgeScript = newScript(allowOOM + describeEntry + `
 local verdict = 'purged'
 if ARGV[2] ~= '' and o ~= ARGV[2] then verdict = 'changed'
-elseif s == 'i' and ARGV[1] ~= 'i' then verdict = 'inflight'
+elseif s ~= 'c' and ARGV[1] ~= 'i' then verdict = 'inflight'
 elseif s == 'c' and ARGV[1] == 'i' then verdict = 'changed'
 end
 if verdict == 'purged' then
@@ -57,8 +59,9 @@ return {verdict, d}
 
 // listScript: ARGV = SCAN cursor, MATCH pattern, COUNT, prefix length.
 // One SCAN step; replies {next cursor, entry...}, each entry {key, 's',
-// header, length, expiry} for a layout 2 string (header: the entry up to
-// the end of its fingerprint, as far as it is well formed; length: STRLEN)
+// header, length, expiry, pttl} for a layout 2 string (header: the entry
+// up to the end of its fingerprint, or of the Keep and attempt count of a
+// kept entry, as far as it is well formed; length: STRLEN; pttl: PTTL)
 // or {key, 'h', s, f, o, size, expiry} for a layout 1 hash (size: the key
 // and its fields). Keys with a ':' after the prefix (another store's,
 // under a longer prefix: see ownKey), keys of other types, and keys that
@@ -82,10 +85,11 @@ for _, k in ipairs(r[2]) do
       local tl = string.byte(h, 3)
       if #h >= 5 + tl then
         local hl = 5 + tl + string.byte(h, 4 + tl) * 256 + string.byte(h, 5 + tl)
+        if string.byte(h, 2) == 107 then hl = hl + 12 end
         if hl > #h then h = redis.call('GETRANGE', k, 0, hl - 1) else h = string.sub(h, 1, hl) end
       end
     end
-    out[#out + 1] = {k, 's', h, redis.call('STRLEN', k), redis.call('PEXPIRETIME', k)}
+    out[#out + 1] = {k, 's', h, redis.call('STRLEN', k), redis.call('PEXPIRETIME', k), redis.call('PTTL', k)}
   end
 end
 return out
@@ -94,13 +98,15 @@ return out
 // statsScript: ARGV = key prefix, sample size. It scans the master's keys
 // from the start of its key space until it has examined the sample size
 // or every key, and counts, among those under the prefix with no ':' after
-// it (see ownKey), the entries and their bytes (key and value) by state. Replies {examined, whole (1 when
-// the scan reached its end), DBSIZE, in-flight entries, their bytes,
-// completed entries, their bytes}.
+// it (see ownKey), the entries and their bytes (key and value) by state
+// (a kept entry is abandoned once its PTTL is down to its Keep). Replies
+// {examined, whole (1 when the scan reached its end), DBSIZE, in-flight
+// entries, their bytes, completed entries, their bytes, abandoned
+// entries, their bytes}.
 var statsScript = newScript("#!lua flags=no-writes,allow-oom,allow-cross-slot-keys\n" + `
 local prefix, want = ARGV[1], tonumber(ARGV[2])
 local cursor, examined = '0', 0
-local n, b = {i = 0, c = 0}, {i = 0, c = 0}
+local n, b = {i = 0, c = 0, a = 0}, {i = 0, c = 0, a = 0}
 repeat
   local r = redis.call('SCAN', cursor, 'COUNT', 100)
   cursor = r[1]
@@ -116,15 +122,23 @@ repeat
         end
       else
         size = #k + redis.call('STRLEN', k)
+        if s == 'k' then
+          local v, keep = redis.call('GET', k), 0
+          if #v >= 17 then
+            for i = #v - 11, #v - 4 do keep = keep * 256 + string.byte(v, i) end
+            s = 'i'
+            if redis.call('PTTL', k) <= keep then s = 'a' end
+          end
+        end
       end
-      if s == 'i' or s == 'c' then
+      if s == 'i' or s == 'c' or s == 'a' then
         n[s] = n[s] + 1
         b[s] = b[s] + size
       end
     end
   end
 until cursor == '0' or examined >= want
-return {examined, cursor == '0' and 1 or 0, redis.call('DBSIZE'), n.i, b.i, n.c, b.c}
+return {examined, cursor == '0' and 1 or 0, redis.call('DBSIZE'), n.i, b.i, n.c, b.c, n.a, b.a}
 `)
 
 // inspectScripts lists the scripts of this file, for [Store.LoadScripts].

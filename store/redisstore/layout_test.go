@@ -52,6 +52,62 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestLayoutKept checks the kept entry of a claim with Keep: state 'k',
+// Keep in milliseconds and the attempt count after the fingerprint, PX
+// the lease plus Keep; Abandon leaves Keep as the PTTL; a take-over writes
+// its token as the next attempt with the same Keep; a completion drops
+// what follows the fingerprint, as an 'i' entry's.
+func TestLayoutKept(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.StartServer(t).Client()
+	ctx := t.Context()
+	st := redisstore.New(rdb)
+	key, fingerprint := newKey(t), fp()
+	rkey := redisstore.DefaultPrefix + key
+	kept := func(token string, attempt byte) []byte {
+		v := append([]byte{2, 'k', 25}, token...)
+		v = append(v, 0, byte(len(fingerprint)))
+		v = append(v, fingerprint...)
+		return append(v, 0, 0, 0, 0, 0, 0, 0x75, 0x30, 0, 0, 0, attempt) // 30000 ms, attempt
+	}
+	wantValue := func(what string, want []byte, minTTL, maxTTL time.Duration) {
+		t.Helper()
+		if got, err := rdb.Get(ctx, rkey).Bytes(); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s value = %q, %v; want %q", what, got, err, want)
+		}
+		if pttl := rdb.PTTL(ctx, rkey).Val(); pttl <= minTTL || pttl > maxTTL {
+			t.Fatalf("%s PTTL = %v, want in (%v, %v]", what, pttl, minTTL, maxTTL)
+		}
+	}
+	opts := store.ClaimOptions{Keep: 30 * time.Second, TakeOver: true}
+	c, err := st.Claim(ctx, key, fingerprint, 1500*time.Millisecond, opts)
+	if err != nil || !c.Won() || c.Attempt != 1 {
+		t.Fatalf("Claim = %+v, %v", c, err)
+	}
+	wantValue("kept", kept(c.Token, 1), 31*time.Second, 31500*time.Millisecond)
+	if err := st.Abandon(ctx, key, c.Token); err != nil {
+		t.Fatal(err)
+	}
+	wantValue("abandoned", kept(c.Token, 1), 29*time.Second, 30*time.Second)
+
+	old := c.Token
+	c, err = st.Claim(ctx, key, fingerprint, 1500*time.Millisecond, store.ClaimOptions{Keep: time.Hour, TakeOver: true})
+	if err != nil || !c.Won() || c.Attempt != 2 {
+		t.Fatalf("take-over Claim = %+v, %v", c, err)
+	}
+	if at, _ := store.TokenTime(old); !c.Previous.Equal(at) {
+		t.Errorf("Previous = %v, want the abandoned token's time %v", c.Previous, at)
+	}
+	wantValue("taken over (the entry's Keep, not the new claim's)", kept(c.Token, 2), 31*time.Second, 31500*time.Millisecond)
+
+	if err := st.Complete(ctx, key, c.Token, []byte("data"), 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	header := kept(c.Token, 2)
+	want := append(append([]byte{2, 'c'}, header[2:len(header)-12]...), "data"...)
+	wantValue("completed", want, 89*time.Second, 90*time.Second)
+}
+
 // TestPrefix checks that WithPrefix decides where keys land, and that
 // stores with different prefixes on one Redis do not see each other.
 func TestPrefix(t *testing.T) {

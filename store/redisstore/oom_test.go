@@ -17,9 +17,10 @@ import (
 
 // TestOutOfMemory checks the store on a Redis at maxmemory with
 // noeviction: a new claim is refused with store.ErrFull and writes
-// nothing, while every step of a claim granted before memory ran out
-// (Complete, Extend, Release) goes through, and claims of keys that hold
-// an entry (a replay, an in-flight duplicate) still answer.
+// nothing, as is a take-over of an abandoned entry, while every step of
+// a claim granted before memory ran out (Complete, Extend, Release,
+// Abandon) goes through, and claims of keys that hold an entry (a replay,
+// an in-flight duplicate, kept or not) still answer.
 func TestOutOfMemory(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
@@ -51,6 +52,22 @@ func TestOutOfMemory(t *testing.T) {
 	layout1 := func(bool) prepared {
 		p := prepared{key: newKey(t), fp: fp(), token: "layout1-owner-token-22"}
 		writeLayout1(t, rdb, redisstore.DefaultPrefix+p.key, "c", p.token, p.fp, []byte("stored"))
+		return p
+	}
+	keptOpts := store.ClaimOptions{Keep: longTTL, TakeOver: true}
+	// kept claims with Keep; abandon (the case's completed) abandons the claim.
+	kept := func(abandon bool) prepared {
+		p := prepared{key: newKey(t), fp: fp()}
+		c, err := st.Claim(ctx, p.key, p.fp, longTTL, keptOpts)
+		if err != nil || !c.Won() {
+			t.Fatalf("kept Claim before the fill = %+v, %v", c, err)
+		}
+		p.token = c.Token
+		if abandon {
+			if err := st.Abandon(ctx, p.key, p.token); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return p
 	}
 	cases := []struct {
@@ -115,6 +132,26 @@ func TestOutOfMemory(t *testing.T) {
 				t.Fatalf("resent claim = %+v, %v; want won with its token", c, err)
 			}
 		}, nil},
+		{"KeptDuplicate", false, func(t *testing.T, ctx context.Context, p prepared) {
+			wantEntry(t, ctx, st, p.key, store.StateInFlight, p.fp, nil)
+		}, kept},
+		{"AbandonOfKeptClaim", false, func(t *testing.T, ctx context.Context, p prepared) {
+			if err := st.Abandon(ctx, p.key, p.token); err != nil {
+				t.Fatalf("Abandon of a kept claim granted before OOM: %v", err)
+			}
+			wantEntry(t, ctx, st, p.key, store.StateAbandoned, p.fp, nil)
+		}, kept},
+		{"TakeOverIsFull", true, func(t *testing.T, ctx context.Context, p prepared) {
+			// A take-over writes a new claim: refused as one, and the
+			// entry stays abandoned, its owner's.
+			if c, err := st.Claim(ctx, p.key, p.fp, longTTL, keptOpts); !errors.Is(err, store.ErrFull) {
+				t.Fatalf("take-over Claim under OOM = %+v, %v; want store.ErrFull", c, err)
+			}
+			wantEntry(t, ctx, st, p.key, store.StateAbandoned, p.fp, nil)
+			if err := st.Complete(ctx, p.key, p.token, []byte("late"), longTTL); err != nil {
+				t.Fatalf("Complete by the abandoned owner under OOM: %v", err)
+			}
+		}, kept},
 	}
 	prep := make([]prepared, len(cases))
 	for i, tc := range cases {

@@ -148,6 +148,50 @@ func TestMinReplicasNotAcknowledged(t *testing.T) {
 	wantReplicated(t, master, replica, redisstore.DefaultPrefix+granted)
 }
 
+// TestMinReplicasTakeOverNotAcknowledged stalls the replication link: a
+// kept claim of a free key fails with ErrTooFewReplicas and is released,
+// as without Keep; a take-over of an abandoned entry fails the same way,
+// and is not deleted but abandoned again, so the next claim still finds
+// the key abandoned (not free: an earlier attempt may have run), and a
+// take-over once the link is back counts the failed one.
+func TestMinReplicasTakeOverNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	master, _, link := replicated(t)
+	rdb := master.Client()
+	ctx := t.Context()
+	kept := store.ClaimOptions{Keep: longTTL, TakeOver: true}
+	st := redisstore.New(rdb, redisstore.WithMinReplicas(1, waitTimeout))
+	key, fingerprint := newKey(t), fp()
+	c, err := st.Claim(ctx, key, fingerprint, longTTL, kept)
+	if err != nil || !c.Won() {
+		t.Fatalf("kept Claim before the stall = %+v, %v", c, err)
+	}
+	if err := st.Abandon(ctx, key, c.Token); err != nil {
+		t.Fatal(err)
+	}
+
+	link.Stall()
+	stalled := redisstore.New(rdb, redisstore.WithMinReplicas(1, stalledTimeout))
+	fresh := newKey(t)
+	if c, err := stalled.Claim(ctx, fresh, fp(), longTTL, kept); !errors.Is(err, redisstore.ErrTooFewReplicas) {
+		t.Fatalf("kept Claim with the link stalled = %+v, %v; want ErrTooFewReplicas", c, err)
+	}
+	if n := rdb.Exists(ctx, redisstore.DefaultPrefix+fresh).Val(); n != 0 {
+		t.Fatal("the unacknowledged kept claim was left behind, blocking its key")
+	}
+	if c, err := stalled.Claim(ctx, key, fingerprint, longTTL, kept); !errors.Is(err, redisstore.ErrTooFewReplicas) {
+		t.Fatalf("take-over with the link stalled = %+v, %v; want ErrTooFewReplicas", c, err)
+	}
+	if got, err := st.Claim(ctx, key, []byte("probe"), longTTL, store.ClaimOptions{}); err != nil || got.Won() || got.Existing.State != store.StateAbandoned {
+		t.Fatalf("Claim after the failed take-over = %+v, %v; want the entry abandoned", got, err)
+	}
+
+	link.Resume()
+	if c, err := st.Claim(ctx, key, fingerprint, longTTL, kept); err != nil || !c.Won() || c.Attempt != 3 {
+		t.Fatalf("take-over once the link is back = %+v, %v; want won as attempt 3", c, err)
+	}
+}
+
 // TestMinReplicasResentClaim: a claim go-redis resent after losing the
 // first reply finds its own token. The WAIT after the resend would speak
 // for the resend's connection only, so the store extends the lease, a

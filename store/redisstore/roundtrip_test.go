@@ -91,3 +91,66 @@ func TestRoundTripsWithoutLoadScripts(t *testing.T) {
 		rt.Reset()
 	}
 }
+
+// TestRoundTripsKept checks the round trips of claims with Keep once the
+// scripts are loaded, on a single node and on a Cluster: a kept claim of
+// a free key (the executed path) and a replay of a completed entry are
+// one round trip each, the native SET, as without Keep; a claim that
+// finds a kept entry in flight or abandoned, a take-over, an Extend and
+// an Abandon of a kept entry are one more script at most.
+func TestRoundTripsKept(t *testing.T) {
+	t.Parallel()
+	for name, start := range map[string]func(t *testing.T) redis.UniversalClient{
+		"Standalone": func(t *testing.T) redis.UniversalClient { return redistest.StartServer(t).Client() },
+		"Cluster":    func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t).Client() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rdb := start(t)
+			ctx := t.Context()
+			st := redisstore.New(rdb)
+			if err := st.LoadScripts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var rt redistest.RoundTrips
+			if err := rt.Attach(ctx, rdb); err != nil {
+				t.Fatal(err)
+			}
+			step := func(op string, err error, want ...string) {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%s: %v", op, err)
+				}
+				if got := rt.Commands(); rt.Count() != len(want) || !slices.Equal(got, want) {
+					t.Fatalf("%s took %d round trips %q, want %q", op, rt.Count(), got, want)
+				}
+				rt.Reset()
+			}
+			kept := store.ClaimOptions{Keep: longTTL, TakeOver: true}
+			key, fingerprint := newKey(t), fp()
+			c, err := st.Claim(ctx, key, fingerprint, longTTL, kept)
+			step("kept Claim of a free key", err, "set")
+			if !c.Won() || c.Attempt != 1 {
+				t.Fatalf("kept Claim of a free key = %+v, want won as attempt 1", c)
+			}
+			d, err := st.Claim(ctx, key, fingerprint, longTTL, kept)
+			step("Claim of a kept entry in flight", err, "set", "evalsha")
+			if d.Won() || d.Existing.State != store.StateInFlight {
+				t.Fatalf("Claim of a kept entry in flight = %+v, want the in-flight entry", d)
+			}
+			step("Extend of a kept entry", st.Extend(ctx, key, c.Token, longTTL), "evalsha")
+			step("Abandon of a kept entry", st.Abandon(ctx, key, c.Token), "evalsha")
+			c, err = st.Claim(ctx, key, fingerprint, longTTL, kept)
+			step("take-over Claim of an abandoned entry", err, "set", "evalsha")
+			if !c.Won() || c.Attempt != 2 {
+				t.Fatalf("take-over Claim = %+v, want won as attempt 2", c)
+			}
+			step("Complete of a kept entry", st.Complete(ctx, key, c.Token, []byte("x"), longTTL), "evalsha")
+			r, err := st.Claim(ctx, key, fingerprint, longTTL, kept)
+			step("kept Claim of a completed key (replay)", err, "set")
+			if r.Won() || r.Existing.State != store.StateCompleted || string(r.Existing.Data) != "x" {
+				t.Fatalf("replay = %+v, want the completed entry", r)
+			}
+		})
+	}
+}

@@ -46,6 +46,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Authorization", authorization},
 		{"NotFoundAndBadArguments", notFoundAndBadArguments},
 		{"Stats", stats},
+		{"ListAbandoned", listAbandoned},
+		{"ResolveResponse", resolveResponse},
+		{"ResolveError", resolveError},
+		{"ResolveRerun", resolveRerun},
+		{"ResolveRefused", resolveRefused},
+		{"ResolveStream", resolveStream},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -170,8 +170,8 @@ func authorization(t *testing.T, st store.Store) {
 	r.call(t, "k-kept", "p")
 	cc := r.admin
 	desc := adminv1.AdminService_ServiceDesc
-	if len(desc.Methods) != 4 || len(desc.Streams) != 0 {
-		t.Fatalf("the service has %d methods and %d streams; this test knows 4 and 0", len(desc.Methods), len(desc.Streams))
+	if len(desc.Methods) != 5 || len(desc.Streams) != 0 {
+		t.Fatalf("the service has %d methods and %d streams; this test knows 5 and 0", len(desc.Methods), len(desc.Streams))
 	}
 	conn := r.adminConn
 	for _, m := range desc.Methods {

@@ -40,7 +40,7 @@ import (
 const (
 	// Alice may call everything.
 	Alice = "alice"
-	// Reader may call everything but PurgeKey.
+	// Reader may call everything but PurgeKey and ResolveKey.
 	Reader = "reader"
 	// Anonymous is refused with UNAUTHENTICATED, a status the function
 	// returns itself.
@@ -114,14 +114,14 @@ func (r *rig) handle(ctx context.Context, method string, req *testingv1.DoReques
 }
 
 // authorize lets Alice call everything and Reader everything but
-// PurgeKey, answers Anonymous UNAUTHENTICATED, and refuses anyone else.
+// PurgeKey and ResolveKey, answers Anonymous UNAUTHENTICATED, and refuses anyone else.
 func authorize(ctx context.Context, method string) (string, error) {
 	who := metadata.ValueFromIncomingContext(ctx, "x-operator")
 	switch {
 	case len(who) != 1:
 	case who[0] == Alice:
 		return Alice, nil
-	case who[0] == Reader && method != adminv1.AdminService_PurgeKey_FullMethodName:
+	case who[0] == Reader && method != adminv1.AdminService_PurgeKey_FullMethodName && method != adminv1.AdminService_ResolveKey_FullMethodName:
 		return Reader, nil
 	case who[0] == Anonymous:
 		return "", status.Error(codes.Unauthenticated, "no credentials")

@@ -47,10 +47,12 @@ var Garbage = []byte("\x0a\xff\xffnot a record")
 
 // Call is one recorded call.
 type Call struct {
-	Op       string // "claim", "complete", "release", "extend"
+	Op       string // "claim", "complete", "release", "extend", "abandon"
 	Key      string
 	Duration time.Duration // lease or retention passed in
-	Err      error
+	// Opts are the options of a claim; zero for the other calls.
+	Opts store.ClaimOptions
+	Err  error
 }
 
 // New wraps s.
@@ -58,11 +60,12 @@ func New(s store.Store) *Store {
 	return &Store{Store: s, stalls: map[string]*atomic.Int64{
 		"claim": new(atomic.Int64), "complete": new(atomic.Int64),
 		"release": new(atomic.Int64), "extend": new(atomic.Int64),
+		"abandon": new(atomic.Int64),
 	}}
 }
 
 // Stall makes the next n calls of op ("claim", "complete", "release",
-// "extend") hang until their context is done, as a call on a stalled link
+// "extend", "abandon") hang until their context is done, as a call on a stalled link
 // does, and then fail with the context's error without reaching the store.
 func (s *Store) Stall(op string, n int64) { s.stalls[op].Store(n) }
 
@@ -96,19 +99,23 @@ func (s *Store) Count(op string) int {
 }
 
 func (s *Store) record(op, key string, d time.Duration, err error) {
+	s.recordCall(Call{Op: op, Key: key, Duration: d, Err: err})
+}
+
+func (s *Store) recordCall(c Call) {
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Op: op, Key: key, Duration: d, Err: err})
+	s.calls = append(s.calls, c)
 	s.mu.Unlock()
 }
 
 // Claim implements store.Store.
 func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	if s.Down.Load() {
-		s.record("claim", key, lease, ErrDown)
+		s.recordCall(Call{Op: "claim", Key: key, Duration: lease, Opts: opts, Err: ErrDown})
 		return store.ClaimResult{}, ErrDown
 	}
 	if s.Full.Load() {
-		s.record("claim", key, lease, store.ErrFull)
+		s.recordCall(Call{Op: "claim", Key: key, Duration: lease, Opts: opts, Err: store.ErrFull})
 		return store.ClaimResult{}, store.ErrFull
 	}
 	if err := s.stalled(ctx, "claim", key, lease); err != nil {
@@ -123,7 +130,7 @@ func (s *Store) Claim(ctx context.Context, key string, fp []byte, lease time.Dur
 		s.claims[key] = c.Token
 		s.mu.Unlock()
 	}
-	s.record("claim", key, lease, err)
+	s.recordCall(Call{Op: "claim", Key: key, Duration: lease, Opts: opts, Err: err})
 	return c, err
 }
 
@@ -207,6 +214,20 @@ func (s *Store) Extend(ctx context.Context, key, token string, lease time.Durati
 	}
 	err := s.Store.Extend(ctx, key, token, lease)
 	s.record("extend", key, lease, err)
+	return err
+}
+
+// Abandon implements store.Store.
+func (s *Store) Abandon(ctx context.Context, key, token string) error {
+	if s.Down.Load() {
+		s.record("abandon", key, 0, ErrDown)
+		return ErrDown
+	}
+	if err := s.stalled(ctx, "abandon", key, 0); err != nil {
+		return err
+	}
+	err := s.Store.Abandon(ctx, key, token)
+	s.record("abandon", key, 0, err)
 	return err
 }
 

@@ -34,6 +34,10 @@ const (
 	State_STATE_IN_FLIGHT State = 1
 	// STATE_COMPLETED: the outcome is stored and replayed to every retry.
 	State_STATE_COMPLETED State = 2
+	// STATE_ABANDONED: the claim's lease ran out while its handler may have
+	// run, and nobody stored its outcome; kept until it is taken over,
+	// resolved (ResolveKey) or its keep runs out.
+	State_STATE_ABANDONED State = 3
 )
 
 // Enum value maps for State.
@@ -42,11 +46,13 @@ var (
 		0: "STATE_UNSPECIFIED",
 		1: "STATE_IN_FLIGHT",
 		2: "STATE_COMPLETED",
+		3: "STATE_ABANDONED",
 	}
 	State_value = map[string]int32{
 		"STATE_UNSPECIFIED": 0,
 		"STATE_IN_FLIGHT":   1,
 		"STATE_COMPLETED":   2,
+		"STATE_ABANDONED":   3,
 	}
 )
 
@@ -361,7 +367,8 @@ func (x *GetKeyResponse) GetEntry() *Entry {
 // ListKeysRequest selects the entries of a page.
 type ListKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// state keeps the entries in that state; STATE_UNSPECIFIED keeps both.
+	// state keeps the entries in that state; STATE_UNSPECIFIED keeps every
+	// state.
 	State State `protobuf:"varint,1,opt,name=state,proto3,enum=idempotency.admin.v1.State" json:"state,omitempty"`
 	// min_age keeps the entries claimed at least that long ago, and those
 	// whose claim time the store does not know: "in flight for more than five
@@ -709,7 +716,10 @@ type GetStatsResponse struct {
 	Completed *Count `protobuf:"bytes,2,opt,name=completed,proto3" json:"completed,omitempty"`
 	// estimated is true when the store estimates the counts from a sample
 	// (Redis above 1000 keys per master) rather than counting them.
-	Estimated     bool `protobuf:"varint,3,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	Estimated bool `protobuf:"varint,3,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	// abandoned counts the entries whose lease ran out while their handler
+	// may have run (kept for their method's abandon policy).
+	Abandoned     *Count `protobuf:"bytes,4,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,6 +775,310 @@ func (x *GetStatsResponse) GetEstimated() bool {
 	return false
 }
 
+func (x *GetStatsResponse) GetAbandoned() *Count {
+	if x != nil {
+		return x.Abandoned
+	}
+	return nil
+}
+
+// ResolveKeyRequest names the abandoned key to resolve, fences the
+// resolution and says how to resolve it.
+type ResolveKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is the store key, or the client's key from which it is derived.
+	//
+	// Types that are valid to be assigned to Key:
+	//
+	//	*ResolveKeyRequest_StoreKey
+	//	*ResolveKeyRequest_ClientKey
+	Key isResolveKeyRequest_Key `protobuf_oneof:"key"`
+	// etag is the etag of the abandoned entry looked at (GetKey or
+	// ListKeys), required: the entry is resolved only while it is that very
+	// entry, still abandoned; otherwise ABORTED or FAILED_PRECONDITION.
+	Etag string `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`
+	// scope, with store_key: the scope the entry's calls had, used to seal
+	// the outcome for it (empty for a server without a scope function);
+	// ignored with client_key (whose own scope is used).
+	Scope string `protobuf:"bytes,4,opt,name=scope,proto3" json:"scope,omitempty"`
+	// name, with store_key: the full method name (or the operation) whose
+	// key it is, which a response needs (its type is the method's response
+	// type) and which gives the outcome's retention (the server's default
+	// without it); ignored with client_key (whose own name is used).
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// resolution says how the key is resolved.
+	//
+	// Types that are valid to be assigned to Resolution:
+	//
+	//	*ResolveKeyRequest_Rerun
+	//	*ResolveKeyRequest_ResponseJson
+	//	*ResolveKeyRequest_Error
+	Resolution    isResolveKeyRequest_Resolution `protobuf_oneof:"resolution"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveKeyRequest) Reset() {
+	*x = ResolveKeyRequest{}
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveKeyRequest) ProtoMessage() {}
+
+func (x *ResolveKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveKeyRequest.ProtoReflect.Descriptor instead.
+func (*ResolveKeyRequest) Descriptor() ([]byte, []int) {
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ResolveKeyRequest) GetKey() isResolveKeyRequest_Key {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *ResolveKeyRequest) GetStoreKey() string {
+	if x != nil {
+		if x, ok := x.Key.(*ResolveKeyRequest_StoreKey); ok {
+			return x.StoreKey
+		}
+	}
+	return ""
+}
+
+func (x *ResolveKeyRequest) GetClientKey() *ClientKey {
+	if x != nil {
+		if x, ok := x.Key.(*ResolveKeyRequest_ClientKey); ok {
+			return x.ClientKey
+		}
+	}
+	return nil
+}
+
+func (x *ResolveKeyRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *ResolveKeyRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *ResolveKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResolveKeyRequest) GetResolution() isResolveKeyRequest_Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
+func (x *ResolveKeyRequest) GetRerun() bool {
+	if x != nil {
+		if x, ok := x.Resolution.(*ResolveKeyRequest_Rerun); ok {
+			return x.Rerun
+		}
+	}
+	return false
+}
+
+func (x *ResolveKeyRequest) GetResponseJson() string {
+	if x != nil {
+		if x, ok := x.Resolution.(*ResolveKeyRequest_ResponseJson); ok {
+			return x.ResponseJson
+		}
+	}
+	return ""
+}
+
+func (x *ResolveKeyRequest) GetError() *ResolveError {
+	if x != nil {
+		if x, ok := x.Resolution.(*ResolveKeyRequest_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isResolveKeyRequest_Key interface {
+	isResolveKeyRequest_Key()
+}
+
+type ResolveKeyRequest_StoreKey struct {
+	// store_key is the key in the store, as ListKeys returns it; name
+	// then says whose key it is, for a response or a retention.
+	StoreKey string `protobuf:"bytes,1,opt,name=store_key,json=storeKey,proto3,oneof"`
+}
+
+type ResolveKeyRequest_ClientKey struct {
+	// client_key is the key a client sent, with its method and scope.
+	ClientKey *ClientKey `protobuf:"bytes,2,opt,name=client_key,json=clientKey,proto3,oneof"`
+}
+
+func (*ResolveKeyRequest_StoreKey) isResolveKeyRequest_Key() {}
+
+func (*ResolveKeyRequest_ClientKey) isResolveKeyRequest_Key() {}
+
+type isResolveKeyRequest_Resolution interface {
+	isResolveKeyRequest_Resolution()
+}
+
+type ResolveKeyRequest_Rerun struct {
+	// rerun, true, deletes the abandoned entry, so that the next retry
+	// runs the handler again: the abandoned attempt is known to have done
+	// nothing that a new run would repeat.
+	Rerun bool `protobuf:"varint,6,opt,name=rerun,proto3,oneof"`
+}
+
+type ResolveKeyRequest_ResponseJson struct {
+	// response_json completes the entry with this response, the method's
+	// response message as JSON (protojson, through the server's
+	// descriptors): what the abandoned attempt answered, or would have.
+	ResponseJson string `protobuf:"bytes,7,opt,name=response_json,json=responseJson,proto3,oneof"`
+}
+
+type ResolveKeyRequest_Error struct {
+	// error completes the entry with this status: what the abandoned
+	// attempt failed with, or would have.
+	Error *ResolveError `protobuf:"bytes,8,opt,name=error,proto3,oneof"`
+}
+
+func (*ResolveKeyRequest_Rerun) isResolveKeyRequest_Resolution() {}
+
+func (*ResolveKeyRequest_ResponseJson) isResolveKeyRequest_Resolution() {}
+
+func (*ResolveKeyRequest_Error) isResolveKeyRequest_Resolution() {}
+
+// ResolveError is the gRPC status a resolution stores.
+type ResolveError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the status code; not 0 (OK), nor above 16.
+	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// message is the status message.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveError) Reset() {
+	*x = ResolveError{}
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveError) ProtoMessage() {}
+
+func (x *ResolveError) ProtoReflect() protoreflect.Message {
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveError.ProtoReflect.Descriptor instead.
+func (*ResolveError) Descriptor() ([]byte, []int) {
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ResolveError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ResolveError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ResolveKeyResponse is the entry as the resolution left it.
+type ResolveKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entry is the entry now: completed, with its outcome, after a response
+	// or an error; after rerun, the abandoned entry as it was when deleted.
+	Entry         *Entry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveKeyResponse) Reset() {
+	*x = ResolveKeyResponse{}
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveKeyResponse) ProtoMessage() {}
+
+func (x *ResolveKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveKeyResponse.ProtoReflect.Descriptor instead.
+func (*ResolveKeyResponse) Descriptor() ([]byte, []int) {
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ResolveKeyResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
 // Count is a number of entries and their bytes as the store counts them.
 type Count struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -778,7 +1092,7 @@ type Count struct {
 
 func (x *Count) Reset() {
 	*x = Count{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1104,7 @@ func (x *Count) String() string {
 func (*Count) ProtoMessage() {}
 
 func (x *Count) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1117,7 @@ func (x *Count) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Count.ProtoReflect.Descriptor instead.
 func (*Count) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Count) GetEntries() int64 {
@@ -845,8 +1159,8 @@ type Entry struct {
 	// and when the store does not record it (then the outcome's own
 	// complete_time says it).
 	CompleteTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
-	// expire_time is when the lease (in flight) or the retention (completed)
-	// runs out, by the store's clock.
+	// expire_time is when the lease (in flight), the keep (abandoned) or the
+	// retention (completed) runs out, by the store's clock.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// outcome is the stored outcome of a completed entry, in GetKey and
 	// PurgeKey; unset in ListKeys, and when it cannot be read.
@@ -876,14 +1190,18 @@ type Entry struct {
 	// Such an entry is listed, so that a listing goes on past it, but it
 	// cannot be named in GetKey or PurgeKey; empty for every key the server
 	// derives.
-	KeyError      string `protobuf:"bytes,13,opt,name=key_error,json=keyError,proto3" json:"key_error,omitempty"`
+	KeyError string `protobuf:"bytes,13,opt,name=key_error,json=keyError,proto3" json:"key_error,omitempty"`
+	// attempt counts the claims of the key that ran a handler: 1 for the
+	// first, more once an abandoned claim was taken over; 0 when the store
+	// does not know.
+	Attempt       int32 `protobuf:"varint,14,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1213,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1226,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Entry) GetStoreKey() string {
@@ -1002,6 +1320,13 @@ func (x *Entry) GetKeyError() string {
 	return ""
 }
 
+func (x *Entry) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 // Outcome is a stored outcome as a person reads it: what every retry of the
 // key is answered.
 type Outcome struct {
@@ -1036,7 +1361,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1373,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1386,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Outcome) GetKind() Kind {
@@ -1162,7 +1487,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1499,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1512,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Message) GetType() string {
@@ -1267,7 +1592,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1604,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1617,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Status) GetCode() int32 {
@@ -1337,7 +1662,7 @@ type Metadata struct {
 
 func (x *Metadata) Reset() {
 	*x = Metadata{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1674,7 @@ func (x *Metadata) String() string {
 func (*Metadata) ProtoMessage() {}
 
 func (x *Metadata) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1687,7 @@ func (x *Metadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metadata.ProtoReflect.Descriptor instead.
 func (*Metadata) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Metadata) GetKey() string {
@@ -1403,7 +1728,7 @@ type HttpResponse struct {
 
 func (x *HttpResponse) Reset() {
 	*x = HttpResponse{}
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1740,7 @@ func (x *HttpResponse) String() string {
 func (*HttpResponse) ProtoMessage() {}
 
 func (x *HttpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_idempotency_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1753,7 @@ func (x *HttpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HttpResponse.ProtoReflect.Descriptor instead.
 func (*HttpResponse) Descriptor() ([]byte, []int) {
-	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_idempotency_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HttpResponse) GetStatus() int32 {
@@ -1531,15 +1856,34 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\x03key\"E\n" +
 	"\x10PurgeKeyResponse\x121\n" +
 	"\x05entry\x18\x01 \x01(\v2\x1b.idempotency.admin.v1.EntryR\x05entry\"\x11\n" +
-	"\x0fGetStatsRequest\"\xa5\x01\n" +
+	"\x0fGetStatsRequest\"\xe0\x01\n" +
 	"\x10GetStatsResponse\x128\n" +
 	"\tin_flight\x18\x01 \x01(\v2\x1b.idempotency.admin.v1.CountR\binFlight\x129\n" +
 	"\tcompleted\x18\x02 \x01(\v2\x1b.idempotency.admin.v1.CountR\tcompleted\x12\x1c\n" +
-	"\testimated\x18\x03 \x01(\bR\testimated\"@\n" +
+	"\testimated\x18\x03 \x01(\bR\testimated\x129\n" +
+	"\tabandoned\x18\x04 \x01(\v2\x1b.idempotency.admin.v1.CountR\tabandoned\"\xc2\x02\n" +
+	"\x11ResolveKeyRequest\x12\x1d\n" +
+	"\tstore_key\x18\x01 \x01(\tH\x00R\bstoreKey\x12@\n" +
+	"\n" +
+	"client_key\x18\x02 \x01(\v2\x1f.idempotency.admin.v1.ClientKeyH\x00R\tclientKey\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\x12\x14\n" +
+	"\x05scope\x18\x04 \x01(\tR\x05scope\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x16\n" +
+	"\x05rerun\x18\x06 \x01(\bH\x01R\x05rerun\x12%\n" +
+	"\rresponse_json\x18\a \x01(\tH\x01R\fresponseJson\x12:\n" +
+	"\x05error\x18\b \x01(\v2\".idempotency.admin.v1.ResolveErrorH\x01R\x05errorB\x05\n" +
+	"\x03keyB\f\n" +
+	"\n" +
+	"resolution\"<\n" +
+	"\fResolveError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"G\n" +
+	"\x12ResolveKeyResponse\x121\n" +
+	"\x05entry\x18\x01 \x01(\v2\x1b.idempotency.admin.v1.EntryR\x05entry\"@\n" +
 	"\x05Count\x12\x18\n" +
 	"\aentries\x18\x01 \x01(\x03R\aentries\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xa6\x04\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xc0\x04\n" +
 	"\x05Entry\x12\x1b\n" +
 	"\tstore_key\x18\x01 \x01(\tR\bstoreKey\x121\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1b.idempotency.admin.v1.StateR\x05state\x12\x12\n" +
@@ -1557,7 +1901,8 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	" \x01(\tR\foutcomeError\x12\x1b\n" +
 	"\tsealed_by\x18\v \x01(\tR\bsealedBy\x12'\n" +
 	"\x0fsealed_unopened\x18\f \x01(\bR\x0esealedUnopened\x12\x1b\n" +
-	"\tkey_error\x18\r \x01(\tR\bkeyError\"\xd9\x04\n" +
+	"\tkey_error\x18\r \x01(\tR\bkeyError\x12\x18\n" +
+	"\aattempt\x18\x0e \x01(\x05R\aattempt\"\xd9\x04\n" +
 	"\aOutcome\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.idempotency.admin.v1.KindR\x04kind\x12#\n" +
 	"\rresponse_type\x18\x02 \x01(\tR\fresponseType\x129\n" +
@@ -1593,11 +1938,12 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x12\x12\n" +
 	"\x03raw\x18\x04 \x01(\fH\x00R\x03raw\x12!\n" +
 	"\fnot_retained\x18\x05 \x01(\bR\vnotRetainedB\x06\n" +
-	"\x04body*H\n" +
+	"\x04body*]\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fSTATE_IN_FLIGHT\x10\x01\x12\x13\n" +
-	"\x0fSTATE_COMPLETED\x10\x02*v\n" +
+	"\x0fSTATE_COMPLETED\x10\x02\x12\x13\n" +
+	"\x0fSTATE_ABANDONED\x10\x03*v\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rKIND_RESPONSE\x10\x01\x12\x0e\n" +
@@ -1605,12 +1951,14 @@ const file_idempotency_admin_v1_admin_proto_rawDesc = "" +
 	"KIND_ERROR\x10\x02\x12\x0f\n" +
 	"\vKIND_STREAM\x10\x03\x12\x15\n" +
 	"\x11KIND_NOT_RETAINED\x10\x04\x12\r\n" +
-	"\tKIND_HTTP\x10\x052\xf4\x02\n" +
+	"\tKIND_HTTP\x10\x052\xd5\x03\n" +
 	"\fAdminService\x12S\n" +
 	"\x06GetKey\x12#.idempotency.admin.v1.GetKeyRequest\x1a$.idempotency.admin.v1.GetKeyResponse\x12Y\n" +
 	"\bListKeys\x12%.idempotency.admin.v1.ListKeysRequest\x1a&.idempotency.admin.v1.ListKeysResponse\x12Y\n" +
 	"\bPurgeKey\x12%.idempotency.admin.v1.PurgeKeyRequest\x1a&.idempotency.admin.v1.PurgeKeyResponse\x12Y\n" +
-	"\bGetStats\x12%.idempotency.admin.v1.GetStatsRequest\x1a&.idempotency.admin.v1.GetStatsResponseBJZHgithub.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1;adminv1b\x06proto3"
+	"\bGetStats\x12%.idempotency.admin.v1.GetStatsRequest\x1a&.idempotency.admin.v1.GetStatsResponse\x12_\n" +
+	"\n" +
+	"ResolveKey\x12'.idempotency.admin.v1.ResolveKeyRequest\x1a(.idempotency.admin.v1.ResolveKeyResponseBJZHgithub.com/grpc-idempotency/idempotency/gen/idempotency/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_idempotency_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -1625,7 +1973,7 @@ func file_idempotency_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_idempotency_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_idempotency_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_idempotency_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_idempotency_admin_v1_admin_proto_goTypes = []any{
 	(State)(0),                    // 0: idempotency.admin.v1.State
 	(Kind)(0),                     // 1: idempotency.admin.v1.Kind
@@ -1638,57 +1986,66 @@ var file_idempotency_admin_v1_admin_proto_goTypes = []any{
 	(*PurgeKeyResponse)(nil),      // 8: idempotency.admin.v1.PurgeKeyResponse
 	(*GetStatsRequest)(nil),       // 9: idempotency.admin.v1.GetStatsRequest
 	(*GetStatsResponse)(nil),      // 10: idempotency.admin.v1.GetStatsResponse
-	(*Count)(nil),                 // 11: idempotency.admin.v1.Count
-	(*Entry)(nil),                 // 12: idempotency.admin.v1.Entry
-	(*Outcome)(nil),               // 13: idempotency.admin.v1.Outcome
-	(*Message)(nil),               // 14: idempotency.admin.v1.Message
-	(*Status)(nil),                // 15: idempotency.admin.v1.Status
-	(*Metadata)(nil),              // 16: idempotency.admin.v1.Metadata
-	(*HttpResponse)(nil),          // 17: idempotency.admin.v1.HttpResponse
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 20: google.protobuf.Value
+	(*ResolveKeyRequest)(nil),     // 11: idempotency.admin.v1.ResolveKeyRequest
+	(*ResolveError)(nil),          // 12: idempotency.admin.v1.ResolveError
+	(*ResolveKeyResponse)(nil),    // 13: idempotency.admin.v1.ResolveKeyResponse
+	(*Count)(nil),                 // 14: idempotency.admin.v1.Count
+	(*Entry)(nil),                 // 15: idempotency.admin.v1.Entry
+	(*Outcome)(nil),               // 16: idempotency.admin.v1.Outcome
+	(*Message)(nil),               // 17: idempotency.admin.v1.Message
+	(*Status)(nil),                // 18: idempotency.admin.v1.Status
+	(*Metadata)(nil),              // 19: idempotency.admin.v1.Metadata
+	(*HttpResponse)(nil),          // 20: idempotency.admin.v1.HttpResponse
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 23: google.protobuf.Value
 }
 var file_idempotency_admin_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: idempotency.admin.v1.GetKeyRequest.client_key:type_name -> idempotency.admin.v1.ClientKey
-	12, // 1: idempotency.admin.v1.GetKeyResponse.entry:type_name -> idempotency.admin.v1.Entry
+	15, // 1: idempotency.admin.v1.GetKeyResponse.entry:type_name -> idempotency.admin.v1.Entry
 	0,  // 2: idempotency.admin.v1.ListKeysRequest.state:type_name -> idempotency.admin.v1.State
-	18, // 3: idempotency.admin.v1.ListKeysRequest.min_age:type_name -> google.protobuf.Duration
-	12, // 4: idempotency.admin.v1.ListKeysResponse.entries:type_name -> idempotency.admin.v1.Entry
+	21, // 3: idempotency.admin.v1.ListKeysRequest.min_age:type_name -> google.protobuf.Duration
+	15, // 4: idempotency.admin.v1.ListKeysResponse.entries:type_name -> idempotency.admin.v1.Entry
 	2,  // 5: idempotency.admin.v1.PurgeKeyRequest.client_key:type_name -> idempotency.admin.v1.ClientKey
-	12, // 6: idempotency.admin.v1.PurgeKeyResponse.entry:type_name -> idempotency.admin.v1.Entry
-	11, // 7: idempotency.admin.v1.GetStatsResponse.in_flight:type_name -> idempotency.admin.v1.Count
-	11, // 8: idempotency.admin.v1.GetStatsResponse.completed:type_name -> idempotency.admin.v1.Count
-	0,  // 9: idempotency.admin.v1.Entry.state:type_name -> idempotency.admin.v1.State
-	19, // 10: idempotency.admin.v1.Entry.claim_time:type_name -> google.protobuf.Timestamp
-	19, // 11: idempotency.admin.v1.Entry.complete_time:type_name -> google.protobuf.Timestamp
-	19, // 12: idempotency.admin.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
-	13, // 13: idempotency.admin.v1.Entry.outcome:type_name -> idempotency.admin.v1.Outcome
-	1,  // 14: idempotency.admin.v1.Outcome.kind:type_name -> idempotency.admin.v1.Kind
-	14, // 15: idempotency.admin.v1.Outcome.response:type_name -> idempotency.admin.v1.Message
-	14, // 16: idempotency.admin.v1.Outcome.messages:type_name -> idempotency.admin.v1.Message
-	15, // 17: idempotency.admin.v1.Outcome.status:type_name -> idempotency.admin.v1.Status
-	16, // 18: idempotency.admin.v1.Outcome.header:type_name -> idempotency.admin.v1.Metadata
-	16, // 19: idempotency.admin.v1.Outcome.trailer:type_name -> idempotency.admin.v1.Metadata
-	17, // 20: idempotency.admin.v1.Outcome.http:type_name -> idempotency.admin.v1.HttpResponse
-	19, // 21: idempotency.admin.v1.Outcome.create_time:type_name -> google.protobuf.Timestamp
-	19, // 22: idempotency.admin.v1.Outcome.complete_time:type_name -> google.protobuf.Timestamp
-	20, // 23: idempotency.admin.v1.Message.json:type_name -> google.protobuf.Value
-	14, // 24: idempotency.admin.v1.Status.details:type_name -> idempotency.admin.v1.Message
-	16, // 25: idempotency.admin.v1.HttpResponse.headers:type_name -> idempotency.admin.v1.Metadata
-	3,  // 26: idempotency.admin.v1.AdminService.GetKey:input_type -> idempotency.admin.v1.GetKeyRequest
-	5,  // 27: idempotency.admin.v1.AdminService.ListKeys:input_type -> idempotency.admin.v1.ListKeysRequest
-	7,  // 28: idempotency.admin.v1.AdminService.PurgeKey:input_type -> idempotency.admin.v1.PurgeKeyRequest
-	9,  // 29: idempotency.admin.v1.AdminService.GetStats:input_type -> idempotency.admin.v1.GetStatsRequest
-	4,  // 30: idempotency.admin.v1.AdminService.GetKey:output_type -> idempotency.admin.v1.GetKeyResponse
-	6,  // 31: idempotency.admin.v1.AdminService.ListKeys:output_type -> idempotency.admin.v1.ListKeysResponse
-	8,  // 32: idempotency.admin.v1.AdminService.PurgeKey:output_type -> idempotency.admin.v1.PurgeKeyResponse
-	10, // 33: idempotency.admin.v1.AdminService.GetStats:output_type -> idempotency.admin.v1.GetStatsResponse
-	30, // [30:34] is the sub-list for method output_type
-	26, // [26:30] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	15, // 6: idempotency.admin.v1.PurgeKeyResponse.entry:type_name -> idempotency.admin.v1.Entry
+	14, // 7: idempotency.admin.v1.GetStatsResponse.in_flight:type_name -> idempotency.admin.v1.Count
+	14, // 8: idempotency.admin.v1.GetStatsResponse.completed:type_name -> idempotency.admin.v1.Count
+	14, // 9: idempotency.admin.v1.GetStatsResponse.abandoned:type_name -> idempotency.admin.v1.Count
+	2,  // 10: idempotency.admin.v1.ResolveKeyRequest.client_key:type_name -> idempotency.admin.v1.ClientKey
+	12, // 11: idempotency.admin.v1.ResolveKeyRequest.error:type_name -> idempotency.admin.v1.ResolveError
+	15, // 12: idempotency.admin.v1.ResolveKeyResponse.entry:type_name -> idempotency.admin.v1.Entry
+	0,  // 13: idempotency.admin.v1.Entry.state:type_name -> idempotency.admin.v1.State
+	22, // 14: idempotency.admin.v1.Entry.claim_time:type_name -> google.protobuf.Timestamp
+	22, // 15: idempotency.admin.v1.Entry.complete_time:type_name -> google.protobuf.Timestamp
+	22, // 16: idempotency.admin.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	16, // 17: idempotency.admin.v1.Entry.outcome:type_name -> idempotency.admin.v1.Outcome
+	1,  // 18: idempotency.admin.v1.Outcome.kind:type_name -> idempotency.admin.v1.Kind
+	17, // 19: idempotency.admin.v1.Outcome.response:type_name -> idempotency.admin.v1.Message
+	17, // 20: idempotency.admin.v1.Outcome.messages:type_name -> idempotency.admin.v1.Message
+	18, // 21: idempotency.admin.v1.Outcome.status:type_name -> idempotency.admin.v1.Status
+	19, // 22: idempotency.admin.v1.Outcome.header:type_name -> idempotency.admin.v1.Metadata
+	19, // 23: idempotency.admin.v1.Outcome.trailer:type_name -> idempotency.admin.v1.Metadata
+	20, // 24: idempotency.admin.v1.Outcome.http:type_name -> idempotency.admin.v1.HttpResponse
+	22, // 25: idempotency.admin.v1.Outcome.create_time:type_name -> google.protobuf.Timestamp
+	22, // 26: idempotency.admin.v1.Outcome.complete_time:type_name -> google.protobuf.Timestamp
+	23, // 27: idempotency.admin.v1.Message.json:type_name -> google.protobuf.Value
+	17, // 28: idempotency.admin.v1.Status.details:type_name -> idempotency.admin.v1.Message
+	19, // 29: idempotency.admin.v1.HttpResponse.headers:type_name -> idempotency.admin.v1.Metadata
+	3,  // 30: idempotency.admin.v1.AdminService.GetKey:input_type -> idempotency.admin.v1.GetKeyRequest
+	5,  // 31: idempotency.admin.v1.AdminService.ListKeys:input_type -> idempotency.admin.v1.ListKeysRequest
+	7,  // 32: idempotency.admin.v1.AdminService.PurgeKey:input_type -> idempotency.admin.v1.PurgeKeyRequest
+	9,  // 33: idempotency.admin.v1.AdminService.GetStats:input_type -> idempotency.admin.v1.GetStatsRequest
+	11, // 34: idempotency.admin.v1.AdminService.ResolveKey:input_type -> idempotency.admin.v1.ResolveKeyRequest
+	4,  // 35: idempotency.admin.v1.AdminService.GetKey:output_type -> idempotency.admin.v1.GetKeyResponse
+	6,  // 36: idempotency.admin.v1.AdminService.ListKeys:output_type -> idempotency.admin.v1.ListKeysResponse
+	8,  // 37: idempotency.admin.v1.AdminService.PurgeKey:output_type -> idempotency.admin.v1.PurgeKeyResponse
+	10, // 38: idempotency.admin.v1.AdminService.GetStats:output_type -> idempotency.admin.v1.GetStatsResponse
+	13, // 39: idempotency.admin.v1.AdminService.ResolveKey:output_type -> idempotency.admin.v1.ResolveKeyResponse
+	35, // [35:40] is the sub-list for method output_type
+	30, // [30:35] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_idempotency_admin_v1_admin_proto_init() }
@@ -1704,11 +2061,18 @@ func file_idempotency_admin_v1_admin_proto_init() {
 		(*PurgeKeyRequest_StoreKey)(nil),
 		(*PurgeKeyRequest_ClientKey)(nil),
 	}
-	file_idempotency_admin_v1_admin_proto_msgTypes[12].OneofWrappers = []any{
+	file_idempotency_admin_v1_admin_proto_msgTypes[9].OneofWrappers = []any{
+		(*ResolveKeyRequest_StoreKey)(nil),
+		(*ResolveKeyRequest_ClientKey)(nil),
+		(*ResolveKeyRequest_Rerun)(nil),
+		(*ResolveKeyRequest_ResponseJson)(nil),
+		(*ResolveKeyRequest_Error)(nil),
+	}
+	file_idempotency_admin_v1_admin_proto_msgTypes[15].OneofWrappers = []any{
 		(*Message_Json)(nil),
 		(*Message_Raw)(nil),
 	}
-	file_idempotency_admin_v1_admin_proto_msgTypes[15].OneofWrappers = []any{
+	file_idempotency_admin_v1_admin_proto_msgTypes[18].OneofWrappers = []any{
 		(*HttpResponse_Text)(nil),
 		(*HttpResponse_Raw)(nil),
 	}
@@ -1718,7 +2082,7 @@ func file_idempotency_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_idempotency_admin_v1_admin_proto_rawDesc), len(file_idempotency_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,20 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetKey_FullMethodName   = "/idempotency.admin.v1.AdminService/GetKey"
-	AdminService_ListKeys_FullMethodName = "/idempotency.admin.v1.AdminService/ListKeys"
-	AdminService_PurgeKey_FullMethodName = "/idempotency.admin.v1.AdminService/PurgeKey"
-	AdminService_GetStats_FullMethodName = "/idempotency.admin.v1.AdminService/GetStats"
+	AdminService_GetKey_FullMethodName     = "/idempotency.admin.v1.AdminService/GetKey"
+	AdminService_ListKeys_FullMethodName   = "/idempotency.admin.v1.AdminService/ListKeys"
+	AdminService_PurgeKey_FullMethodName   = "/idempotency.admin.v1.AdminService/PurgeKey"
+	AdminService_GetStats_FullMethodName   = "/idempotency.admin.v1.AdminService/GetStats"
+	AdminService_ResolveKey_FullMethodName = "/idempotency.admin.v1.AdminService/ResolveKey"
 )
 
 // AdminServiceClient is the client API for AdminService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// AdminService looks up, lists, purges and counts the keys of one
-// idempotency server's store. It is never open by default: the server that
-// registers it gives it an authorization function, and a call that function
-// refuses gets PERMISSION_DENIED. Register it on an admin listener of its
+// AdminService looks up, lists, purges, counts and resolves the keys of
+// one idempotency server's store. It is never open by default: the server
+// that registers it gives it an authorization function, and a call that
+// function refuses gets PERMISSION_DENIED. Register it on an admin listener of its
 // own, as grpc-go's admin and channelz services are.
 type AdminServiceClient interface {
 	// GetKey returns the entry of one key, with its outcome as a person reads
@@ -49,6 +50,16 @@ type AdminServiceClient interface {
 	PurgeKey(ctx context.Context, in *PurgeKeyRequest, opts ...grpc.CallOption) (*PurgeKeyResponse, error)
 	// GetStats counts the store's live entries and their bytes, by state.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
+	// ResolveKey resolves one abandoned entry (a claim whose lease ran out
+	// while its handler may have run, kept so that a method whose policy
+	// blocks abandoned keys refuses its retries): either it lets the next
+	// retry run the handler, or it completes the entry with the outcome the
+	// operator determined, stored as the handler's would be and replayed to
+	// every retry. FAILED_PRECONDITION when the entry is not abandoned (in
+	// flight, or completed); ABORTED when it is not the one the etag names;
+	// NOT_FOUND when the key holds no live entry; INVALID_ARGUMENT for an
+	// outcome that does not fit the method.
+	ResolveKey(ctx context.Context, in *ResolveKeyRequest, opts ...grpc.CallOption) (*ResolveKeyResponse, error)
 }
 
 type adminServiceClient struct {
@@ -99,14 +110,24 @@ func (c *adminServiceClient) GetStats(ctx context.Context, in *GetStatsRequest, 
 	return out, nil
 }
 
+func (c *adminServiceClient) ResolveKey(ctx context.Context, in *ResolveKeyRequest, opts ...grpc.CallOption) (*ResolveKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResolveKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
 //
-// AdminService looks up, lists, purges and counts the keys of one
-// idempotency server's store. It is never open by default: the server that
-// registers it gives it an authorization function, and a call that function
-// refuses gets PERMISSION_DENIED. Register it on an admin listener of its
+// AdminService looks up, lists, purges, counts and resolves the keys of
+// one idempotency server's store. It is never open by default: the server
+// that registers it gives it an authorization function, and a call that
+// function refuses gets PERMISSION_DENIED. Register it on an admin listener of its
 // own, as grpc-go's admin and channelz services are.
 type AdminServiceServer interface {
 	// GetKey returns the entry of one key, with its outcome as a person reads
@@ -123,6 +144,16 @@ type AdminServiceServer interface {
 	PurgeKey(context.Context, *PurgeKeyRequest) (*PurgeKeyResponse, error)
 	// GetStats counts the store's live entries and their bytes, by state.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
+	// ResolveKey resolves one abandoned entry (a claim whose lease ran out
+	// while its handler may have run, kept so that a method whose policy
+	// blocks abandoned keys refuses its retries): either it lets the next
+	// retry run the handler, or it completes the entry with the outcome the
+	// operator determined, stored as the handler's would be and replayed to
+	// every retry. FAILED_PRECONDITION when the entry is not abandoned (in
+	// flight, or completed); ABORTED when it is not the one the etag names;
+	// NOT_FOUND when the key holds no live entry; INVALID_ARGUMENT for an
+	// outcome that does not fit the method.
+	ResolveKey(context.Context, *ResolveKeyRequest) (*ResolveKeyResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -144,6 +175,9 @@ func (UnimplementedAdminServiceServer) PurgeKey(context.Context, *PurgeKeyReques
 }
 func (UnimplementedAdminServiceServer) GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStats not implemented")
+}
+func (UnimplementedAdminServiceServer) ResolveKey(context.Context, *ResolveKeyRequest) (*ResolveKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveKey not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -238,6 +272,24 @@ func _AdminService_GetStats_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ResolveKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResolveKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResolveKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResolveKey(ctx, req.(*ResolveKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -260,6 +312,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStats",
 			Handler:    _AdminService_GetStats_Handler,
+		},
+		{
+			MethodName: "ResolveKey",
+			Handler:    _AdminService_ResolveKey_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
