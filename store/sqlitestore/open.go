@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"net/url"
@@ -103,8 +104,14 @@ func WithMaxConns(n int) OpenOption {
 // for it under the busy timeout, rather than when they first write, where
 // SQLite fails a transaction whose snapshot is stale with SQLITE_BUSY at
 // once, without waiting. A read-only transaction (sql.TxOptions{ReadOnly:
-// true}) begins DEFERRED and takes no lock a writer waits for. Open makes no connection; the caller closes the
-// pool, after [Store.Close].
+// true}) begins DEFERRED and takes no lock a writer waits for.
+//
+// Open connects once before it returns, so that the file is in WAL mode
+// (which the file keeps) before the pool opens its other connections:
+// connections that switch a new file to WAL at once may fail with
+// SQLITE_BUSY without waiting, as each waits for the others' lock. When
+// another process is switching it at the same moment, Open tries again
+// until the busy timeout. The caller closes the pool, after [Store.Close].
 func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	c := openConfig{busy: DefaultBusyTimeout, sync: DefaultSynchronous, maxConns: 4 + 2*runtime.GOMAXPROCS(0)}
 	for _, o := range opts {
@@ -129,7 +136,29 @@ func Open(path string, opts ...OpenOption) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(c.maxConns)
 	db.SetMaxIdleConns(c.maxConns)
+	if err := connect(db, c.busy); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
 	return db, nil
+}
+
+// connect opens db's first connection, trying again while it fails with
+// SQLITE_BUSY, until busy has passed.
+func connect(db *sql.DB, busy time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), busy)
+	defer cancel()
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || !isBusy(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // escapePath returns path as the path of a file: URI: the characters that

@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
@@ -114,6 +117,46 @@ func TestOpenRefuses(t *testing.T) {
 		if db, err := sqlitestore.Open(tc.path, tc.opts...); err == nil {
 			_ = db.Close()
 			t.Errorf("Open(%q, %d options) succeeded", tc.path, len(tc.opts))
+		}
+	}
+}
+
+// TestOpenManyAtOnce: eight pools open one new file at once, as processes
+// starting together do, and each migrates and claims: the switch of the
+// file to WAL, which SQLite may refuse with SQLITE_BUSY at once to
+// connections that race for it, is tried again, and no Open fails.
+func TestOpenManyAtOnce(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "new.db")
+		start := make(chan struct{})
+		errs := make(chan error, 8)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				<-start
+				db, err := sqlitestore.Open(path)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer db.Close()
+				s := sqlitestore.New(db, sqlitestore.WithSweepInterval(0))
+				defer s.Close()
+				if err := s.Migrate(t.Context()); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.Claim(t.Context(), "k"+strconv.Itoa(i), []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil {
+					errs <- err
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("round %d: %v", round, err)
 		}
 	}
 }
