@@ -58,8 +58,10 @@
 // Redis (single node, Sentinel or Cluster) so that many servers share them.
 // [github.com/grpc-idempotency/idempotency/store/postgresstore] keeps them in
 // PostgreSQL, and [github.com/grpc-idempotency/idempotency/store/mysqlstore]
-// in MySQL or MariaDB, where a handler can also record its outcome inside
-// its own transaction ([NewTxOutcome]) ([the stores guide]).
+// in MySQL or MariaDB, and [github.com/grpc-idempotency/idempotency/store/sqlitestore]
+// in a SQLite file on one machine, shared by its processes; on each a
+// handler can also record its outcome inside its own transaction
+// ([NewTxOutcome]) ([the stores guide]).
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one store that outlives its processes to another ([the
 // operations guide]); nothing carries the memory store's keys through a

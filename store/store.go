@@ -41,8 +41,9 @@
 //
 // Implementations live in [github.com/grpc-idempotency/idempotency/store/memorystore],
 // [github.com/grpc-idempotency/idempotency/store/redisstore],
-// [github.com/grpc-idempotency/idempotency/store/postgresstore] and
-// [github.com/grpc-idempotency/idempotency/store/mysqlstore], and
+// [github.com/grpc-idempotency/idempotency/store/postgresstore],
+// [github.com/grpc-idempotency/idempotency/store/mysqlstore] and
+// [github.com/grpc-idempotency/idempotency/store/sqlitestore], and
 // [github.com/grpc-idempotency/idempotency/store/migratestore] moves a
 // service from one to another; each passes the conformance suite in
 // [github.com/grpc-idempotency/idempotency/store/storetest].

@@ -10,7 +10,7 @@ import (
 )
 
 // MigrateStore is a store that creates its own schema, as the SQL stores
-// (mysqlstore, postgresstore) do.
+// (mysqlstore, postgresstore, sqlitestore) do.
 type MigrateStore interface {
 	store.Store
 	// Migrate creates the store's table, or changes nothing when it is

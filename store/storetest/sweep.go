@@ -12,7 +12,7 @@ import (
 )
 
 // SweepStore is a store with a sweeper of expired rows, as the SQL stores
-// (mysqlstore, postgresstore) have.
+// (mysqlstore, postgresstore, sqlitestore) have.
 type SweepStore interface {
 	store.Store
 	// Sweep deletes one batch of expired rows and returns how many.

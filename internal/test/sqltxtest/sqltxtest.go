@@ -1,5 +1,5 @@
 // Package sqltxtest is the transactional-completion suite every SQL store
-// (mysqlstore, postgresstore) runs from its tests: a handler records its
+// (mysqlstore, postgresstore, sqlitestore) runs from its tests: a handler records its
 // outcome with CompleteTx or CompleteErrorTx in its own transaction, behind
 // the real interceptor on a loopback gRPC server. It lives here, not in
 // store/storetest, because it drives the root package's interceptor, which
@@ -51,6 +51,11 @@ type Rig struct {
 	// ExpireAll ends the lease or retention of every row of the store's
 	// table, by the database's clock.
 	ExpireAll func(t *testing.T)
+	// OneWriter says that the database lets one transaction write at a
+	// time (SQLite): a handler's transaction holds every other write back
+	// until it ends, so AfterTakeover begins it once the claim is lost,
+	// rather than before, where the take-over would wait for it.
+	OneWriter bool
 }
 
 // Run runs the suite, each case a parallel subtest on a rig newRig makes.
@@ -379,17 +384,37 @@ func afterTakeover(t *testing.T, newRig func(*testing.T) Rig) {
 	completeErr := make(chan error, 1)
 	f := newFixture(t, newRig, func(ctx context.Context, f *fixture, req *testingv1.DoRequest) (*testingv1.DoResponse, error) {
 		tctx := context.WithoutCancel(ctx)
-		tx, err := f.Begin(tctx)
-		if err != nil {
-			return nil, err
+		begin := func() (Tx, error) {
+			tx, err := f.Begin(tctx)
+			if err != nil {
+				return nil, err
+			}
+			// On the transaction's context: with OneWriter, the
+			// handler's has ended by then.
+			if err := tx.Charge(tctx, req.GetPayload()); err != nil {
+				_ = tx.Rollback(tctx)
+				return nil, err
+			}
+			return tx, nil
 		}
-		defer func() { _ = tx.Rollback(tctx) }()
-		if err := tx.Charge(ctx, req.GetPayload()); err != nil {
-			return nil, err
+		var tx Tx
+		if !f.OneWriter {
+			var err error
+			if tx, err = begin(); err != nil {
+				return nil, err
+			}
 		}
 		c, _ := idempotency.ClaimFromContext(ctx)
 		claimed <- c.StoreKey
 		<-ctx.Done() // the renewal found the key taken over
+		if f.OneWriter {
+			var err error
+			if tx, err = begin(); err != nil {
+				completeErr <- err
+				return nil, err
+			}
+		}
+		defer func() { _ = tx.Rollback(tctx) }()
 		completeErr <- tx.CompleteTx(ctx, &testingv1.DoResponse{Payload: req.GetPayload()})
 		return nil, status.Error(codes.Unavailable, "rolled back")
 	}, idempotency.WithLease(lease))

@@ -1,5 +1,5 @@
 // Package sqlcore holds the logic the SQL stores (store/mysqlstore,
-// store/postgresstore) share: the sweeper's schedule, the keyset cursor and
+// store/postgresstore, store/sqlitestore) share: the sweeper's schedule, the keyset cursor and
 // page of List, the reading of an inspected row and the checks of Purge.
 // Each store keeps its dialect (its statements and its driver) in its own
 // package; what is here is plain Go on the standard library and the store

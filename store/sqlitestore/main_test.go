@@ -1,0 +1,17 @@
+package sqlitestore_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain runs the tests, or, when the environment asks for it, the
+// helper process of TestManyProcessesOneFile (see multiprocess_test.go).
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(claimerMain())
+	}
+	goleak.VerifyTestMain(m)
+}
