@@ -88,8 +88,10 @@
 // made store calls (a missing or invalid key makes none), and of every
 // failed attempt of a retried store step; the counter counts such a step's
 // first failed attempt only ([idempotency.Event.Attempt] 1). The store
-// gauges ([RegisterStoreMetrics]) have idempotency.state in_flight or
-// completed, and idempotency.estimated true when the store estimated its
+// gauges ([RegisterStoreMetrics]) have idempotency.state in_flight,
+// abandoned (a claim's lease ran out before its outcome was stored: under
+// a blocking policy, keys that refuse every call until an operator
+// resolves them) or completed, and idempotency.estimated true when the store estimated its
 // figures from a sample.
 //
 // Server span (the span in the call's context, otelgrpc's server span):

@@ -133,5 +133,6 @@ func ExampleRegisterStoreMetrics() {
 	}
 	// Unordered output:
 	// idempotency.store.entries{idempotency.state=in_flight, idempotency.estimated=false} 1
+	// idempotency.store.entries{idempotency.state=abandoned, idempotency.estimated=false} 0
 	// idempotency.store.entries{idempotency.state=completed, idempotency.estimated=false} 1
 }

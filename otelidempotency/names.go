@@ -46,7 +46,7 @@ const (
 	// recorded.
 	StoreKeyKey = attribute.Key("idempotency.store_key")
 	// StateKey is the state of a store's entries on the store gauges:
-	// "in_flight" or "completed" ([store.State]'s String()).
+	// "in_flight", "abandoned" or "completed" ([store.State]'s String()).
 	StateKey = attribute.Key("idempotency.state")
 	// EstimatedKey is true on the store gauges when the store estimated
 	// its figures from a sample rather than counting them

@@ -81,6 +81,7 @@ func (g *storeGauges) observe(ctx context.Context, o metric.Observer) error {
 		count store.Count
 	}{
 		{store.StateInFlight, g.stats.InFlight},
+		{store.StateAbandoned, g.stats.Abandoned},
 		{store.StateCompleted, g.stats.Completed},
 	} {
 		set := metric.WithAttributeSet(attribute.NewSet(StateKey.String(p.state.String()), EstimatedKey.Bool(g.stats.Estimated)))

@@ -92,6 +92,19 @@ func fill(t *testing.T, s store.Store, prefix string, n, done int) {
 	}
 }
 
+// abandon leaves key abandoned in s, as a server that died mid-handler
+// under a policy for abandoned claims leaves it.
+func abandon(t *testing.T, s store.Store, key string) {
+	t.Helper()
+	c, err := s.Claim(t.Context(), key, []byte("fp"), time.Hour, store.ClaimOptions{Keep: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Abandon(t.Context(), key, c.Token); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStoreMetrics: the gauges report the store's entries and bytes by
 // state as its Stats counts them, read at most once per interval; Stats
 // is read again once the interval has passed (at every collection with
@@ -110,6 +123,7 @@ func TestStoreMetrics(t *testing.T) {
 			t.Parallel()
 			mem := testkit.NewMemoryStore(t)
 			fill(t, mem, "k-", 3, 1)
+			abandon(t, mem, "gone")
 			insp := &statsCalls{Inspector: mem}
 			reader := sdkmetric.NewManualReader()
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -123,11 +137,12 @@ func TestStoreMetrics(t *testing.T) {
 				t.Fatal(err)
 			}
 			entries, size := storeGauges(t, reader)
-			inFlight, completed := gauge{"in_flight", false}, gauge{"completed", false}
-			if entries[inFlight] != 2 || entries[completed] != 1 || len(entries) != 2 {
-				t.Fatalf("entries %v; want 2 in flight and 1 completed", entries)
+			inFlight, completed, abandoned := gauge{"in_flight", false}, gauge{"completed", false}, gauge{"abandoned", false}
+			if entries[inFlight] != 2 || entries[completed] != 1 || entries[abandoned] != 1 || len(entries) != 3 {
+				t.Fatalf("entries %v; want 2 in flight, 1 abandoned and 1 completed", entries)
 			}
-			if size[inFlight] != want.InFlight.Bytes || size[completed] != want.Completed.Bytes || len(size) != 2 || want.Completed.Bytes <= 0 {
+			if size[inFlight] != want.InFlight.Bytes || size[completed] != want.Completed.Bytes || size[abandoned] != want.Abandoned.Bytes ||
+				len(size) != 3 || want.Completed.Bytes <= 0 || want.Abandoned.Bytes <= 0 {
 				t.Fatalf("size %v; want %v", size, want)
 			}
 
@@ -160,7 +175,7 @@ func TestStoreMetricsEstimatedAndFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, _ := storeGauges(t, reader)
-	if entries[gauge{"completed", true}] != 1 || len(entries) != 2 {
+	if entries[gauge{"completed", true}] != 1 || len(entries) != 3 {
 		t.Fatalf("entries %v; want 1 completed, estimated", entries)
 	}
 	insp.fail.Store(true)
