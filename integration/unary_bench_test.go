@@ -27,7 +27,10 @@ import (
 // (a new key every call) and the replay path (one stored key), at 1 and 64
 // concurrent callers. Every row sends the same request and key metadata, so
 // the interceptor is the only difference: compare each row with "bare" of
-// the same run. The memory-sealed rows are the memory rows with sealed
+// the same run. The memory-block and redis-block rows set a policy for
+// abandoned claims (WithAbandonedClaims(AbandonBlock)), so every claim
+// keeps its entry past its lease: compare them with the memory and redis
+// rows (the same round trips). The memory-sealed rows are the memory rows with sealed
 // records (WithSealing, one key): compare them with the memory rows of the
 // same run, or read the memory-sealed-paired rows, which run both in turn
 // (benchSealedPaired). Redis rows report the round trips on the wire per call
@@ -56,6 +59,10 @@ func BenchmarkUnary(b *testing.B) {
 			client := serve(b, s)
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
 		})
+		b.Run("memory-block-"+path, func(b *testing.B) {
+			client := serve(b, testkit.NewMemoryStore(b), idempotency.WithAbandonedClaims(idempotency.AbandonBlock))
+			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
+		})
 		b.Run("memory-sealed-"+path, func(b *testing.B) {
 			client := serve(b, testkit.NewMemoryStore(b), idempotency.WithSealing(benchSealing()))
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchCalls(b, client, callers, replay, nil) })
@@ -68,14 +75,16 @@ func BenchmarkUnary(b *testing.B) {
 			name     string
 			replicas int
 			opts     []redisstore.Option
+			server   []idempotency.ServerOption
 		}{
-			{"redis-", 0, nil},
-			{"redis-nopipe-", 0, []redisstore.Option{redisstore.WithoutPipelining()}},
-			{"redis-wait-", 1, []redisstore.Option{redisstore.WithMinReplicas(1, time.Second)}},
+			{"redis-", 0, nil, nil},
+			{"redis-block-", 0, nil, []idempotency.ServerOption{idempotency.WithAbandonedClaims(idempotency.AbandonBlock)}},
+			{"redis-nopipe-", 0, []redisstore.Option{redisstore.WithoutPipelining()}, nil},
+			{"redis-wait-", 1, []redisstore.Option{redisstore.WithMinReplicas(1, time.Second)}, nil},
 		} {
 			b.Run(variant.name+path, func(b *testing.B) {
 				rdb, trips := benchRedis(b, variant.replicas)
-				client := serve(b, redisstore.New(rdb, variant.opts...))
+				client := serve(b, redisstore.New(rdb, variant.opts...), variant.server...)
 				benchtest.ForCallers(b, func(b *testing.B, callers int) {
 					var cpu time.Duration
 					benchCalls(b, client, callers, replay, func() {
