@@ -164,13 +164,3 @@ func redisOnlyKey(ctx context.Context, t *testing.T, rdb redis.Cmdable, prefix s
 	}
 	return keys[0]
 }
-
-// abandonedEntries returns how many abandoned entries st's Stats counts.
-func abandonedEntries(ctx context.Context, t *testing.T, st store.Inspector) int64 {
-	t.Helper()
-	stats, err := st.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stats.Abandoned.Entries
-}

@@ -130,9 +130,9 @@ func TestRedisLeaseTakenOver(t *testing.T) {
 		first <- result{resp, err}
 	}()
 	<-started
-	// The unrenewed claim's lease runs out in Redis, which keeps it as
-	// abandoned (the claim keeps it for the retention: decision 290).
-	waitFor(t, func() bool { return abandonedEntries(ctx, t, redisstore.New(rdb)) == 1 })
+	key := redisOnlyKey(ctx, t, rdb, redisstore.DefaultPrefix)
+	// The unrenewed claim expires in Redis.
+	waitFor(t, func() bool { return rdb.Exists(ctx, key).Val() == 0 })
 
 	second, header, err := b.do(ctx, "k-taken", req)
 	if err != nil {
