@@ -119,9 +119,15 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 		}
 		return oldClaim, nil
 	}
-	// The new store's attempt and previous claim speak for the key: it is
-	// the store a move ends on.
-	return store.ClaimResult{Token: s.joinTokens(newClaim.Token, oldClaim.Token), Attempt: newClaim.Attempt, Previous: newClaim.Previous}, nil
+	// The later attempt speaks for the key: a key abandoned by a server on
+	// the old store alone is taken over in the old store only (the new
+	// store holds nothing of it), and a claim that did not say so would
+	// run the handler under AbandonRecover instead of the recovery.
+	won := store.ClaimResult{Token: s.joinTokens(newClaim.Token, oldClaim.Token), Attempt: newClaim.Attempt, Previous: newClaim.Previous}
+	if oldClaim.Attempt > won.Attempt {
+		won.Attempt, won.Previous = oldClaim.Attempt, oldClaim.Previous
+	}
+	return won, nil
 }
 
 // Complete stores data in the new store, then in the old one. A Complete
