@@ -30,7 +30,9 @@
 // Any error of either store is returned (errors.Join when both fail), so
 // during a move the service needs both stores: it fails closed when
 // either is down. A Claim that fails after its claim in the new store was
-// won releases that claim first.
+// won releases that claim first (or, when it took an abandoned entry
+// over, abandons it again). A take-over in either store is reported as
+// the later of the two stores' attempts.
 //
 // [The operations guide] gives the procedure: roll this adapter out to every
 // server, wait for the longest retention after the last server that used
@@ -111,7 +113,15 @@ func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease
 	if err != nil || !oldClaim.Won() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if rerr := s.to.Release(rctx, key, newClaim.Token); rerr != nil {
+		// A claim that took an abandoned entry over is given back
+		// abandoned, not released: released, the key would be free in the
+		// new store for a first attempt that knows nothing of the
+		// abandoned one.
+		undo := s.to.Release
+		if newClaim.Attempt > 1 {
+			undo = s.to.Abandon
+		}
+		if rerr := undo(rctx, key, newClaim.Token); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		if err != nil {
