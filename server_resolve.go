@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,9 @@ type Resolution struct {
 // It returns the entry as it was before. It refuses, changing nothing,
 // with an error wrapping [store.ErrChanged] when the entry is not the one
 // r.Token names (taken over, purged and claimed again, or completed by
-// its late handler since it was looked at), with [ErrNotAbandoned] when
+// its late handler since it was looked at: a completion is read back, one
+// Lookup more, since a store takes the late handler's Complete under the
+// same token for a resend of the resolution's), with [ErrNotAbandoned] when
 // the entry is not abandoned, with [store.ErrNotFound] when the key holds
 // no live entry, with [ErrRecordCorrupt] when a sealing server claimed the
 // entry and s has no sealing keys (its calls would refuse the unsealed
@@ -96,7 +99,10 @@ func (s *Server) Resolve(ctx context.Context, storeKey string, r Resolution) (st
 	if r.Rerun {
 		_, err = in.Purge(ctx, storeKey, store.PurgeOptions{InFlight: true, Token: r.Token})
 	} else {
-		err = s.complete(ctx, storeKey, info, r)
+		var data []byte
+		if data, err = s.complete(ctx, storeKey, info, r); err == nil {
+			err = resolvedAs(ctx, in, storeKey, data)
+		}
 	}
 	if s.e.cache != nil {
 		s.e.cache.invalidate(store.Invalidation{Key: storeKey})
@@ -109,6 +115,25 @@ func (s *Server) Resolve(ctx context.Context, storeKey string, r Resolution) (st
 	}
 	s.e.cfg.observer.Observe(ctx, Event{Decision: DecisionResolved, StoreKey: storeKey, StoreTime: time.Since(start)})
 	return info, nil
+}
+
+// resolvedAs returns nil when the entry under storeKey holds data, the
+// record a resolution completed it with, and an error wrapping
+// [store.ErrLeaseLost] when it holds another: a store answers a Complete
+// resent by the token that completed the entry with nil, so the late
+// handler's own outcome, stored under the same token since the entry was
+// looked up, would pass for the operator's.
+func resolvedAs(ctx context.Context, in store.Inspector, storeKey string, data []byte) error {
+	info, err := in.Lookup(ctx, storeKey)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.ErrLeaseLost
+	case err != nil:
+		return fmt.Errorf("idempotency: resolving %s: the resolution was sent, but reading the entry back failed (look it up): %w", storeKey, err)
+	case info.State != store.StateCompleted || !bytes.Equal(info.Data, data):
+		return store.ErrLeaseLost
+	}
+	return nil
 }
 
 // check returns an argument error unless r is exactly one resolution.
@@ -132,7 +157,8 @@ func (r Resolution) check() error {
 
 // complete completes the abandoned entry info under storeKey with the
 // record of r, for r.Name's method or operation, sealed for r.Scope.
-func (s *Server) complete(ctx context.Context, storeKey string, info store.Info, r Resolution) error {
+// It returns the record it stored.
+func (s *Server) complete(ctx context.Context, storeKey string, info store.Info, r Resolution) ([]byte, error) {
 	e := s.e
 	m, md := e.otherOp, (protoreflect.MethodDescriptor)(nil)
 	if op, ok := e.ops[r.Name]; ok {
@@ -155,16 +181,16 @@ func (s *Server) complete(ctx context.Context, storeKey string, info store.Info,
 	}
 	rec, err := resolvedRecord(m, md, info, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	data, err := record.Encode(rec)
 	if err != nil {
-		return fmt.Errorf("idempotency: encoding the resolution: %w", err)
+		return nil, fmt.Errorf("idempotency: encoding the resolution: %w", err)
 	}
 	if data, err = e.sealResolved(ctx, storeKey, r.Scope, info.Fingerprint, data); err != nil {
-		return err
+		return nil, err
 	}
-	return e.store.Complete(ctx, storeKey, r.Token, data, m.retention)
+	return data, e.store.Complete(ctx, storeKey, r.Token, data, m.retention)
 }
 
 // resolvedRecord returns the record the engine stores for r's outcome of
