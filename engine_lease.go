@@ -133,11 +133,12 @@ func (r *renewal) holding(step func() (settled bool)) bool {
 }
 
 // lapsed reports whether the lease ran out unrenewed, or a kept claim's
-// renewal was refused.
+// renewal was refused, or its local end has passed though the renewal
+// timer has not fired yet (a process paused past its lease).
 func (r *renewal) lapsed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.expired
+	return r.expired || !time.Now().Before(r.leaseEnd)
 }
 
 // stop ends renewal once the claim is settled.
