@@ -159,6 +159,20 @@ func abandonedCases() []testCase {
 			e.ok("Release of the third attempt", e.s.Release(e.ctx, key, tok))
 			e.claimKept(key, fp, longTTL) // a released key starts again at 1
 		}},
+		{"TakeOverKeepsTheKeep", func(t *testing.T, e *env) {
+			// The entry keeps the Keep of the claim that made it: a
+			// take-over asking for a shorter one does not shorten it.
+			key, fp := e.key(), fingerprint()
+			_, claimed := e.abandoned(key, fp)
+			c, err := e.s.Claim(e.ctx, key, fp, longTTL, store.ClaimOptions{Keep: e.retention, TakeOver: true})
+			if err != nil || !c.Won() || c.Attempt != 2 {
+				t.Fatalf("take-over with a shorter Keep: %+v, %v, want won as attempt 2", c, err)
+			}
+			claimed.want(e, "Previous of the take-over", c.Previous, 0)
+			e.ok("Abandon of the take-over", e.s.Abandon(e.ctx, key, c.Token))
+			sleepPast(e.retention)
+			e.wantAbandoned(key, fp, kept)
+		}},
 		{"TakeOverNeedsTheSameFingerprint", func(t *testing.T, e *env) {
 			key, fp := e.key(), fingerprint()
 			e.abandoned(key, fp)

@@ -155,7 +155,7 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 		stored = bytes.Clone(fp)
 	}
 	keep := opts.Keep
-	if e != nil { // a take-over keeps the entry's keep
+	if e != nil && s.bug != "takeover-new-keep" { // a take-over keeps the entry's keep
 		keep = e.keep
 	}
 	if s.bug == "keep-ignored" {

@@ -82,6 +82,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"takeover-any-fingerprint", []string{"Abandoned/TakeOverNeedsTheSameFingerprint"}},
 		{"takeover-live", []string{"Abandoned/TakeOverLeavesOtherStates", "Abandoned/LapsedLeaseIsAbandoned"}},
 		{"takeover-attempt-one", []string{"Abandoned/TakeOverFencesTheAbandonedOwner", "Abandoned/AttemptsCount"}},
+		{"takeover-new-keep", []string{"Abandoned/TakeOverKeepsTheKeep"}},
 		{"takeover-keeps-token", []string{"Abandoned/TakeOverFencesTheAbandonedOwner"}},
 		{"extend-revives", []string{"Abandoned/LapsedLeaseIsAbandoned", "Abandoned/AbandonNow"}},
 		{"abandon-ignores-token", []string{"Abandoned/AbandonNow"}},
