@@ -19,6 +19,7 @@ require (
 	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/store/sqlitestore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -37,6 +38,7 @@ require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
@@ -45,11 +47,14 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -64,6 +69,10 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261026165753-2ffab32bce7e // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
 )
 
 // Modules of this repository, built from its working tree until they are
@@ -82,4 +91,5 @@ replace (
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../store/redisstore
+	github.com/grpc-idempotency/idempotency/store/sqlitestore => ../store/sqlitestore
 )

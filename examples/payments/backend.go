@@ -9,7 +9,7 @@ import (
 )
 
 // ledgerView is what the story reads from a ledger: [Ledger] in memory,
-// [pgLedger] in PostgreSQL, [myLedger] in MySQL.
+// [pgLedger] in PostgreSQL, [myLedger] in MySQL, [liteLedger] in SQLite.
 type ledgerView interface {
 	// ChargesOf returns how many charges customer has.
 	ChargesOf(customer string) int
@@ -29,19 +29,21 @@ type backend struct {
 	payments func(latency time.Duration) paymentsv1.PaymentsServer
 	ledger   ledgerView
 	// replica, in the modes whose Charge records its answer in its ledger
-	// transaction (PostgreSQL, MySQL), returns another server's service on
+	// transaction (PostgreSQL, MySQL, SQLite), returns another server's service on
 	// the same database, whose Charge calls afterCommit after its commit:
 	// the story's server that dies there. nil in the other modes.
 	replica func(afterCommit func()) paymentsv1.PaymentsServer
 	// pg is the PostgreSQL mode's database, nil in the other modes.
 	pg *pgBackend
 	// my is the MySQL mode's database, nil in the other modes.
-	my    *myBackend
+	my *myBackend
+	// lite is the SQLite mode's database file, nil in the other modes.
+	lite  *liteBackend
 	close func()
 }
 
-// openBackend opens what cfg asks for: PostgreSQL or MySQL for the ledger
-// and the store together, or a ledger in memory with the memory or Redis
+// openBackend opens what cfg asks for: PostgreSQL, MySQL or SQLite for the
+// ledger and the store together, or a ledger in memory with the memory or Redis
 // store.
 func openBackend(ctx context.Context, cfg config) (*backend, error) {
 	if cfg.PostgresURL != "" {
@@ -49,6 +51,9 @@ func openBackend(ctx context.Context, cfg config) (*backend, error) {
 	}
 	if cfg.MySQLDSN != "" {
 		return openMySQL(ctx, cfg.MySQLDSN)
+	}
+	if cfg.SQLitePath != "" {
+		return openSQLite(ctx, cfg.SQLitePath)
 	}
 	s, name, closeStore, err := openStore(ctx, cfg)
 	if err != nil {

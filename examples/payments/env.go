@@ -30,6 +30,9 @@ type config struct {
 	// MySQLDSN selects MySQL (or MariaDB) for the ledger and the store
 	// together, as PostgresURL does PostgreSQL: a go-sql-driver/mysql DSN.
 	MySQLDSN string
+	// SQLitePath selects a SQLite file for the ledger and the store
+	// together, as PostgresURL does PostgreSQL: the file's path.
+	SQLitePath string
 	// Logs receives the slog output (every idempotency decision and every
 	// call); nil discards it.
 	Logs io.Writer

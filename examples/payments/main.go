@@ -14,6 +14,7 @@
 //	go run ./examples/payments -redis localhost:6379   # the story on Redis
 //	go run ./examples/payments -postgres postgres://postgres@localhost/postgres   # ledger and store in PostgreSQL
 //	go run ./examples/payments -mysql 'root@tcp(127.0.0.1:3306)/'                 # ledger and store in MySQL or MariaDB
+//	go run ./examples/payments -sqlite /tmp/payments.db                           # ledger and store in one SQLite file
 //	go run ./examples/payments -listen :50051     # only the server, for grpcurl
 //	go run ./examples/payments -http :8080        # the server behind a REST gateway, for curl
 //	go run ./examples/payments -otel              # the story, then its spans and metrics
@@ -35,6 +36,7 @@ func main() {
 	redisAddr := flag.String("redis", "", "use the Redis store at `host:port` instead of the in-memory store")
 	postgresURL := flag.String("postgres", "", "keep the ledger and the store in PostgreSQL at `URL`, each charge completed in its ledger transaction")
 	mysqlDSN := flag.String("mysql", "", "keep the ledger and the store in MySQL or MariaDB at `DSN` (go-sql-driver/mysql), each charge completed in its ledger transaction")
+	sqlitePath := flag.String("sqlite", "", "keep the ledger and the store in the SQLite file at `PATH` (created when missing), each charge completed in its ledger transaction")
 	listen := flag.String("listen", "", "run only the server on `address` (for example :50051), with server reflection, until interrupted")
 	metricsAddr := flag.String("metrics", "", "with -listen or -http, serve Prometheus metrics on http://`address`/metrics")
 	httpAddr := flag.String("http", "", "run only the server, behind a grpc-gateway REST gateway on `address` (for example :8080), until interrupted")
@@ -43,7 +45,7 @@ func main() {
 	verbose := flag.Bool("v", false, "log every idempotency decision and every call to stderr (slog)")
 	flag.Parse()
 
-	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, MySQLDSN: *mysqlDSN, Logs: os.Stderr, LogLevel: slog.LevelWarn, OTel: *otel, Latency: *latency}
+	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, MySQLDSN: *mysqlDSN, SQLitePath: *sqlitePath, Logs: os.Stderr, LogLevel: slog.LevelWarn, OTel: *otel, Latency: *latency}
 	if *verbose {
 		cfg.LogLevel = slog.LevelInfo
 	}

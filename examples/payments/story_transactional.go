@@ -20,8 +20,8 @@ import (
 )
 
 // chapterTransactional is the story's chapter that only a store that
-// records the answer in the handler's transaction can tell: PostgreSQL and
-// MySQL.
+// records the answer in the handler's transaction can tell: PostgreSQL,
+// MySQL and SQLite.
 func chapterTransactional(st *story) []struct {
 	title string
 	do    func(context.Context) error
