@@ -27,6 +27,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
 // commands are the scripts' commands besides testscript's own.
@@ -45,7 +46,8 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 }
 
 // cmdEmptyTable makes TABLE a store table, holding nothing, beside the
-// script's own (a PostgreSQL or MySQL store).
+// script's own (a PostgreSQL or MySQL store, or a SQLite store, in its
+// file).
 //
 //	emptytable TABLE
 func cmdEmptyTable(ts *testscript.TestScript, neg bool, args []string) {
@@ -62,6 +64,8 @@ func cmdEmptyTable(ts *testscript.TestScript, neg bool, args []string) {
 		st = postgresstore.New(pgtest.Pool(tb, 2), postgresstore.WithTable(args[0]), postgresstore.WithSweepInterval(0))
 	case *mysqlstore.Store:
 		st = mysqlstore.New(mysqltest.DB(tb, 2), mysqlstore.WithTable(args[0]), mysqlstore.WithSweepInterval(0))
+	case *sqlitestore.Store:
+		st = sqlitestore.New(sqliteDB(tb, rigOf(ts).file), sqlitestore.WithTable(args[0]), sqlitestore.WithSweepInterval(0))
 	default:
 		ts.Fatalf("emptytable: the script's store has no tables")
 	}

@@ -34,13 +34,14 @@ type connFlags struct {
 	redisPrefix   string
 	postgres      string
 	mysql         string
+	sqlite        string
 	table         string
 	descriptorSet string
 }
 
 // Flags of each way in, for the checks of validate.
 var (
-	targetFlags  = []string{"addr", "redis", "redis-cluster", "redis-sentinel", "postgres", "mysql"}
+	targetFlags  = []string{"addr", "redis", "redis-cluster", "redis-sentinel", "postgres", "mysql", "sqlite"}
 	serviceFlags = []string{"insecure", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "header"}
 	directFlags  = []string{"descriptor-set"}
 )
@@ -59,7 +60,8 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.redisPrefix, "redis-prefix", "idempotency:", "the store's key prefix (redisstore.WithPrefix)")
 	fs.StringVar(&f.postgres, "postgres", "", "reach a PostgreSQL store directly: postgres://user@host:port/db")
 	fs.StringVar(&f.mysql, "mysql", "", "reach a MySQL or MariaDB store directly: a go-sql-driver/mysql DSN, user:password@tcp(host:3306)/db")
-	fs.StringVar(&f.table, "table", "idempotency_records", "the store's table: name, or schema.name (postgresstore.WithTable) or database.name (mysqlstore.WithTable)")
+	fs.StringVar(&f.sqlite, "sqlite", "", "reach a SQLite store directly: the path of its database file, on this host")
+	fs.StringVar(&f.table, "table", "idempotency_records", "the store's table: name, or schema.name (postgresstore.WithTable) or database.name (mysqlstore.WithTable); a SQLite store's in the file's main database")
 	fs.StringVar(&f.descriptorSet, "descriptor-set", "", "a FileDescriptorSet of the service's protos, to decode stored messages and read method options (direct access)")
 }
 
@@ -74,7 +76,7 @@ func (f *connFlags) validate(fs *pflag.FlagSet) error {
 	}
 	switch len(targets) {
 	case 0:
-		return usageError("name the admin service with --addr, or a store with --redis, --redis-cluster, --redis-sentinel, --postgres or --mysql")
+		return usageError("name the admin service with --addr, or a store with --redis, --redis-cluster, --redis-sentinel, --postgres, --mysql or --sqlite")
 	case 1:
 	default:
 		return usageError("%s: name one of them", strings.Join(targets, " and "))
@@ -92,8 +94,8 @@ func (f *connFlags) validate(fs *pflag.FlagSet) error {
 	if fs.Changed("redis-prefix") && f.redis == "" && f.redisCluster == "" && f.redisSentinel == "" {
 		return usageError("--redis-prefix is a flag of --redis, --redis-cluster and --redis-sentinel")
 	}
-	if fs.Changed("table") && f.postgres == "" && f.mysql == "" {
-		return usageError("--table is a flag of --postgres and --mysql")
+	if fs.Changed("table") && f.postgres == "" && f.mysql == "" && f.sqlite == "" {
+		return usageError("--table is a flag of --postgres, --mysql and --sqlite")
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageError("--tls-cert and --tls-key go together")

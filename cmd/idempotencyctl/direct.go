@@ -19,6 +19,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
 // openDirect opens the store the flags name and serves the admin service
@@ -87,8 +88,11 @@ func (f *connFlags) openStore(ctx context.Context) (store.Store, string, func(),
 		o.ContextTimeoutEnabled = true
 		return f.redisStore(redis.NewFailoverClient(o), "the Redis store of master "+o.MasterName)
 	}
-	if f.mysql != "" {
+	switch {
+	case f.mysql != "":
 		return f.mysqlStore()
+	case f.sqlite != "":
+		return f.sqliteStore()
 	}
 	return f.postgresStore(ctx)
 }
@@ -142,6 +146,37 @@ func (f *connFlags) mysqlStore() (store.Store, string, func(), *place, error) {
 		in = " in database " + cfg.DBName
 	}
 	return st, "the MySQL store (table " + f.table + in + ")", func() { _ = st.Close(); _ = db.Close() }, mysqlPlace(db, f.table, in), nil
+}
+
+// sqliteStore opens the SQLite store of --sqlite and --table: the table
+// in the main database of the file, which must exist (a mistyped path is
+// an error, not a new, empty store). The file is opened as
+// sqlitestore.Open opens it, in WAL mode, beside the processes that
+// serve it.
+func (f *connFlags) sqliteStore() (store.Store, string, func(), *place, error) {
+	if strings.Contains(f.table, ".") {
+		return nil, "", nil, nil, usageError("--table %s: a SQLite store reached directly is in the main database of the file --sqlite names: give the file of the attached database, and the table's name alone", f.table)
+	}
+	fi, err := os.Stat(f.sqlite)
+	if err != nil {
+		return nil, "", nil, nil, failure("--sqlite: %v", err)
+	}
+	if fi.IsDir() {
+		return nil, "", nil, nil, usageError("--sqlite %s: a directory: want the store's database file", f.sqlite)
+	}
+	db, err := sqlitestore.Open(f.sqlite, sqlitestore.WithMaxConns(2))
+	if err != nil {
+		return nil, "", nil, nil, failure("--sqlite: %v", err)
+	}
+	st, err := newStore(func() *sqlitestore.Store {
+		return sqlitestore.New(db, sqlitestore.WithTable(f.table), sqlitestore.WithSweepInterval(0))
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, "", nil, nil, err
+	}
+	in := " in the file " + f.sqlite
+	return st, "the SQLite store (table " + f.table + in + ")", func() { _ = st.Close(); _ = db.Close() }, sqlitePlace(db, f.table, in), nil
 }
 
 func (f *connFlags) redisStore(rdb redis.UniversalClient, where string) (store.Store, string, func(), *place, error) {

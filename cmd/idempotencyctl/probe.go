@@ -140,6 +140,30 @@ func mysqlPlace(db *sql.DB, table, where string) *place {
 	}
 }
 
+// sqlitePlace is the place of a SQLite store in table, of the file's
+// main database. SQLite matches table names without regard to ASCII case.
+func sqlitePlace(db *sql.DB, table, where string) *place {
+	ident := `"` + strings.ReplaceAll(table, `"`, `""`) + `"`
+	return &place{
+		what: "table " + table + where, flag: "--table", option: "sqlitestore.WithTable",
+		probe: func(ctx context.Context) emptiness {
+			var exists bool
+			err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE)", table).Scan(&exists)
+			if err != nil {
+				return holdsSomething
+			}
+			if !exists {
+				return doesNotExist
+			}
+			var nonEmpty bool
+			if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM main."+ident+")").Scan(&nonEmpty); err != nil || nonEmpty {
+				return holdsSomething
+			}
+			return holdsNothing
+		},
+	}
+}
+
 // hint says, for a key not found in p (or a store failing there), where
 // it was looked for, and what the probe found there.
 func (p *place) hint(ctx context.Context, notFound bool) string {

@@ -68,6 +68,7 @@ or, when that service is down, the store itself, through the same code:
   --redis URL | --redis-cluster URL | --redis-sentinel URL  [--redis-prefix P]
   --postgres URL [--table T]
   --mysql DSN [--table T]   (MySQL, MariaDB: user:password@tcp(host:3306)/db)
+  --sqlite PATH [--table T] (the database file of a SQLite store, on this host)
 
 A store reached directly knows nothing of the server's configuration: give
 --descriptor-set to decode stored messages (buf build -o file.binpb, or

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +34,7 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
 // mode is a way the scripts reach the store of a running server: its admin
@@ -39,7 +42,7 @@ import (
 type mode struct {
 	name   string
 	direct bool   // the store itself, not the admin service
-	store  string // memory, redis, postgres or mysql
+	store  string // memory, redis, postgres, mysql or sqlite
 	// topology is a Redis store's: "" (one node), cluster or sentinel.
 	topology string
 	// mtls serves the admin service over TLS, requiring a client
@@ -48,25 +51,27 @@ type mode struct {
 }
 
 // modes are every way in, on every store it works with: the admin service
-// on each store, and each networked store directly (a memory store lives
-// in its server's process only), Redis as one node, a Cluster and through
-// Sentinel.
+// on each store, and each store but memory directly (a memory store lives
+// in its server's process only; a SQLite store is a file on the host), Redis
+// as one node, a Cluster and through Sentinel.
 var modes = []mode{
 	{name: "service-memory", store: "memory"},
 	{name: "service-mtls", store: "memory", mtls: true},
 	{name: "service-redis", store: "redis"},
 	{name: "service-postgres", store: "postgres"},
 	{name: "service-mysql", store: "mysql"},
+	{name: "service-sqlite", store: "sqlite"},
 	{name: "direct-redis", direct: true, store: "redis"},
 	{name: "direct-redis-cluster", direct: true, store: "redis", topology: "cluster"},
 	{name: "direct-redis-sentinel", direct: true, store: "redis", topology: "sentinel"},
 	{name: "direct-postgres", direct: true, store: "postgres"},
 	{name: "direct-mysql", direct: true, store: "mysql"},
+	{name: "direct-sqlite", direct: true, store: "sqlite"},
 }
 
 // condition answers the scripts' conditions: [service], [mtls] and
-// [direct] (the way in), [memory], [redis], [postgres] and [mysql] (the
-// store).
+// [direct] (the way in), [memory], [redis], [postgres], [mysql] and
+// [sqlite] (the store).
 func (m mode) condition(cond string) (bool, error) {
 	switch cond {
 	case "mtls":
@@ -75,7 +80,7 @@ func (m mode) condition(cond string) (bool, error) {
 		return !m.direct, nil
 	case "direct":
 		return m.direct, nil
-	case "memory", "redis", "postgres", "mysql":
+	case "memory", "redis", "postgres", "mysql", "sqlite":
 		return m.store == cond, nil
 	}
 	return false, errors.New("unknown condition " + cond)
@@ -125,6 +130,8 @@ type rig struct {
 	// (service) or the descriptor set (direct).
 	flags  []string
 	direct bool
+	// file is a SQLite store's database file.
+	file string
 	// descriptors is the path of the shop service's descriptor set.
 	descriptors string
 
@@ -144,6 +151,9 @@ func setup(env *testscript.Env, m mode, shared any) error {
 	r := &rig{ledger: newLedger(), direct: m.direct}
 	st, direct := openStore(tb, m, shared)
 	r.store, r.tb = st, tb
+	if i := slices.Index(direct, "--sqlite"); i >= 0 {
+		r.file = direct[i+1]
+	}
 	files, sd, err := shopFiles()
 	if err != nil {
 		return err
@@ -256,8 +266,29 @@ func openStore(tb testing.TB, m mode, shared any) (store.Store, []string) {
 			tb.Fatal(err)
 		}
 		return st, []string{"--mysql", mysqltest.DSN(tb), "--table", table}
+	case m.store == "sqlite":
+		// The script's own file, with the store's default table: no
+		// --table.
+		file := filepath.Join(tb.TempDir(), "idempotency.db")
+		st := sqlitestore.New(sqliteDB(tb, file))
+		tb.Cleanup(func() { _ = st.Close() })
+		if err := st.Migrate(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		return st, []string{"--sqlite", file}
 	}
 	return testkit.NewMemoryStore(tb), nil
+}
+
+// sqliteDB opens the SQLite database file, closed when tb ends.
+func sqliteDB(tb testing.TB, file string) *sql.DB {
+	tb.Helper()
+	db, err := sqlitestore.Open(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // tenant is the server's scope function: the caller's x-tenant metadata.
