@@ -15,9 +15,10 @@
 // It reaches the admin service (idempotency.admin.v1.AdminService, package
 // admin) that a server registers, with --addr; or, when that service is
 // down, the store itself, with --redis, --redis-cluster, --redis-sentinel,
-// --postgres or --mysql (a MySQL or MariaDB store, named by a
-// go-sql-driver/mysql DSN), through the same code the service runs, in
-// process. Its output is a person's by default and protojson of the admin
+// --postgres, --mysql (a MySQL or MariaDB store, named by a
+// go-sql-driver/mysql DSN) or --sqlite (a SQLite store, named by the path
+// of its database file on this host), through the same code the service
+// runs, in process. Its output is a person's by default and protojson of the admin
 // messages with --json. It exits 0 on success, 1 on an error, 2 on a
 // command line that cannot work, 3 when the key holds no live entry, 4
 // when a purge or a resolution is refused, 5 when the admin service refuses the caller,
