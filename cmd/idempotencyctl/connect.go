@@ -61,7 +61,7 @@ func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.postgres, "postgres", "", "reach a PostgreSQL store directly: postgres://user@host:port/db")
 	fs.StringVar(&f.mysql, "mysql", "", "reach a MySQL or MariaDB store directly: a go-sql-driver/mysql DSN, user:password@tcp(host:3306)/db")
 	fs.StringVar(&f.sqlite, "sqlite", "", "reach a SQLite store directly: the path of its database file, on this host")
-	fs.StringVar(&f.table, "table", "idempotency_records", "the store's table: name, or schema.name (postgresstore.WithTable) or database.name (mysqlstore.WithTable); a SQLite store's in the file's main database")
+	fs.StringVar(&f.table, "table", "idempotency_records", "the store's table: name, or schema.name (postgresstore.WithTable) or database.name (mysqlstore.WithTable), or name with --sqlite (sqlitestore.WithTable, in the file's main database)")
 	fs.StringVar(&f.descriptorSet, "descriptor-set", "", "a FileDescriptorSet of the service's protos, to decode stored messages and read method options (direct access)")
 }
 
