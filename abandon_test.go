@@ -556,3 +556,45 @@ func TestAbandonedLapseNeverReleases(t *testing.T) {
 		t.Fatalf("the handler ran %d times, want once", n)
 	}
 }
+
+// cancelAfterWin cancels the caller once a claim it won has been made:
+// the caller gave up while its claim was under way.
+type cancelAfterWin struct {
+	store.Store
+	cancel context.CancelFunc
+}
+
+func (s *cancelAfterWin) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
+	c, err := s.Store.Claim(ctx, key, fp, lease, opts)
+	if err == nil && c.Won() {
+		s.cancel()
+	}
+	return c, err
+}
+
+// TestAbandonedCallerGoneBeforeWork (decision 291): under block, a claim
+// whose caller gave up before its work started is released, not left
+// abandoned: nothing ran, so the next call runs the function rather than
+// being refused as blocked.
+func TestAbandonedCallerGoneBeforeWork(t *testing.T) {
+	t.Parallel()
+	mem := memStore(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	srv := idempotency.NewServer(&cancelAfterWin{Store: mem, cancel: cancel}, idempotency.WithAbandonedClaims(idempotency.AbandonBlock))
+	t.Cleanup(func() { _ = srv.Close() })
+	var runs atomic.Int32
+	fn := func(context.Context) (*testingv1.DoResponse, error) {
+		runs.Add(1)
+		return &testingv1.DoResponse{Payload: "done"}, nil
+	}
+	req := &testingv1.DoRequest{Payload: "p"}
+	if _, _, err := idempotency.Do(ctx, srv, "payments.charge", "k", req, fn); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first call: %v, want context.Canceled", err)
+	}
+	next := idempotency.NewServer(mem, idempotency.WithAbandonedClaims(idempotency.AbandonBlock))
+	t.Cleanup(func() { _ = next.Close() })
+	resp, _, err := idempotency.Do(t.Context(), next, "payments.charge", "k", req, fn)
+	if err != nil || resp.GetPayload() != "done" || runs.Load() != 1 {
+		t.Fatalf("next call: %v, %v, %d runs; want the function run once", resp, err, runs.Load())
+	}
+}

@@ -134,11 +134,12 @@ func (r *renewal) holding(step func() (settled bool)) bool {
 
 // lapsed reports whether the lease ran out unrenewed, or a kept claim's
 // renewal was refused, or its local end has passed though the renewal
-// timer has not fired yet (a process paused past its lease).
+// timer has not fired yet (a process paused past its lease). A renewal
+// that never started (the caller gave up before the work) has not lapsed.
 func (r *renewal) lapsed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.expired || !time.Now().Before(r.leaseEnd)
+	return r.expired || !r.leaseEnd.IsZero() && !time.Now().Before(r.leaseEnd)
 }
 
 // stop ends renewal once the claim is settled.
