@@ -32,7 +32,7 @@ const StateAbandoned = 3
 // SweepLoop runs until ctx ends: every interval (with jitter), it calls
 // sweep batch after batch until one comes back short (fewer rows than
 // batch) or the next run is due, and gives report, if not nil, each
-// batch's result.
+// batch's result (once ctx has ended, only a batch that deleted rows).
 func SweepLoop(ctx context.Context, interval time.Duration, batch int, sweep func(context.Context) (int64, error), report func(int64, error)) {
 	t := time.NewTimer(Jitter(interval))
 	defer t.Stop()
@@ -45,11 +45,14 @@ func SweepLoop(ctx context.Context, interval time.Duration, batch int, sweep fun
 		due := time.Now().Add(interval)
 		for ctx.Err() == nil && time.Now().Before(due) {
 			n, err := sweep(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			if report != nil {
+			// A batch that deleted rows is reported even when the store
+			// was closed meanwhile: its rows are gone.
+			stopped := ctx.Err() != nil
+			if report != nil && (!stopped || n > 0) {
 				report(n, err)
+			}
+			if stopped {
+				return
 			}
 			if err != nil || n < int64(batch) {
 				break
