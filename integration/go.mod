@@ -13,6 +13,7 @@ require (
 	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
+	github.com/grpc-idempotency/idempotency/store/sqlitestore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
@@ -24,18 +25,26 @@ require (
 	connectrpc.com/connect v1.21.1 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
 )
 
 // Modules of this repository, built from its working tree until they are
@@ -51,4 +60,5 @@ replace (
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../store/redisstore
+	github.com/grpc-idempotency/idempotency/store/sqlitestore => ../store/sqlitestore
 )

@@ -3,6 +3,9 @@ package idempotency_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,28 +15,35 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
-// killBackend is a shared store and a place outside the processes where
-// their side effects are recorded, as the kill tests' server binary
+// killBackend is a store the processes share and a place outside them
+// where their side effects are recorded, as the kill tests' server binary
 // reaches them.
 type killBackend struct {
-	// args are the binary's flags that name the store and the effects.
-	args []string
+	// store and effect are the binary's flags that name the store and
+	// the place of the effects.
+	store, effect []string
 	// effects counts the side effects recorded for key.
 	effects func(ctx context.Context, key string) (int, error)
 }
 
+// args are the binary's flags that name the store and the effects.
+func (b killBackend) args() []string { return append(slices.Clone(b.store), b.effect...) }
+
 // killBackends returns, by store, the constructor of a fresh backend:
 // Redis with the effects in a Redis list on the same server; PostgreSQL
 // with the effects in a table of the same database; MySQL with the
-// effects in a Redis list.
+// effects in a Redis list; SQLite, a file every process opens in turn,
+// with the effects in a table of the same file.
 func killBackends() map[string]func(t *testing.T) killBackend {
 	return map[string]func(t *testing.T) killBackend{
 		"redis": func(t *testing.T) killBackend {
 			rs := redistest.StartServer(t)
 			return killBackend{
-				args:    []string{"-store", "redis", "-store-url", rs.Addr(), "-effect", "redis", "-effect-url", rs.Addr()},
+				store:   []string{"-store", "redis", "-store-url", rs.Addr()},
+				effect:  []string{"-effect", "redis", "-effect-url", rs.Addr()},
 				effects: redisEffects(rs),
 			}
 		},
@@ -51,7 +61,8 @@ func killBackends() map[string]func(t *testing.T) killBackend {
 			}
 			url := pgtest.URL(t)
 			return killBackend{
-				args: []string{"-store", "postgres", "-store-url", url, "-table", records, "-effect", "postgres", "-effect-url", url, "-effect-table", effects},
+				store:  []string{"-store", "postgres", "-store-url", url, "-table", records},
+				effect: []string{"-effect", "postgres", "-effect-url", url, "-effect-table", effects},
 				effects: func(ctx context.Context, key string) (n int, err error) {
 					err = admin.QueryRow(ctx, "SELECT count(*) FROM "+effects+" WHERE key = $1", key).Scan(&n)
 					return n, err
@@ -67,10 +78,56 @@ func killBackends() map[string]func(t *testing.T) killBackend {
 			}
 			rs := redistest.StartServer(t)
 			return killBackend{
-				args:    []string{"-store", "mysql", "-store-url", mysqltest.DSN(t), "-table", records, "-effect", "redis", "-effect-url", rs.Addr()},
+				store:   []string{"-store", "mysql", "-store-url", mysqltest.DSN(t), "-table", records},
+				effect:  []string{"-effect", "redis", "-effect-url", rs.Addr()},
 				effects: redisEffects(rs),
 			}
 		},
+		"sqlite": func(t *testing.T) killBackend {
+			path, db := newSQLiteKillFile(t)
+			return killBackend{
+				store:   []string{"-store", "sqlite", "-store-url", path},
+				effect:  []string{"-effect", "sqlite", "-effect-url", path, "-effect-table", sqliteKillEffects},
+				effects: sqliteEffects(db),
+			}
+		},
+	}
+}
+
+// sqliteKillEffects is the table of the side effects in a SQLite file of
+// newSQLiteKillFile.
+const sqliteKillEffects = "effects"
+
+// newSQLiteKillFile makes a SQLite database file in a directory of t's,
+// with the store's table (sqlitestore's default) and the effects' table
+// (sqliteKillEffects), and returns its path and a pool on it, closed when
+// t ends. The processes open the file in turn, each with its own pool.
+func newSQLiteKillFile(t *testing.T) (string, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "idempotency.db")
+	db, err := sqlitestore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s := sqlitestore.New(db, sqlitestore.WithSweepInterval(0))
+	defer s.Close()
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), killpoint.EffectsTable(sqliteKillEffects)); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
+}
+
+// sqliteEffects counts the rows of key in the effects' table of a file of
+// newSQLiteKillFile, through db.
+func sqliteEffects(db *sql.DB) func(ctx context.Context, key string) (int, error) {
+	q := "SELECT count(*) FROM " + sqliteKillEffects + " WHERE key = ?"
+	return func(ctx context.Context, key string) (n int, err error) {
+		err = db.QueryRowContext(ctx, q, key).Scan(&n)
+		return n, err
 	}
 }
 

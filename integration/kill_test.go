@@ -82,19 +82,22 @@ var killExpected = map[string]map[killpoint.Point]killExpect{
 }
 
 // TestKillMidCall runs the service as real OS processes (the binary of
-// internal/killtest/killserver, built by the test) over each shared store,
-// kills a process with SIGKILL while it serves a call, at each point that
-// matters (before the side effect; after it, before the outcome is
-// stored; after the outcome is stored, before the answer is sent), and
-// retries the call's key on a second process until it answers. The side
-// effects are counted outside the processes (a Redis list, a PostgreSQL
-// table). The kill happens when the process says that the call reached
-// the point, not after a sleep. It proves decision 289 and the "a server
-// dies between the handler's side effect and storing its outcome" row of
-// the durability table, and prints, per store and point, the trials and
-// the executions counted, under each policy for abandoned claims (re-run,
-// block, recover), each set with one server-wide option: under block and
-// recover, no trial runs the handler twice.
+// internal/killtest/killserver, built by the test) over each store that
+// outlives a process (Redis, PostgreSQL, MySQL, and a SQLite file that
+// the second process opens after the first is killed), kills a process
+// with SIGKILL while it serves a call, at each point that matters (before
+// the side effect; after it, before the outcome is stored; after the
+// outcome is stored, before the answer is sent), and retries the call's
+// key on a second process until it answers. The side effects are counted
+// outside the processes (a Redis list, a PostgreSQL table, a table of the
+// SQLite file that the test reads). The kill happens when the process
+// says that the call reached the point, not after a sleep. It proves
+// decision 289 and the "a server dies between the handler's side effect
+// and storing its outcome" row of the durability table, and prints, per
+// store and point, the trials and the executions counted, under each
+// policy for abandoned claims (re-run, block, recover), each set with one
+// server-wide option: under block and recover, no trial runs the handler
+// twice.
 func TestKillMidCall(t *testing.T) {
 	t.Parallel()
 	trials := killTrials(t)
@@ -110,7 +113,7 @@ func TestKillMidCall(t *testing.T) {
 			for _, policy := range killPolicies {
 				t.Run(policy, func(t *testing.T) {
 					t.Parallel()
-					args := append(slices.Clone(b.args), "-lease", killLease.String(), "-abandoned", policy)
+					args := append(b.args(), "-lease", killLease.String(), "-abandoned", policy)
 					second := killtest.Start(ctx, t, bin, args...)
 					retry := killtest.Dial(t, second.Addr(), idempotency.WithMaxAttempts(10))
 					for _, point := range killpoint.Points {

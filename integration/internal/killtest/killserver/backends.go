@@ -18,13 +18,33 @@ import (
 
 	"github.com/grpc-idempotency/idempotency/integration/internal/killtest/killpoint"
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/migratestore"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
-// openStore connects the idempotency store of kind on url. The SQL stores'
-// tables are made by the test beforehand.
+// openServed opens the store the server runs on: the store of kind on url,
+// or, when fromSQLite names a SQLite file, a [migratestore] from the
+// sqlitestore on that file to it, as a deploy that moves a service off
+// SQLite runs (docs/stores.md, "Which store to start with").
+func openServed(ctx context.Context, kind, url, table, fromSQLite string) (store.Store, func(), error) {
+	to, closeTo, err := openStore(ctx, kind, url, table)
+	if err != nil || fromSQLite == "" {
+		return to, closeTo, err
+	}
+	from, closeFrom, err := openStore(ctx, "sqlite", fromSQLite, "")
+	if err != nil {
+		closeTo()
+		return nil, nil, err
+	}
+	return migratestore.New(from, to), func() { closeTo(); closeFrom() }, nil
+}
+
+// openStore connects the idempotency store of kind on url (for sqlite, the
+// path of the database file). The SQL stores' tables are made by the test
+// beforehand; a SQLite table is the store's default.
 func openStore(ctx context.Context, kind, url, table string) (store.Store, func(), error) {
 	switch kind {
 	case "redis":
@@ -45,8 +65,15 @@ func openStore(ctx context.Context, kind, url, table string) (store.Store, func(
 		}
 		s := mysqlstore.New(db, mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(0))
 		return s, func() { _ = s.Close(); _ = db.Close() }, nil
+	case "sqlite":
+		db, err := sqlitestore.Open(url)
+		if err != nil {
+			return nil, nil, err
+		}
+		s := sqlitestore.New(db, sqlitestore.WithSweepInterval(0))
+		return s, func() { _ = s.Close(); _ = db.Close() }, nil
 	}
-	return nil, nil, fmt.Errorf("-store %q: want redis, postgres or mysql", kind)
+	return nil, nil, fmt.Errorf("-store %q: want redis, postgres, mysql or sqlite", kind)
 }
 
 // effects records the handler's side effect outside the process: one
@@ -113,6 +140,34 @@ func openEffects(ctx context.Context, kind, url, table string) (*effects, error)
 			},
 			close: pool.Close,
 		}, nil
+	case "sqlite":
+		db, err := sqlitestore.Open(url)
+		if err != nil {
+			return nil, err
+		}
+		return sqliteEffects(db, table), nil
 	}
-	return nil, fmt.Errorf("-effect %q: want redis or postgres", kind)
+	return nil, fmt.Errorf("-effect %q: want redis, postgres or sqlite", kind)
+}
+
+// sqliteEffects records the side effects as rows of table in the SQLite
+// file of db, each one committed on its own, as the PostgreSQL ones are:
+// a process killed after the handler's side effect has it on the file.
+func sqliteEffects(db *sql.DB, table string) *effects {
+	insert := "INSERT INTO " + table + " (key, pid) VALUES (?, ?)"
+	first := "SELECT pid FROM " + table + " WHERE key = ? ORDER BY rowid LIMIT 1"
+	return &effects{
+		record: func(ctx context.Context, key, pid string) error {
+			_, err := db.ExecContext(ctx, insert, key, pid)
+			return err
+		},
+		first: func(ctx context.Context, key string) (pid string, ok bool, err error) {
+			err = db.QueryRowContext(ctx, first, key).Scan(&pid)
+			if errors.Is(err, sql.ErrNoRows) {
+				return "", false, nil
+			}
+			return pid, err == nil, err
+		},
+		close: func() { _ = db.Close() },
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -13,14 +14,16 @@ import (
 	"github.com/grpc-idempotency/idempotency/integration/internal/killtest/killpoint"
 )
 
-// hook stops a call at the kill point: it writes the point's line and
+// hook stops a call at the kill point (the call of a key that begins with
+// keys, when keys is set): it writes the point's line and
 // blocks the call for good, until the test kills the process. As the
 // idempotency server's observer, it keeps the last decision reported for
 // each key, lease renewals left out (one may be reported after the
 // outcome is stored), which the line carries.
 type hook struct {
-	at  killpoint.Point
-	out io.Writer
+	at   killpoint.Point
+	keys string
+	out  io.Writer
 
 	mu        sync.Mutex
 	decisions map[string]idempotency.Decision // by client key
@@ -41,7 +44,7 @@ func (h *hook) Observe(_ context.Context, e idempotency.Event) {
 
 // reach stops the call of key when p is the kill point.
 func (h *hook) reach(p killpoint.Point, key string) {
-	if p != h.at {
+	if p != h.at || !strings.HasPrefix(key, h.keys) {
 		return
 	}
 	h.mu.Lock()

@@ -3,7 +3,10 @@
 // store, whose handler records a side effect outside the process, and
 // which stops at the point named by -kill-at and waits there to be
 // killed. The kill tests build it, run it as real OS processes and kill
-// it with SIGKILL; it is not a server to deploy.
+// it with SIGKILL; it is not a server to deploy. The deploy test also
+// stops it with SIGTERM, on which it stops serving gracefully and closes
+// its stores, and restarts it on a [migratestore] from the SQLite file of
+// the first process (-from-sqlite).
 //
 // It writes [killpoint.Listening] on its standard output once it serves,
 // and [killpoint.At] when a call reaches the kill point. It exits when its
@@ -18,7 +21,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -40,9 +45,11 @@ type config struct {
 	listen                  string
 	storeKind, storeURL     string
 	table                   string
+	fromSQLite              string
 	effectKind, effectURL   string
 	effectTable             string
 	killAt                  killpoint.Point
+	killKeys                string
 	abandoned               idempotency.AbandonPolicy
 	lease, wait, retryAfter time.Duration
 }
@@ -51,13 +58,15 @@ func parseFlags() (config, error) {
 	var c config
 	var killAt string
 	flag.StringVar(&c.listen, "listen", "127.0.0.1:0", "address to serve on")
-	flag.StringVar(&c.storeKind, "store", "", "the idempotency store: redis, postgres or mysql")
-	flag.StringVar(&c.storeURL, "store-url", "", "the store's Redis address, PostgreSQL URL or MySQL DSN")
+	flag.StringVar(&c.storeKind, "store", "", "the idempotency store: redis, postgres, mysql or sqlite")
+	flag.StringVar(&c.storeURL, "store-url", "", "the store's Redis address, PostgreSQL URL, MySQL DSN or SQLite file")
 	flag.StringVar(&c.table, "table", "", "the store's table (postgres, mysql)")
-	flag.StringVar(&c.effectKind, "effect", "", "where the side effect is recorded: redis (a list per key) or postgres (a row)")
-	flag.StringVar(&c.effectURL, "effect-url", "", "the Redis address or PostgreSQL URL of the side effect")
-	flag.StringVar(&c.effectTable, "effect-table", "", "the PostgreSQL table of the side effect (columns key, pid)")
+	flag.StringVar(&c.fromSQLite, "from-sqlite", "", "a SQLite file: serve on a migratestore from the sqlitestore on it to -store")
+	flag.StringVar(&c.effectKind, "effect", "", "where the side effect is recorded: redis (a list per key), postgres or sqlite (a row)")
+	flag.StringVar(&c.effectURL, "effect-url", "", "the Redis address, PostgreSQL URL or SQLite file of the side effect")
+	flag.StringVar(&c.effectTable, "effect-table", "", "the SQL table of the side effect (columns key, pid)")
 	flag.StringVar(&killAt, "kill-at", "", "the point at which a call stops and waits to be killed; none when empty")
+	flag.StringVar(&c.killKeys, "kill-keys", "", "only calls whose key begins with this prefix stop at -kill-at; every call when empty")
 	abandoned := flag.String("abandoned", "rerun", "idempotency.WithAbandonedClaims: rerun, block, or recover (the method's RecoverFunc reads the side effect)")
 	flag.DurationVar(&c.lease, "lease", 2*time.Second, "idempotency.WithLease")
 	flag.DurationVar(&c.wait, "wait", 30*time.Second, "idempotency.WithWaitForInFlight")
@@ -87,7 +96,7 @@ func run() error {
 		return err
 	}
 	ctx := context.Background()
-	st, closeStore, err := openStore(ctx, c.storeKind, c.storeURL, c.table)
+	st, closeStore, err := openServed(ctx, c.storeKind, c.storeURL, c.table, c.fromSQLite)
 	if err != nil {
 		return err
 	}
@@ -98,7 +107,7 @@ func run() error {
 	}
 	defer eff.close()
 
-	hook := &hook{at: c.killAt, out: os.Stdout}
+	hook := &hook{at: c.killAt, keys: c.killKeys, out: os.Stdout}
 	opts := []idempotency.ServerOption{
 		idempotency.WithLease(c.lease),
 		idempotency.WithWaitForInFlight(c.wait),
@@ -140,6 +149,13 @@ func run() error {
 		// so does this process.
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		gs.Stop()
+	}()
+	go func() {
+		// A deploy: the calls under way end, then the stores close.
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		<-term
+		gs.GracefulStop()
 	}()
 	return gs.Serve(lis)
 }
