@@ -10,9 +10,10 @@ import (
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
 
-// TestBehaviour runs the table of docs/semantics/README.md against every entry point
-// on Redis, PostgreSQL and MySQL (MariaDB), as the root package's
-// TestBehaviour does on the memory store. Each backend is one server shared by the suite's
+// TestBehaviour runs the table of docs/semantics/README.md against every
+// entry point on Redis, PostgreSQL, MySQL (MariaDB) and SQLite, as the
+// root package's TestBehaviour does on the memory store. Each backend is
+// one server (for SQLite, one database file) shared by the suite's
 // subtests, which use keys of their own.
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
@@ -31,6 +32,11 @@ func TestBehaviour(t *testing.T) {
 	t.Run("mysql", func(t *testing.T) {
 		t.Parallel()
 		s := newMyLedger(t).store(t, 16)
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s })
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		s, _, _ := newSQLiteStore(t)
 		behaviourtest.Run(t, func(*testing.T) store.Store { return s })
 	})
 }

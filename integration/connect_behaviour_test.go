@@ -14,7 +14,7 @@ import (
 
 // TestConnectBehaviour runs the table of docs/semantics/README.md against the
 // connect-go handler interceptor (connectidempotency) over the Connect,
-// gRPC and gRPC-Web protocols, on Redis and on PostgreSQL, as
+// gRPC and gRPC-Web protocols, on Redis, PostgreSQL and SQLite, as
 // connectidempotency's TestBehaviour does on the memory store.
 func TestConnectBehaviour(t *testing.T) {
 	t.Parallel()
@@ -29,6 +29,11 @@ func TestConnectBehaviour(t *testing.T) {
 		l := newPGLedger(t)
 		s := postgresstore.New(l.admin, postgresstore.WithTable(l.records()), postgresstore.WithSweepInterval(0))
 		t.Cleanup(func() { _ = s.Close() })
+		behaviourtest.Run(t, func(*testing.T) store.Store { return s }, eps)
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		s, _, _ := newSQLiteStore(t)
 		behaviourtest.Run(t, func(*testing.T) store.Store { return s }, eps)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
-	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 
 // killBackend is a store the processes share and a place outside them
@@ -98,23 +96,13 @@ func killBackends() map[string]func(t *testing.T) killBackend {
 // newSQLiteKillFile.
 const sqliteKillEffects = "effects"
 
-// newSQLiteKillFile makes a SQLite database file in a directory of t's,
-// with the store's table (sqlitestore's default) and the effects' table
-// (sqliteKillEffects), and returns its path and a pool on it, closed when
-// t ends. The processes open the file in turn, each with its own pool.
+// newSQLiteKillFile makes a SQLite database file (newSQLiteStore) with
+// the effects' table (sqliteKillEffects) beside the store's, and returns
+// its path and a pool on it, closed when t ends. The processes open the
+// file in turn, each with its own pool.
 func newSQLiteKillFile(t *testing.T) (string, *sql.DB) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "idempotency.db")
-	db, err := sqlitestore.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	s := sqlitestore.New(db, sqlitestore.WithSweepInterval(0))
-	defer s.Close()
-	if err := s.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	_, db, path := newSQLiteStore(t)
 	if _, err := db.ExecContext(t.Context(), killpoint.EffectsTable(sqliteKillEffects)); err != nil {
 		t.Fatal(err)
 	}
