@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-idempotency/idempotency"
@@ -20,6 +21,9 @@ type Answer struct {
 	PID int
 	// Replayed is whether the answer came from the store ([idempotency.Replayed]).
 	Replayed bool
+	// Wire is the response in its wire form (deterministic), to compare
+	// a replay with the first answer byte for byte.
+	Wire []byte
 }
 
 // Client calls the binary's method on one process.
@@ -54,5 +58,9 @@ func (c *Client) Charge(ctx context.Context, key string) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	return Answer{PID: pid, Replayed: replayed}, nil
+	wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(resp)
+	if err != nil {
+		return Answer{}, err
+	}
+	return Answer{PID: pid, Replayed: replayed, Wire: wire}, nil
 }

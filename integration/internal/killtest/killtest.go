@@ -1,11 +1,13 @@
 // Package killtest is the rig of the kill tests: it builds the server
 // binary (killserver), runs it as real OS processes, waits for the line a
 // process writes when a call reaches its kill point ([killpoint]), kills
-// the process there with SIGKILL, and calls the binary's one method with a
-// key through the idempotency client interceptor.
+// the process there with SIGKILL (or stops it with SIGTERM, as a deploy
+// does), and calls the binary's one method with a key through the
+// idempotency client interceptor.
 //
 // What the tests check is outside every process: the side effects in a
-// Redis list or a PostgreSQL table, and the keys in the shared store.
+// Redis list or a SQL table, and the keys in the store the processes
+// share (a server, or a SQLite file).
 // Nothing waits by sleeping; every wait is bounded by the caller's context
 // and fails with what the process wrote on its standard error.
 package killtest

@@ -123,6 +123,34 @@ func (p *Process) Kill(tb testing.TB) {
 	}
 }
 
+// Terminate stops the process as a deploy does, with SIGTERM, and waits
+// within ctx for it to exit. It fails tb unless the process exits with
+// status 0: it stops serving once the calls under way have ended, then
+// closes its stores. Lines it writes meanwhile are dropped.
+func (p *Process) Terminate(ctx context.Context, tb testing.TB) {
+	tb.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		tb.Fatalf("killtest: SIGTERM to process %d: %v", p.PID(), err)
+	}
+	for exited := false; !exited; {
+		select {
+		case _, ok := <-p.lines:
+			exited = !ok
+		case <-ctx.Done():
+			tb.Fatalf("killtest: process %d did not exit after SIGTERM: %v; its stderr:\n%s", p.PID(), context.Cause(ctx), p.stderr.String())
+		}
+	}
+	p.once.Do(func() {
+		close(p.quit)
+		<-p.read
+		_ = p.stdin.Close()
+		p.waitErr = p.cmd.Wait()
+	})
+	if p.waitErr != nil {
+		tb.Fatalf("killtest: process %d ended with %v after SIGTERM, want status 0; its stderr:\n%s", p.PID(), p.waitErr, p.stderr.String())
+	}
+}
+
 // killed reports whether exit is that of a process ended by SIGKILL.
 func killed(exit *exec.ExitError) bool {
 	ws, ok := exit.Sys().(syscall.WaitStatus)
