@@ -36,7 +36,9 @@ const deployKeys = 5
 // for abandoned claims (recover: process 1's answer, from its side
 // effect, and no second one); a new key runs once. Then process 3 serves
 // on the shared store alone, as the move ends: the new key, and the
-// recovered one, replay from it.
+// recovered one, replay from it; a key completed on the file alone runs
+// again there, which is why the move waits for the longest retention
+// before it ends.
 func TestDeployFromSQLiteToShared(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), deployTimeout)
@@ -142,6 +144,15 @@ func deployFromSQLite(ctx context.Context, t *testing.T, bin string, b killBacke
 		}
 		wantEffects(ctx, t, b, key, 1)
 	}
+	// A key completed on the file alone is not in the shared store (a
+	// replay through the adapter copies nothing): served on the shared
+	// store alone before the longest retention has passed, it runs again.
+	// Hence step 3 of the move (decision 313).
+	if got, err := after.Charge(ctx, keys[0]); err != nil || got.Replayed || got.PID != third.PID() {
+		t.Fatalf("retry of %s on process %d, on the shared store alone: %+v, %v; want a second execution there (the key was completed on the file alone)",
+			keys[0], third.PID(), got, err)
+	}
+	wantEffects(ctx, t, b, keys[0], 2)
 }
 
 // chargeOnce calls key through calls, a client of the process pid, and
