@@ -21,6 +21,16 @@ func TestMigratestoreConformanceMemoryToRedis(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return migratestore.New(from, to) })
 }
 
+// The migratestore adapter keeps the whole store contract on a move off a
+// SQLite file to Redis, the move TestDeployFromSQLiteToShared deploys
+// (decision 312).
+func TestMigratestoreConformanceSQLiteToRedis(t *testing.T) {
+	t.Parallel()
+	from, _, _ := newSQLiteStore(t)
+	to := redisstore.New(redistest.StartServer(t).Client())
+	storetest.Run(t, func(*testing.T) store.Store { return migratestore.New(from, to) })
+}
+
 // TestMigratestoreMoveRedisPrefix follows the move procedure of
 // docs/operations.md over real gRPC servers, from one Redis key prefix to
 // another on the same server.
