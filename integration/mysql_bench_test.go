@@ -34,6 +34,10 @@ import (
 //     is left out.
 //   - mysql-ceiling-*: the same store steps with the same concurrency and
 //     no gRPC: what loopback MariaDB allows here.
+//   - mysql-floor-*: the store floor (floor_store_bench_test.go), a bare
+//     handler that runs MySQL's least for the path, a prepared SELECT for
+//     a replay, an INSERT IGNORE and an UPDATE for an executed call:
+//     divide the mysql rows by them.
 //   - mysql-tx-bare: a handler whose transaction writes a ledger row
 //     (BEGIN, INSERT, COMMIT), without the interceptor. mysql-tx-executed:
 //     the same handler behind the interceptor, recording its outcome with
@@ -58,6 +62,13 @@ func BenchmarkUnaryMySQL(b *testing.B) {
 		b.Run("mysql-ceiling-"+path, func(b *testing.B) {
 			s, _, _ := benchMySQL(b)
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay, nil) })
+		})
+		b.Run("mysql-floor-"+path, func(b *testing.B) {
+			fs, trips := newMySQLFloor(b)
+			benchFloor(b, fs, replay, floorCounter{
+				reset:  func(*testing.B) { trips.Reset() },
+				report: func(b *testing.B) { b.ReportMetric(float64(trips.Statements())/float64(b.N), "roundtrips/op") },
+			})
 		})
 	}
 	for _, withStore := range []bool{false, true} {

@@ -34,6 +34,10 @@ const benchPoolConns = 8
 //     claim: 1).
 //   - postgres-ceiling-*: the same store statements with the same
 //     concurrency and no gRPC: what loopback PostgreSQL allows here.
+//   - postgres-floor-*: the store floor (floor_store_bench_test.go), a
+//     bare handler that runs PostgreSQL's least for the path, a SELECT
+//     for a replay, an INSERT … ON CONFLICT DO NOTHING and an UPDATE for
+//     an executed call: divide the postgres rows by them.
 //   - tx-bare: a handler whose transaction writes a ledger row (BEGIN,
 //     INSERT, COMMIT), without the interceptor. tx-executed: the same
 //     handler behind the interceptor, recording its outcome with
@@ -55,6 +59,13 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 		b.Run("postgres-ceiling-"+path, func(b *testing.B) {
 			s, _, _ := benchPostgres(b)
 			benchtest.ForCallers(b, func(b *testing.B, callers int) { benchStore(b, s, callers, replay, nil) })
+		})
+		b.Run("postgres-floor-"+path, func(b *testing.B) {
+			fs, trips := newPostgresFloor(b)
+			benchFloor(b, fs, replay, floorCounter{
+				reset:  func(*testing.B) { trips.Reset() },
+				report: func(b *testing.B) { b.ReportMetric(float64(trips.Queries()+trips.Prepares())/float64(b.N), "roundtrips/op") },
+			})
 		})
 	}
 	for _, withStore := range []bool{false, true} {

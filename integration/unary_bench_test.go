@@ -42,7 +42,10 @@ import (
 // redis-wait rows make every claim and completion wait for one replica
 // (redisstore.WithMinReplicas), and the redis-ceiling rows run the same
 // store steps with the same concurrency and no gRPC at all: what loopback
-// Redis allows on this machine.
+// Redis allows on this machine. The redis-floor rows are the store floor
+// (floor_store_bench_test.go): a bare handler that makes Redis's least
+// for the path, GET for a replay, SET NX and SET for an executed call;
+// divide the redis rows by them.
 func BenchmarkUnary(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		client := testserver.New(b, &testserver.Service{}).Client(b)
@@ -109,6 +112,20 @@ func BenchmarkUnary(b *testing.B) {
 				})
 				b.ReportMetric(float64(trips.Count())/float64(b.N), "roundtrips/op")
 				b.ReportMetric(float64(redisCPU(b, rdb)-cpu)/float64(b.N), "redis-cpu-ns/op")
+			})
+		})
+		b.Run("redis-floor-"+path, func(b *testing.B) {
+			rdb, trips := benchRedis(b, 0)
+			var cpu time.Duration
+			benchFloor(b, redisFloor{rdb}, replay, floorCounter{
+				reset: func(b *testing.B) {
+					cpu = redisCPU(b, rdb)
+					trips.Reset()
+				},
+				report: func(b *testing.B) {
+					b.ReportMetric(float64(trips.Count())/float64(b.N), "roundtrips/op")
+					b.ReportMetric(float64(redisCPU(b, rdb)-cpu)/float64(b.N), "redis-cpu-ns/op")
+				},
 			})
 		})
 	}
