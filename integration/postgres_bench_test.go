@@ -63,8 +63,10 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 		b.Run("postgres-floor-"+path, func(b *testing.B) {
 			fs, trips := newPostgresFloor(b)
 			benchFloor(b, fs, replay, floorCounter{
-				reset:  func(*testing.B) { trips.Reset() },
-				report: func(b *testing.B) { b.ReportMetric(float64(trips.Queries()+trips.Prepares())/float64(b.N), "roundtrips/op") },
+				reset: func(*testing.B) { trips.Reset() },
+				report: func(b *testing.B) {
+					b.ReportMetric(float64(trips.Queries()+trips.Prepares())/float64(b.N), "roundtrips/op")
+				},
 			})
 		})
 	}
