@@ -13,7 +13,7 @@ PROTO_DIRS := $(shell sed -n 's/^  - path: //p' buf.yaml)
 # Each target has a line `## target: what it does.` above it, which
 # `make help` prints; more about it goes in plain comments below that line.
 
-.PHONY: all help generate check-generate check-docs check-core-deps lint test bench
+.PHONY: all help generate check-generate check-docs check-core-deps lint test bench bench-floor
 
 ## all: generate, lint and test.
 all: generate lint test
@@ -90,3 +90,7 @@ test:
 ## bench: run the benchmarks and rewrite BENCHMARKS.md (scripts/bench.sh).
 bench:
 	./scripts/bench.sh
+
+## bench-floor: run every store's rows beside its floor and print the ratios (scripts/floor-ratios.sh).
+bench-floor:
+	./scripts/floor-ratios.sh

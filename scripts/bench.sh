@@ -46,6 +46,9 @@ cmd1="go test -run '^\$' -bench '^(BenchmarkUnary|BenchmarkClientCall|BenchmarkC
 cmd1p="go test -run '^\$' -bench '^BenchmarkUnaryPostgres\$' -benchmem -benchtime=1s -count=$count ./integration"
 # BenchmarkUnaryMySQL in a process of its own too, for the same reason.
 cmd1m="go test -run '^\$' -bench '^BenchmarkUnaryMySQL\$' -benchmem -benchtime=1s -count=$count ./integration"
+# BenchmarkUnarySQLite (the SQLite store against its floor) in a process
+# of its own: its rows fsync a database file at every write.
+cmd1s="go test -run '^\$' -bench '^BenchmarkUnarySQLite\$' -benchmem -benchtime=1s -count=$count ./integration"
 cmd2="go test -run '^\$' -bench '^(BenchmarkScale|BenchmarkClaimFullSteadyExpiry|BenchmarkClaimComplete|BenchmarkClaimExisting|BenchmarkBaselineGlobalMutexMap)\$' -benchmem -benchtime=300000x -count=$count ./store/memorystore"
 cmd2p="go test -run '^\$' -bench '^BenchmarkClaimCompleted\$' -benchmem -benchtime=1s -count=$count ./store/postgresstore"
 cmd2m="go test -run '^\$' -bench '^BenchmarkClaimCompletedMySQL\$' -benchmem -benchtime=1s -count=$count ./store/mysqlstore"
@@ -69,6 +72,7 @@ export IDEMPOTENCY_REQUIRE_REDIS=1 IDEMPOTENCY_REQUIRE_POSTGRES=1 IDEMPOTENCY_RE
 eval "$cmd1" | tee -a "$out"
 eval "$cmd1p" | tee -a "$out"
 eval "$cmd1m" | tee -a "$out"
+eval "$cmd1s" | tee -a "$out"
 eval "$cmd2" | tee -a "$out"
 eval "$cmd2p" | tee -a "$out"
 eval "$cmd2m" | tee -a "$out"
@@ -82,6 +86,7 @@ machine="$(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(go version |
 go run ./internal/tools/benchreport -cmd "$cmd1
 $cmd1p
 $cmd1m
+$cmd1s
 $cmd2
 $cmd2p
 $cmd2m

@@ -123,6 +123,7 @@ func comparisons() []comparison {
 		myUnary.rows = append(myUnary.rows, variants("BenchmarkUnaryMySQL/", "/callers="+callers, "bare", "mysql-executed", "mysql-replay", "mysql-tx-bare", "mysql-tx-executed")...)
 	}
 	all := []comparison{do, mw, client, stream, clientStream, connectUnary, connectStream, pg, my, myUnary, floor, instr}
+	all = append(all, floorComparisons()...)
 	all = append(all, sealing()...)
 	return append(all, consumers()...)
 }
@@ -199,35 +200,40 @@ func writeComparisons(w io.Writer, res results) {
 	fmt.Fprintf(w, "\n## Entry points against their bare baselines\n\n")
 	fmt.Fprintf(w, "Each row's time per operation (instructions per call where the table says so) is divided by its bare row's (the unsealed row's in the sealing tables), measured in the same run: 1.50x takes half as long again.\n")
 	for _, c := range comparisons() {
-		fmt.Fprintf(w, "\n### %s\n\n%s\n\n", c.title, c.about)
-		against := c.against
-		if against == "" {
-			against = "bare"
-		}
-		unit, vs := c.unit, c.unit+" vs "+against
-		if unit == "" {
-			unit, vs = "ns/op", "time vs "+against
-		}
-		head := []string{"row", unit}
+		writeComparison(w, res, c)
+	}
+}
+
+// writeComparison writes the table of c with the medians of res.
+func writeComparison(w io.Writer, res results, c comparison) {
+	fmt.Fprintf(w, "\n### %s\n\n%s\n\n", c.title, c.about)
+	against := c.against
+	if against == "" {
+		against = "bare"
+	}
+	unit, vs := c.unit, c.unit+" vs "+against
+	if unit == "" {
+		unit, vs = "ns/op", "time vs "+against
+	}
+	head := []string{"row", unit}
+	if c.rate != "" {
+		head = append(head, c.rate)
+	}
+	if c.unit == "" {
+		head = append(head, "B/op", "allocs/op")
+	}
+	head = append(head, vs)
+	fmt.Fprintf(w, "%s\n|%s\n", tableRow(head), strings.Repeat("---|", len(head)))
+	for _, r := range c.rows {
+		cells := []string{"`" + strings.TrimPrefix(r.name, c.bench+"/") + "`", metric(res, r.name, unit)}
 		if c.rate != "" {
-			head = append(head, c.rate)
+			cells = append(cells, metric(res, r.name, c.rate))
 		}
 		if c.unit == "" {
-			head = append(head, "B/op", "allocs/op")
+			cells = append(cells, metric(res, r.name, "B/op"), metric(res, r.name, "allocs/op"))
 		}
-		head = append(head, vs)
-		fmt.Fprintf(w, "%s\n|%s\n", tableRow(head), strings.Repeat("---|", len(head)))
-		for _, r := range c.rows {
-			cells := []string{"`" + strings.TrimPrefix(r.name, c.bench+"/") + "`", metric(res, r.name, unit)}
-			if c.rate != "" {
-				cells = append(cells, metric(res, r.name, c.rate))
-			}
-			if c.unit == "" {
-				cells = append(cells, metric(res, r.name, "B/op"), metric(res, r.name, "allocs/op"))
-			}
-			cells = append(cells, ratio(res, r, unit))
-			fmt.Fprintln(w, tableRow(cells))
-		}
+		cells = append(cells, ratio(res, r, unit))
+		fmt.Fprintln(w, tableRow(cells))
 	}
 }
 
