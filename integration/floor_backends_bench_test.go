@@ -2,10 +2,8 @@ package idempotency_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,15 +54,11 @@ type postgresFloor struct {
 	read, claim, complete string
 }
 
-// newPostgresFloor creates a floor table on the pool of benchPostgres'
-// configuration, with a round-trip counter on the table's statements.
+// newPostgresFloor creates a floor table on a pool as benchPostgres', with
+// a round-trip counter on the table's statements.
 func newPostgresFloor(b *testing.B) (*postgresFloor, *pgtest.RoundTrips) {
 	b.Helper()
-	table := "floor_" + strings.ToLower(rand.Text()[:10])
-	trips := &pgtest.RoundTrips{Match: table}
-	cfg := pgtest.Config(b, benchPoolConns)
-	cfg.ConnConfig.Tracer = trips
-	pool := pgtest.PoolFrom(b, cfg)
+	table, trips, pool := benchPostgresPool(b, "floor_")
 	if _, err := pool.Exec(b.Context(), "CREATE TABLE "+table+" (key bytea NOT NULL PRIMARY KEY, data bytea) WITH (fillfactor = 80)"); err != nil {
 		b.Fatal(err)
 	}
@@ -137,11 +131,7 @@ func newSQLFloor(b *testing.B, db *sql.DB, table, create, claim string, gated bo
 // round-trip counter on the table's statements.
 func newMySQLFloor(b *testing.B) (*sqlFloor, *mysqltest.RoundTrips) {
 	b.Helper()
-	table := "floor_" + strings.ToLower(rand.Text()[:10])
-	trips := &mysqltest.RoundTrips{Match: "`" + table + "`"}
-	cfg := mysqltest.Config(b)
-	trips.Install(cfg)
-	db := mysqltest.DBFrom(b, cfg, benchPoolConns)
+	table, trips, db := benchMySQLDB(b, "floor_")
 	create := "CREATE TABLE `" + table + "` (`key` VARBINARY(255) NOT NULL PRIMARY KEY, data LONGBLOB NULL) ENGINE = InnoDB"
 	claim := "INSERT IGNORE INTO `" + table + "` (`key`) VALUES (?)"
 	return newSQLFloor(b, db, table, create, claim, false), trips

@@ -102,17 +102,25 @@ func BenchmarkUnaryMySQL(b *testing.B) {
 // and the pool.
 func benchMySQL(b *testing.B) (*mysqlstore.Store, *mysqltest.RoundTrips, *sql.DB) {
 	b.Helper()
-	table := "bench_" + strings.ToLower(rand.Text()[:10])
-	trips := &mysqltest.RoundTrips{Match: "`" + table + "`"}
-	cfg := mysqltest.Config(b)
-	trips.Install(cfg)
-	db := mysqltest.DBFrom(b, cfg, benchPoolConns)
+	table, trips, db := benchMySQLDB(b, "bench_")
 	s := mysqlstore.New(db, mysqlstore.WithTable(table))
 	b.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	return s, trips, db
+}
+
+// benchMySQLDB returns a new table name that starts with prefix, a pool
+// of benchPoolConns connections, and a round-trip counter on the
+// statements about that table (quoted).
+func benchMySQLDB(b *testing.B, prefix string) (string, *mysqltest.RoundTrips, *sql.DB) {
+	b.Helper()
+	table := prefix + strings.ToLower(rand.Text()[:10])
+	trips := &mysqltest.RoundTrips{Match: "`" + table + "`"}
+	cfg := mysqltest.Config(b)
+	trips.Install(cfg)
+	return table, trips, mysqltest.DBFrom(b, cfg, benchPoolConns)
 }
 
 // mysqlBenchHandler writes a ledger row in a transaction and, with record,

@@ -102,17 +102,25 @@ func BenchmarkUnaryPostgres(b *testing.B) {
 // round-trip counter on the table's statements, and its pool.
 func benchPostgres(b *testing.B) (*postgresstore.Store, *pgtest.RoundTrips, *pgxpool.Pool) {
 	b.Helper()
-	table := "bench_" + strings.ToLower(rand.Text()[:10])
-	trips := &pgtest.RoundTrips{Match: table}
-	cfg := pgtest.Config(b, benchPoolConns)
-	cfg.ConnConfig.Tracer = trips
-	pool := pgtest.PoolFrom(b, cfg)
+	table, trips, pool := benchPostgresPool(b, "bench_")
 	s := postgresstore.New(pool, postgresstore.WithTable(table))
 	b.Cleanup(func() { _ = s.Close() })
 	if err := s.Migrate(b.Context()); err != nil {
 		b.Fatal(err)
 	}
 	return s, trips, pool
+}
+
+// benchPostgresPool returns a new table name that starts with prefix, a
+// pool of benchPoolConns connections, and a round-trip counter on the
+// statements about that table.
+func benchPostgresPool(b *testing.B, prefix string) (string, *pgtest.RoundTrips, *pgxpool.Pool) {
+	b.Helper()
+	table := prefix + strings.ToLower(rand.Text()[:10])
+	trips := &pgtest.RoundTrips{Match: table}
+	cfg := pgtest.Config(b, benchPoolConns)
+	cfg.ConnConfig.Tracer = trips
+	return table, trips, pgtest.PoolFrom(b, cfg)
 }
 
 // afterHandler counts the Complete and Release calls the interceptor

@@ -1,10 +1,8 @@
 package idempotency_test
 
 import (
-	"crypto/rand"
 	"database/sql"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,7 +45,7 @@ func BenchmarkUnarySQLite(b *testing.B) {
 		})
 		b.Run("sqlite-floor-"+path, func(b *testing.B) {
 			db := benchSQLiteDB(b)
-			table := "floor_" + strings.ToLower(rand.Text()[:10])
+			table := "floor" // a database file of the row's own
 			create := "CREATE TABLE `" + table + "` (`key` BLOB NOT NULL PRIMARY KEY, data BLOB) WITHOUT ROWID"
 			claim := "INSERT INTO `" + table + "` (`key`) VALUES (?) ON CONFLICT DO NOTHING"
 			fs := newSQLFloor(b, db, table, create, claim, true)
