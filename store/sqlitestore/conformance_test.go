@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, func(t *testing.T) store.Store {
-				s, _ := newStore(t, append([]sqlitestore.Option{sqlitestore.WithSweepInterval(50 * time.Millisecond)}, tc.opts...)...)
+				s, _ := newStore(t, append([]sqlitestore.Option{sqlitestore.WithSweepInterval(50 * time.Millisecond), sqlitestore.WithInvalidationInterval(20 * time.Millisecond)}, tc.opts...)...)
 				return s
 			})
 		})

@@ -73,9 +73,11 @@ var errContended = errors.New("the key's row kept changing between the purge's r
 // fencing: a SELECT of the key's live row, checked against opts, then a
 // DELETE of that very entry, fenced by the token and the state it was read
 // with. A DELETE that finds the entry changed (completed, purged, taken
-// over) deletes nothing, and Purge reads the key again. No invalidation
-// is sent: the store is not a [store.Invalidator] (see the package
-// documentation).
+// over) deletes nothing, and Purge reads the key again. The DELETE that
+// deletes the entry logs its key in the purge log in the same
+// transaction, which every [Store.Invalidations] on the file reads (and
+// deletes the log's rows older than an hour): a purge fails, deleting
+// nothing, on a file whose log is missing (run [Store.Migrate]).
 func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, s.fail("purge", key, err)
@@ -95,7 +97,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		if err := sqlcore.PurgeRefusal(info, opts); err != nil {
 			return info, s.fail("purge", key, err)
 		}
-		n, err := s.exec(ctx, s.isql.purge, r.Key, r.Token, r.State)
+		n, err := s.purgeLogged(ctx, r.Key, r.Token, r.State)
 		if err != nil {
 			return store.Info{}, s.fail("purge", key, err)
 		}

@@ -28,6 +28,15 @@
 --
 -- WITHOUT ROWID keeps each row in the primary key's b-tree: a claim or a
 -- replay reads one b-tree, not an index and then the table.
+--
+-- The purge log, idempotency_records_purges (the table's name and
+-- _purges, in its schema), holds one row per key that (*Store).Purge
+-- deleted, written in the purge's transaction, which every store's
+-- Invalidations polls to tell the replay caches of every process on the
+-- file. id is the rowid, so each purge takes the next id under the write
+-- lock: ids are contiguous, in commit order. purged_at is milliseconds
+-- since the Unix epoch; a purge deletes the rows older than an hour, never
+-- the last one.
 CREATE TABLE IF NOT EXISTS idempotency_records (
 	key            BLOB    NOT NULL PRIMARY KEY,
 	state          INTEGER NOT NULL CHECK (state IN (1, 2)),
@@ -43,3 +52,12 @@ CREATE TABLE IF NOT EXISTS idempotency_records (
 -- The sweeper deletes expired rows oldest first, in bounded batches.
 CREATE INDEX IF NOT EXISTS idempotency_records_expires_at_idx
 	ON idempotency_records (expires_at);
+
+CREATE TABLE IF NOT EXISTS idempotency_records_purges (
+	id        INTEGER PRIMARY KEY,
+	key       BLOB    NOT NULL,
+	purged_at INTEGER NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS idempotency_records_purges_purged_at_idx
+	ON idempotency_records_purges (purged_at);

@@ -23,6 +23,7 @@ type Store struct {
 	table string // quoted
 	sql   statements
 	isql  inspectStatements
+	lsql  logStatements
 	cfg   config
 
 	// gate lets one of the store's write statements run at a time in
@@ -37,8 +38,9 @@ type Store struct {
 }
 
 var (
-	_ store.Store     = (*Store)(nil)
-	_ store.Inspector = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Inspector   = (*Store)(nil)
+	_ store.Invalidator = (*Store)(nil)
 )
 
 // New returns a Store on db, a pool of the modernc.org/sqlite driver (see
@@ -55,7 +57,7 @@ func New(db *sql.DB, opts ...Option) *Store {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t := quoteTable(c.table)
-	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), cfg: c, gate: make(chan struct{}, 1), stmts: prepared{db: db}, stop: stop}
+	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), lsql: newLogStatements(quoteTable(logTable(c.table))), cfg: c, gate: make(chan struct{}, 1), stmts: prepared{db: db}, stop: stop}
 	if c.sweepInterval > 0 {
 		s.sweeping.Add(1)
 		go s.sweepLoop(ctx)
