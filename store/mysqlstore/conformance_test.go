@@ -55,7 +55,7 @@ func TestConformance(t *testing.T) {
 				cfg.DBName = ""
 			}
 			db := mysqltest.DBFrom(t, cfg, 16)
-			s := mysqlstore.New(db, mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(50*time.Millisecond))
+			s := mysqlstore.New(db, mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(50*time.Millisecond), mysqlstore.WithInvalidationInterval(20*time.Millisecond))
 			t.Cleanup(func() { _ = s.Close() })
 			if err := s.Migrate(t.Context()); err != nil {
 				t.Fatal(err)

@@ -113,8 +113,12 @@ const maxPurgeRounds = 16
 // DELETE of that very entry, fenced by the token and the state it was read
 // with. MySQL's DELETE returns no row, so the row comes from the read; a
 // DELETE that finds the entry changed (completed, purged, taken over)
-// deletes nothing, and Purge reads the key again. No invalidation is sent:
-// the store is not a [store.Invalidator] (see the package documentation).
+// deletes nothing, and Purge reads the key again. The DELETE runs in a
+// READ COMMITTED transaction that also logs the key in the table's purge
+// log, which every [Store.Invalidations] on the table reads: purges lock
+// the log's head one after the other, from their DELETE to their commit.
+// A purge fails, deleting nothing, on a table whose log is missing (run
+// [Store.Migrate]).
 func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, s.fail("purge", key, err)
@@ -134,7 +138,10 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		if err := purgeRefusal(info, opts); err != nil {
 			return info, s.fail("purge", key, err)
 		}
-		n, err := s.exec(ctx, s.isql.purge, r.key, r.token, r.stored())
+		n, err := s.purgeLogged(ctx, r.key, r.token, r.stored())
+		if isDeadlock(err) {
+			continue // rolled back: read the key again
+		}
 		if err != nil {
 			return store.Info{}, s.fail("purge", key, err)
 		}

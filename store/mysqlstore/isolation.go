@@ -35,22 +35,33 @@ const readUncommitted = "READ-UNCOMMITTED"
 // isolation variable, asking the server which it has the first time (or
 // in Migrate).
 func (s *Store) readSQL(ctx context.Context) (string, error) {
-	switch s.isolationVar.Load() {
-	case isolationTransaction:
-		return s.sql.read, nil
-	case isolationTx:
+	v, err := s.isolationVariable(ctx)
+	switch {
+	case err != nil:
+		return "", err
+	case v == isolationTx:
 		return s.sql.readTx, nil
+	}
+	return s.sql.read, nil
+}
+
+// isolationVariable returns which variable holds the session's isolation
+// level on the server (isolationTransaction or isolationTx), asking the
+// server the first time.
+func (s *Store) isolationVariable(ctx context.Context) (int32, error) {
+	if v := s.isolationVar.Load(); v != isolationUnknown {
+		return v, nil
 	}
 	err := s.db.QueryRowContext(ctx, "SELECT @@session.transaction_isolation").Scan(new(string))
 	switch {
 	case err == nil:
 		s.isolationVar.Store(isolationTransaction)
-		return s.sql.read, nil
+		return isolationTransaction, nil
 	case mysqlErr(err) == errUnknownVariable:
 		s.isolationVar.Store(isolationTx)
-		return s.sql.readTx, nil
+		return isolationTx, nil
 	}
-	return "", err
+	return isolationUnknown, err
 }
 
 // read is the claim's read of key's row into r, none of it uncommitted: a

@@ -2,7 +2,9 @@ package mysqlstore
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed" // the schema file
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,7 +13,8 @@ import (
 // Schema is the DDL of the store's table under its default name
 // ([DefaultTable]): the file schema.sql of this package, which
 // [Store.Migrate] runs. Give it to your own migration tool instead of
-// calling Migrate if you prefer; its one statement is idempotent.
+// calling Migrate if you prefer, with [PurgeLog], the table's purge log;
+// its one statement is idempotent.
 //
 //go:embed schema.sql
 var Schema string
@@ -27,9 +30,20 @@ var Schema string
 //go:embed upgrade.sql
 var Upgrade string
 
+// PurgeLog is the DDL of the table's purge log under its default name
+// (idempotency_records_purges), part of schema version 3: the file
+// purgelog.sql of this package, which [Store.Migrate] runs after
+// [Schema]. [Store.Purge] writes it and [Store.Invalidations] reads it.
+// Give it to your own migration tool with Schema if you prefer, and to a
+// table made by an earlier release; its one statement is idempotent.
+//
+//go:embed purgelog.sql
+var PurgeLog string
+
 // Migrate creates the store's table when it is missing, with the DDL of
-// [Schema] under the table name of [WithTable], and adds the columns of
-// [Upgrade] to a table that lacks them (made by an earlier release). It
+// [Schema] under the table name of [WithTable], adds the columns of
+// [Upgrade] to a table that lacks them (made by an earlier release), and
+// creates the table's purge log ([PurgeLog]) when it is missing. It
 // is safe to call on every start, from many servers at once: CREATE
 // TABLE IF NOT EXISTS is one atomic statement, and changes nothing when
 // the table is there; a column is looked for with a SELECT of it that
@@ -65,6 +79,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	if err := s.addColumns(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
+	}
+	if _, err := s.db.ExecContext(ctx, purgeLogFor(s.cfg.table)); err != nil {
+		return fmt.Errorf("mysqlstore: migrate %s: purge log: %w", s.table, err)
 	}
 	if _, err := s.readSQL(ctx); err != nil {
 		return fmt.Errorf("mysqlstore: migrate %s: %w", s.table, err)
@@ -149,4 +166,25 @@ func upgradeColumns() []column {
 // index's name is the table's own (MySQL names indexes per table).
 func schemaFor(table []string) string {
 	return strings.Replace(Schema, "CREATE TABLE IF NOT EXISTS "+DefaultTable, "CREATE TABLE IF NOT EXISTS "+quoteTable(table), 1)
+}
+
+// purgeLogFor returns [PurgeLog] for table: the log's name replaced.
+func purgeLogFor(table []string) string {
+	return strings.Replace(PurgeLog, "CREATE TABLE IF NOT EXISTS "+DefaultTable+"_purges", "CREATE TABLE IF NOT EXISTS "+quoteTable(logTable(table)), 1)
+}
+
+// logTable returns the name of the purge log of table, in the table's
+// database: the table's name and _purges, or, when that is longer than
+// MySQL's 64 bytes, idempotency_purges_ and 16 hex digits of a SHA-256 of
+// the table's name.
+func logTable(table []string) []string {
+	log := append([]string(nil), table...)
+	name := log[len(log)-1]
+	if len(name)+len("_purges") <= 64 {
+		log[len(log)-1] = name + "_purges"
+	} else {
+		sum := sha256.Sum256([]byte(name))
+		log[len(log)-1] = "idempotency_purges_" + hex.EncodeToString(sum[:8])
+	}
+	return log
 }

@@ -18,6 +18,10 @@ const (
 	// DefaultSweepBatch is how many expired rows one sweep statement
 	// deletes at most unless [WithSweepBatch] says otherwise.
 	DefaultSweepBatch = 1000
+	// DefaultInvalidationInterval is how often a subscription of
+	// [Store.Invalidations] reads the purge log unless
+	// [WithInvalidationInterval] says otherwise.
+	DefaultInvalidationInterval = time.Second
 )
 
 // Option configures a [Store] built by [New].
@@ -28,7 +32,10 @@ type config struct {
 	sweepInterval time.Duration
 	sweepBatch    int
 	sweepReport   func(deleted int64, err error)
-	err           error
+	// invalidationInterval is the time between two reads of the purge
+	// log by one subscription.
+	invalidationInterval time.Duration
+	err                  error
 }
 
 func newConfig(opts []Option) config {
@@ -36,6 +43,8 @@ func newConfig(opts []Option) config {
 		table:         []string{DefaultTable},
 		sweepInterval: DefaultSweepInterval,
 		sweepBatch:    DefaultSweepBatch,
+
+		invalidationInterval: DefaultInvalidationInterval,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -90,6 +99,21 @@ func WithSweepBatch(n int) Option {
 // function must not block.
 func WithSweepReport(f func(deleted int64, err error)) Option {
 	return func(c *config) { c.sweepReport = f }
+}
+
+// WithInvalidationInterval sets how often each subscription of
+// [Store.Invalidations] reads the purge log, which bounds how long a
+// purge takes to reach the replay caches of the servers on the table:
+// one interval and a round trip after the purge's commit. Each read is one
+// SELECT through the log's primary key, a consistent read that takes no
+// lock. Default [DefaultInvalidationInterval] (one second); zero or less
+// keeps the default.
+func WithInvalidationInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.invalidationInterval = d
+		}
+	}
 }
 
 // quoteTable returns the table's name quoted: `name` or `database`.`name`.

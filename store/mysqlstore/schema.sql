@@ -1,10 +1,12 @@
 -- The table of github.com/grpc-idempotency/idempotency/store/mysqlstore,
--- schema version 2, for MySQL 8.0 or later and MariaDB 10.6 or later
--- (InnoDB). (*Store).Migrate runs this file, with the table name of
--- mysqlstore.WithTable; run it with your own migration tool instead if you
--- prefer. The statement is idempotent. A table of version 1 (without
--- lease_until and attempt) is brought to version 2 by upgrade.sql, which
--- Migrate runs too when a column is missing.
+-- schema version 3 with its purge log (purgelog.sql), for MySQL 8.0 or
+-- later and MariaDB 10.6 or later (InnoDB). (*Store).Migrate runs this
+-- file, with the table name of mysqlstore.WithTable; run it with your own
+-- migration tool instead if you prefer. The statement is idempotent. A
+-- table of version 1 (without lease_until and attempt) is brought to
+-- version 2 by upgrade.sql, which Migrate runs too when a column is
+-- missing; version 3 adds the purge log, purgelog.sql, which Migrate
+-- creates when it is missing.
 --
 -- One row per key. key, token, fingerprint and data are opaque bytes,
 -- compared byte by byte (VARBINARY, never a collation). state: 1 in flight

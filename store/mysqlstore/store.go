@@ -25,6 +25,7 @@ type Store struct {
 	table string // quoted
 	sql   statements
 	isql  inspectStatements
+	lsql  logStatements
 	cfg   config
 	stmts prepared
 
@@ -45,6 +46,7 @@ type Store struct {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.RecordLimiter = (*Store)(nil)
+	_ store.Invalidator   = (*Store)(nil)
 )
 
 // New returns a Store on db, a pool opened with the MySQL driver
@@ -70,7 +72,7 @@ func New(db *sql.DB, opts ...Option) *Store {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t := quoteTable(c.table)
-	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), cfg: c, stmts: prepared{db: db}, life: ctx, stop: stop}
+	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), lsql: newLogStatements(quoteTable(logTable(c.table))), cfg: c, stmts: prepared{db: db}, life: ctx, stop: stop}
 	if c.sweepInterval > 0 {
 		s.sweeping.Add(1)
 		go s.sweepLoop(ctx)
