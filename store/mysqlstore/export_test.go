@@ -11,6 +11,8 @@ func StatementNames(s *Store) map[string]string {
 		"expired": s.sql.expired,
 		"lookup":  s.isql.lookup, "purge": s.isql.purge, "listFirst": s.isql.listFirst,
 		"listNext": s.isql.listNext, "stats": s.isql.stats,
+		"logHead": s.lsql.head, "logNext": s.lsql.next, "logInsert": s.lsql.insert, "logTrim": s.lsql.trim,
+		"logFrom": s.lsql.from, "logFromTx": s.lsql.fromTx, "logLast": s.lsql.last,
 	}
 }
 

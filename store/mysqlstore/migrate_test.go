@@ -40,6 +40,7 @@ func TestMigrateTableNames(t *testing.T) {
 		{"space and capitals", "", "Mixed Case"},
 		{"quote and semicolon", "", "x`; DROP TABLE y; --"},
 		{"database-qualified", dbName, "qualified_records"},
+		{"longest name, its purge log's hashed", "", strings.Repeat("L", 64)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := tc.table
@@ -56,8 +57,12 @@ func TestMigrateTableNames(t *testing.T) {
 			if err != nil || indexes != 1 {
 				t.Fatalf("expires_at index of %s: %d (%v), want 1", name, indexes, err)
 			}
-			if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
+			c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{})
+			if err != nil || !c.Won() {
 				t.Fatalf("Claim on %s: %v, won=%v", name, err, c.Won())
+			}
+			if _, err := s.Purge(t.Context(), "k", store.PurgeOptions{InFlight: true}); err != nil {
+				t.Fatalf("Purge on %s (its purge log): %v", name, err)
 			}
 		})
 	}
@@ -75,9 +80,9 @@ func TestSchemaIsTheFile(t *testing.T) {
 	}
 }
 
-// TestSchemaByHand: applying Schema as a migration tool does, in a
-// database of its own, gives a table the store works on with the default
-// name.
+// TestSchemaByHand: applying Schema and PurgeLog as a migration tool
+// does, in a database of its own, gives tables the store works on with
+// the default names.
 func TestSchemaByHand(t *testing.T) {
 	t.Parallel()
 	cfg := mysqltest.Config(t)
@@ -96,6 +101,9 @@ func TestSchemaByHand(t *testing.T) {
 	if err == nil {
 		_, err = conn.ExecContext(t.Context(), mysqlstore.Schema)
 	}
+	if err == nil {
+		_, err = conn.ExecContext(t.Context(), mysqlstore.PurgeLog)
+	}
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool in another database
 	_ = conn.Close()
 	if err != nil {
@@ -105,6 +113,9 @@ func TestSchemaByHand(t *testing.T) {
 	defer s.Close()
 	if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim on the table of Schema: %v, won=%v", err, c.Won())
+	}
+	if _, err := s.Purge(t.Context(), "k", store.PurgeOptions{InFlight: true}); err != nil {
+		t.Fatalf("Purge on the tables of Schema and PurgeLog: %v", err)
 	}
 }
 

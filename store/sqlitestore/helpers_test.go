@@ -12,7 +12,13 @@ import (
 // sqlitestore.Open, closed when tb ends, and returns it and its path.
 func openDB(tb testing.TB, opts ...sqlitestore.OpenOption) (*sql.DB, string) {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "idempotency.db")
+	return openAt(tb, filepath.Join(tb.TempDir(), "idempotency.db"), opts...)
+}
+
+// openAt opens the database file at path with sqlitestore.Open, closed
+// when tb ends, and returns it and its path.
+func openAt(tb testing.TB, path string, opts ...sqlitestore.OpenOption) (*sql.DB, string) {
+	tb.Helper()
 	db, err := sqlitestore.Open(path, opts...)
 	if err != nil {
 		tb.Fatal(err)

@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ func TestMigrate(t *testing.T) {
 }
 
 // TestMigrateTableNames: Migrate creates exactly the table WithTable names,
-// quoted as written, with its expires_at index.
+// quoted as written, with its expires_at index, and its purge log, which
+// a purge writes.
 func TestMigrateTableNames(t *testing.T) {
 	t.Parallel()
 	db, _ := openDB(t)
@@ -60,6 +62,9 @@ func TestMigrateTableNames(t *testing.T) {
 			}
 			if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 				t.Fatalf("Claim on %s: %v, won=%v", name, err, c.Won())
+			}
+			if _, err := s.Purge(t.Context(), "k", store.PurgeOptions{InFlight: true}); err != nil {
+				t.Fatalf("Purge on %s (its purge log): %v", name, err)
 			}
 		})
 	}
@@ -89,5 +94,57 @@ func TestSchemaByHand(t *testing.T) {
 	defer s.Close()
 	if c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{}); err != nil || !c.Won() {
 		t.Fatalf("Claim on the table of Schema: %v, won=%v", err, c.Won())
+	}
+}
+
+// TestMigrateAddsPurgeLog: on a file made before the purge log (the
+// records table and its index alone), a purge fails and deletes nothing;
+// Migrate adds the log, and a purge then reaches the subscription of
+// another pool on the file.
+func TestMigrateAddsPurgeLog(t *testing.T) {
+	t.Parallel()
+	db, path := openDB(t)
+	old, _, ok := strings.Cut(sqlitestore.Schema, "CREATE TABLE IF NOT EXISTS "+sqlitestore.DefaultTable+"_purges")
+	if !ok {
+		t.Fatal("Schema has no purge log")
+	}
+	if _, err := db.ExecContext(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	s := sqlitestore.New(db, sqlitestore.WithSweepInterval(0))
+	defer s.Close()
+	c, err := s.Claim(t.Context(), "k", []byte("fp"), time.Minute, store.ClaimOptions{})
+	if err == nil {
+		err = s.Complete(t.Context(), "k", c.Token, []byte("done"), time.Hour)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Purge(t.Context(), "k", store.PurgeOptions{}); err == nil {
+		t.Fatal("Purge on a file without its purge log succeeded")
+	}
+	if _, err := s.Lookup(t.Context(), "k"); err != nil {
+		t.Fatalf("the key after a failed purge: %v, want it kept", err)
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := openAt(t, path)
+	sub := sqlitestore.New(other, sqlitestore.WithSweepInterval(0), sqlitestore.WithInvalidationInterval(10*time.Millisecond))
+	defer sub.Close()
+	ch, err := sub.Invalidations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Purge(t.Context(), "k", store.PurgeOptions{}); err != nil {
+		t.Fatalf("Purge after Migrate: %v", err)
+	}
+	select {
+	case inv := <-ch:
+		if inv.All || inv.Key != "k" {
+			t.Fatalf("got %+v, want the purge of k", inv)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the purge did not reach the other pool's subscription within 30s")
 	}
 }
