@@ -6,10 +6,12 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
 )
@@ -39,6 +41,15 @@ func purgeBackends() map[string]func(t *testing.T) func() purgeStore {
 				return s
 			}
 		},
+		"mysql": func(t *testing.T) func() purgeStore {
+			table := newMyLedger(t).records()
+			return func() purgeStore {
+				s := mysqlstore.New(mysqltest.DB(t, 2), mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(0),
+					mysqlstore.WithInvalidationInterval(20*time.Millisecond))
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			}
+		},
 	}
 }
 
@@ -53,10 +64,10 @@ func lastEvent(t *testing.T, ev *events) idempotency.Event {
 }
 
 // TestReplayCachePurgeOverStores: two servers with replay caches, each
-// over a store instance of its own on one Redis or one PostgreSQL. Both
-// replay a key from their caches; the key is purged through B's store
-// instance, and the store tells both servers (Redis pub/sub, PostgreSQL
-// NOTIFY): A's next call finds the key free and runs the handler again,
+// over a store instance of its own on one Redis, one PostgreSQL or one
+// MySQL table. Both replay a key from their caches; the key is purged
+// through B's store instance, and the store tells both servers (Redis
+// pub/sub, PostgreSQL NOTIFY, MySQL's purge log): A's next call finds the key free and runs the handler again,
 // and B's replays A's new outcome from the store, not its own cached one.
 func TestReplayCachePurgeOverStores(t *testing.T) {
 	t.Parallel()
