@@ -8,7 +8,9 @@ import "context"
 // the store (the replay cache of the idempotency server) stops replaying a
 // purged key at once rather than when its entry expires. The memory store
 // tells the subscribers of its own process; the Redis store publishes on a
-// Redis channel; the PostgreSQL store sends a NOTIFY.
+// Redis channel; the PostgreSQL store sends a NOTIFY; the MySQL and SQLite
+// stores write a purge log in the purge's transaction, which each
+// subscription polls (within an interval, a second by default).
 //
 // Delivery is at most once: a subscriber that is disconnected misses the
 // purges made meanwhile. A store that knows it may have missed some (a

@@ -22,7 +22,9 @@
 // table made by a release before abandoned claims (schema version 1)
 // lacks the columns lease_until and attempt: Migrate adds them
 // ([Upgrade], the file upgrade.sql, for your own tool), once, before any
-// server claims with Keep.
+// server claims with Keep. Schema version 3 adds the purge log (see
+// Purges and the replay caches), which Migrate creates ([PurgeLog], the
+// file purgelog.sql, for your own tool).
 // Owner tokens are made by [store.NewToken]: 25 characters that carry the
 // claim time (the claiming server's clock, in milliseconds) and 96 random
 // bits.
@@ -203,8 +205,9 @@
 // A Store is a [store.Inspector], for an admin service or a command line.
 // [Store.Lookup] is one SELECT by the primary key; [Store.Purge] reads the
 // key's row and deletes that very entry, fenced by its token and state
-// (two statements, atomic by the fence; a DELETE that finds the entry
-// changed deletes nothing and the key is read again); [Store.List] reads
+// (a SELECT, then the DELETE and the purge log's writes in one
+// transaction, atomic by the fence; a DELETE that finds the entry changed
+// deletes nothing and the key is read again); [Store.List] reads
 // pages in key order from the primary key (keyset pagination: no index is
 // added, so claims cost what they did); [Store.Stats] is exact, one
 // aggregate query, a scan of the table. An entry's claim time is read from
@@ -213,11 +216,25 @@
 // such; its Info.Token is its owner token, under which [Store.Complete]
 // resolves it.
 //
-// A Store is not a [store.Invalidator]: MySQL has no LISTEN/NOTIFY, and a
-// table of purges polled by every server would put a read on every server
-// every interval. A server's replay cache (idempotency.WithReplayCache) in
-// front of this store therefore goes on replaying a purged key until the
-// cache's entry expires: its ttl bounds how long.
+// # Purges and the replay caches
+//
+// A Store is a [store.Invalidator]. MySQL has no LISTEN/NOTIFY, so purges
+// go through a purge log, a table beside the records table (its name and
+// _purges; [PurgeLog] is its DDL, which [Store.Migrate] runs): Purge
+// writes one row per key it deletes, in the transaction of its DELETE, and
+// each subscription ([Store.Invalidations], one per server with a replay
+// cache) polls the rows after the last it read, every second
+// ([WithInvalidationInterval]), with one SELECT through the log's primary
+// key that takes no lock. A purge by any server on the table reaches
+// every server's replay cache within one interval and one round trip after
+// its commit. Purges lock the log's head row, from their DELETE to their
+// commit, and take the next id under it, so ids are committed in order
+// and a poll never skips a purge that committed late. A purge deletes the
+// log's rows older than an hour; a subscription that could not read the
+// log for longer (the database unreachable) delivers All (drop everything)
+// once it reads again, and one that could not for less loses nothing. A
+// purge on a table without its log (an earlier release's, before Migrate)
+// fails and deletes nothing.
 //
 // # Vitess, PlanetScale and TiDB
 //

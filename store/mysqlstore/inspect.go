@@ -108,7 +108,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 // entry it read changed before its DELETE.
 const maxPurgeRounds = 16
 
-// Purge implements [store.Inspector.Purge] in two statements, atomic by
+// Purge implements [store.Inspector.Purge] in two steps, atomic by
 // fencing: a SELECT of the key's live row, checked against opts, then a
 // DELETE of that very entry, fenced by the token and the state it was read
 // with. MySQL's DELETE returns no row, so the row comes from the read; a

@@ -136,7 +136,22 @@
 // [Store.Purge] read the key's row through the primary key, [Store.List]
 // walks the primary key in key order, a page per statement (cursors
 // "s1:" and the hex of the last key), and [Store.Stats] counts exactly,
-// with one scan of the table. It is not a [store.Invalidator]: a purge is
-// not told to the replay caches of the other processes on the file, which
-// keep answering until their ttl.
+// with one scan of the table.
+//
+// # Purges and the replay caches
+//
+// The store is a [store.Invalidator], through a purge log in the file (a
+// table beside the records table, its name and _purges, which
+// [Store.Migrate] creates, and adds to a file made before it): Purge
+// writes one row per key it deletes, in the transaction of its DELETE,
+// and each subscription ([Store.Invalidations], one per server with a
+// replay cache) reads the rows after the last it read every second
+// ([WithInvalidationInterval]), one read through the log's primary key
+// that no writer waits for. A purge by any process on the file reaches
+// every process's replay cache within one interval and one read after its
+// commit. The ids are rowids taken under the write lock, so they are
+// committed in order and a read never skips one. A purge deletes the
+// log's rows older than an hour; a subscription that could not read the
+// log for longer delivers All (drop everything) once it reads again. A
+// purge on a file without its log fails and deletes nothing.
 package sqlitestore

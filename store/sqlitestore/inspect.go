@@ -69,7 +69,7 @@ const maxPurgeRounds = 16
 // errContended is the error of a Purge that ran out of rounds.
 var errContended = errors.New("the key's row kept changing between the purge's read and its delete")
 
-// Purge implements [store.Inspector.Purge] in two statements, atomic by
+// Purge implements [store.Inspector.Purge] in two steps, atomic by
 // fencing: a SELECT of the key's live row, checked against opts, then a
 // DELETE of that very entry, fenced by the token and the state it was read
 // with. A DELETE that finds the entry changed (completed, purged, taken

@@ -30,7 +30,8 @@
 // carry invalidations states its bound instead) and check, on one
 // instance, that a purge is delivered, that a refused one is not, and that
 // the channel closes with its context; that a purge reaches another
-// instance over the same backend is each networked store's own test.
+// instance over the same backend is each networked store's own test, and
+// [RunPurgeLog]'s for the stores whose purges a polled log carries.
 //
 // # Time
 //
