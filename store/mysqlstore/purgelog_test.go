@@ -19,13 +19,7 @@ func TestPurgeLog(t *testing.T) {
 		return storetest.PurgeLogRig{
 			Open: func(t *testing.T) storetest.PurgeLogInstance {
 				s, db := newStoreOn(t, mysqltest.DB(t, 1), table, mysqlstore.WithSweepInterval(0), mysqlstore.WithInvalidationInterval(10*time.Millisecond))
-				return storetest.PurgeLogInstance{Store: s, Pause: func(t *testing.T) func() {
-					conn, err := db.Conn(t.Context())
-					if err != nil {
-						t.Fatal(err)
-					}
-					return func() { _ = conn.Close() }
-				}}
+				return storetest.PurgeLogInstance{Store: s, Pause: storetest.PausePool(db)}
 			},
 			Age: func(t *testing.T) {
 				q := "UPDATE " + mysqltest.Quote(table+"_purges") + " SET purged_at = purged_at - INTERVAL 2 HOUR"

@@ -48,22 +48,8 @@ func TestMigrateUpgradesV1(t *testing.T) {
 	db := mysqltest.DB(t, 2)
 	tok := store.NewToken()
 	table := newV1Table(t, db, tok)
-	stores := make([]*mysqlstore.Store, 8)
-	for i := range stores {
-		stores[i] = mysqlstore.New(mysqltest.DB(t, 1), mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(0))
-		t.Cleanup(func() { _ = stores[i].Close() })
-	}
-	errs := make([]error, len(stores))
-	var wg sync.WaitGroup
-	for i, s := range stores {
-		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("server %d: Migrate of a version-1 table: %v", i, err)
-		}
-	}
+	stores := serversOn(t, table, 8)
+	migrateAll(t, stores, "a version-1 table")
 	s := stores[0]
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate of the upgraded table: %v", err)
@@ -87,6 +73,35 @@ func TestMigrateUpgradesV1(t *testing.T) {
 	}
 	if info, lerr := s.Lookup(t.Context(), "kept"); err != nil || lerr != nil || info.State != store.StateAbandoned {
 		t.Fatalf("kept claim abandoned on the upgraded table: %+v, %v, %v", info, err, lerr)
+	}
+}
+
+// serversOn returns n stores on table, each on a pool of one connection
+// of its own, as n servers' are, closed when t ends.
+func serversOn(t *testing.T, table string, n int, opts ...mysqlstore.Option) []*mysqlstore.Store {
+	t.Helper()
+	stores := make([]*mysqlstore.Store, n)
+	for i := range stores {
+		stores[i] = mysqlstore.New(mysqltest.DB(t, 1), append([]mysqlstore.Option{mysqlstore.WithTable(table), mysqlstore.WithSweepInterval(0)}, opts...)...)
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	return stores
+}
+
+// migrateAll runs the Migrate of every store at once, and fails t unless
+// each succeeds.
+func migrateAll(t *testing.T, stores []*mysqlstore.Store, what string) {
+	t.Helper()
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("server %d: Migrate of %s: %v", i, what, err)
+		}
 	}
 }
 

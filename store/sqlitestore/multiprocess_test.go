@@ -70,20 +70,7 @@ func TestManyProcessesOneFile(t *testing.T) {
 	}
 	procs := make([]proc, processes)
 	for i := range procs {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperEnv+"="+path, keysEnv+"="+strconv.Itoa(keys), workersEnv+"="+strconv.Itoa(workers))
-		cmd.Stderr = os.Stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, stdin, out := startHelper(t, helperEnv+"="+path, keysEnv+"="+strconv.Itoa(keys), workersEnv+"="+strconv.Itoa(workers))
 		procs[i] = proc{cmd, stdin, out}
 	}
 	// Each process says "ready" once its store is open; then all start.
@@ -148,6 +135,29 @@ func TestManyProcessesOneFile(t *testing.T) {
 			t.Fatalf("key %s after the crashes: %+v, %v; want completed by process %s", key, c, err, pid)
 		}
 	}
+}
+
+// startHelper starts the test binary again as a helper process, with env
+// added to its environment (which names the helper, see TestMain), and
+// returns it with its standard input and output; its standard error is
+// the test's.
+func startHelper(t *testing.T, env ...string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, out
 }
 
 // claimerMain is the helper process of TestManyProcessesOneFile: it

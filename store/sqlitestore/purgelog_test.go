@@ -20,13 +20,7 @@ func TestPurgeLog(t *testing.T) {
 			Open: func(t *testing.T) storetest.PurgeLogInstance {
 				db, _ := openAt(t, path, sqlitestore.WithMaxConns(1))
 				s := newStoreOn(t, db, sqlitestore.WithSweepInterval(0), sqlitestore.WithInvalidationInterval(10*time.Millisecond))
-				return storetest.PurgeLogInstance{Store: s, Pause: func(t *testing.T) func() {
-					conn, err := db.Conn(t.Context())
-					if err != nil {
-						t.Fatal(err)
-					}
-					return func() { _ = conn.Close() }
-				}}
+				return storetest.PurgeLogInstance{Store: s, Pause: storetest.PausePool(db)}
 			},
 			Age: func(t *testing.T) {
 				db, _ := openAt(t, path)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -36,6 +37,39 @@ type PurgeLogRig struct {
 	// Age makes every row of the backend's purge log older than the log
 	// keeps its rows, so that the next purge deletes them.
 	Age func(t *testing.T)
+}
+
+// PausePool returns a [PurgeLogInstance.Pause] for a store on db, a pool
+// of one connection: it takes the connection, and gives it back on resume.
+func PausePool(db *sql.DB) func(t *testing.T) (resume func()) {
+	return func(t *testing.T) func() {
+		conn, err := db.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = conn.Close() }
+	}
+}
+
+// CheckLogAdded checks stores on a backend made by an earlier release,
+// without a purge log: a purge of a completed key through s fails and
+// keeps the key; then migrate (the stores' Migrate) runs, and a purge
+// through s reaches sub's subscription.
+func CheckLogAdded(t *testing.T, s, sub PurgeLogStore, migrate func(t *testing.T)) {
+	t.Helper()
+	completeKeys(t, s, "k")
+	if _, err := s.Purge(t.Context(), "k", store.PurgeOptions{}); err == nil {
+		t.Fatal("Purge without a purge log succeeded")
+	}
+	if _, err := s.Lookup(t.Context(), "k"); err != nil {
+		t.Fatalf("the key after a failed purge: %v, want it kept", err)
+	}
+	migrate(t)
+	ch := subscribe(t, sub)
+	purgeKeys(t, s, "k")
+	if inv := receive(t, ch); inv.All || inv.Key != "k" {
+		t.Fatalf("got %+v, want the purge of k", inv)
+	}
 }
 
 // RunPurgeLog runs the purge log suite: the cases every store whose

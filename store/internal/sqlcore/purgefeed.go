@@ -75,14 +75,7 @@ func (f PurgeFeed) Subscribe(ctx context.Context) (<-chan store.Invalidation, er
 // follow polls the log after cursor every interval, and delivers what it
 // reads to out, until ctx is done.
 func (f PurgeFeed) follow(ctx context.Context, cursor int64, out chan<- store.Invalidation) {
-	t := time.NewTimer(f.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, func() time.Duration { return f.Interval }, func() bool {
 		for more := true; more; {
 			var invs []store.Invalidation
 			cursor, invs, more = f.poll(ctx, cursor)
@@ -90,12 +83,12 @@ func (f PurgeFeed) follow(ctx context.Context, cursor int64, out chan<- store.In
 				select {
 				case out <- inv:
 				case <-ctx.Done():
-					return
+					return false
 				}
 			}
 		}
-		t.Reset(f.Interval)
-	}
+		return true
+	})
 }
 
 // poll reads the rows of the log from cursor, the last id delivered, and

@@ -34,14 +34,7 @@ const StateAbandoned = 3
 // batch) or the next run is due, and gives report, if not nil, each
 // batch's result (once ctx has ended, only a batch that deleted rows).
 func SweepLoop(ctx context.Context, interval time.Duration, batch int, sweep func(context.Context) (int64, error), report func(int64, error)) {
-	t := time.NewTimer(Jitter(interval))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, func() time.Duration { return Jitter(interval) }, func() bool {
 		due := time.Now().Add(interval)
 		for ctx.Err() == nil && time.Now().Before(due) {
 			n, err := sweep(ctx)
@@ -52,13 +45,31 @@ func SweepLoop(ctx context.Context, interval time.Duration, batch int, sweep fun
 				report(n, err)
 			}
 			if stopped {
-				return
+				return false
 			}
 			if err != nil || n < int64(batch) {
 				break
 			}
 		}
-		t.Reset(Jitter(interval))
+		return true
+	})
+}
+
+// every calls run after each wait (a new one after each run returned)
+// until ctx ends or run returns false.
+func every(ctx context.Context, wait func() time.Duration, run func() bool) {
+	t := time.NewTimer(wait())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !run() {
+			return
+		}
+		t.Reset(wait())
 	}
 }
 
