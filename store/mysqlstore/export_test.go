@@ -1,5 +1,7 @@
 package mysqlstore
 
+import "context"
+
 // StatementNames returns the SQL of each statement of s by its name, for
 // tests that check which statements a step sends.
 func StatementNames(s *Store) map[string]string {
@@ -23,4 +25,11 @@ func readOf(s *Store) string {
 		return s.sql.readTx
 	}
 	return s.sql.read
+}
+
+// PollLog is one poll of a subscription of s, from id on: the rows of the
+// purge log it reads.
+func PollLog(ctx context.Context, s *Store, id int64) (int, error) {
+	rows, err := s.logFrom(ctx, id, 257)
+	return len(rows), err
 }
