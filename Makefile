@@ -13,7 +13,7 @@ PROTO_DIRS := $(shell sed -n 's/^  - path: //p' buf.yaml)
 # Each target has a line `## target: what it does.` above it, which
 # `make help` prints; more about it goes in plain comments below that line.
 
-.PHONY: all help generate check-generate check-docs check-core-deps lint test bench bench-floor
+.PHONY: all help generate check-generate check-docs check-core-deps lint test bench bench-floor model
 
 ## all: generate, lint and test.
 all: generate lint test
@@ -94,3 +94,10 @@ bench:
 ## bench-floor: run every store's rows beside its floor and print the ratios (scripts/floor-ratios.sh).
 bench-floor:
 	./scripts/floor-ratios.sh
+
+## model: check the Promela model of the protocol with Spin, and that it catches each known bad variant (scripts/check-model.sh).
+# Every property under each abandon policy, then each mutant, with the
+# states and the time of each run (model/README.md); MODEL_DEEP=1 checks
+# 3 calls under every policy.
+model:
+	./scripts/check-model.sh
