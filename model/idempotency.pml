@@ -495,7 +495,8 @@ end:
       :: st == FREE -> seen = FREE
       :: abandoned -> seen = ABANDONED
       :: else -> seen = st
-      fi
+      fi;
+      printf("op Lookup: state %d, token %d (1 in flight, 2 completed, 3 abandoned)\n", seen, tok)
     }
     if
     :: seen == COMPLETED ->

@@ -5,7 +5,7 @@
 #  1. every safety property (the model's assertions and its end states)
 #     under each abandon policy, with 2 servers serving 2 calls, then
 #     under block with 3 calls; MODEL_DEEP=1 checks 3 calls under every
-#     policy (about 10 minutes on 2 cores);
+#     policy (about 7 minutes on 2 cores);
 #  2. the liveness property orphan_ends under each policy, with weak
 #     fairness;
 #  3. each known bad variant (a MUTANT_ macro of the model): the check must
