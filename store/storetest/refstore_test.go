@@ -118,6 +118,9 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 		if s.bug == "takeover-live" && opts.TakeOver && e.state == store.StateInFlight {
 			takeOver = true
 		}
+		if s.bug == "claim-overwrites" { // a SET without NX
+			takeOver = true
+		}
 		if !takeOver {
 			// Read under the lock: a Complete may write the entry right after.
 			x := store.Entry{State: e.shown(), Fingerprint: e.fp, Data: e.data}

@@ -1,0 +1,169 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/grpc-idempotency/idempotency/store"
+)
+
+// linScript makes the same calls on every run, one at a time and without
+// faults, on keys of its own: the steps whose wrong answers the store's
+// classic bugs give (a claim that overwrites, a release, completion or
+// extension that ignores the token, a take-over that keeps the abandoned
+// owner, a purge past its fence). They are recorded with the rest, so that
+// such a bug fails every run, not only the runs where a race falls its way.
+// a and b are two instances over the same backend (or the same one).
+func linScript(ctx context.Context, rec *linRecorder, prefix string, a, b store.Store) {
+	call := func(s store.Store, in linInput) linOutput { return rec.call(ctx, 0, s, in) }
+	claim := func(s store.Store, key string, fp int, keep, takeOver bool) string {
+		return call(s, linInput{op: opClaim, key: key, fp: fp, keep: keep, takeOver: takeOver}).token
+	}
+	owned := func(s store.Store, op linOp, key, token string) {
+		call(s, linInput{op: op, key: key, token: token, data: "script " + key})
+	}
+	lookup := func(s store.Store, key string) { call(s, linInput{op: opLookup, key: key}) }
+
+	// A claim of a key in flight, then of a completed key, finds it.
+	k := prefix + "script-claim"
+	first := claim(a, k, 0, false, false)
+	claim(b, k, 0, false, false)
+	owned(a, opComplete, k, first)
+	claim(b, k, 1, false, false)
+	owned(b, opRelease, k, first)
+	lookup(b, k)
+
+	// A stale owner can neither release, complete, extend nor abandon the
+	// next owner's claim.
+	k = prefix + "script-stale"
+	stale := claim(a, k, 0, true, false)
+	owned(a, opRelease, k, stale)
+	next := claim(b, k, 1, true, false)
+	for _, op := range []linOp{opRelease, opComplete, opExtend, opAbandon} {
+		owned(a, op, k, stale)
+	}
+	lookup(a, k)
+	owned(b, opComplete, k, next)
+	lookup(a, k)
+
+	// An abandoned claim is taken over by its fingerprint only, and the
+	// take-over fences the abandoned owner.
+	k = prefix + "script-abandoned"
+	gone := claim(a, k, 0, true, false)
+	owned(a, opAbandon, k, gone)
+	claim(b, k, 1, true, true)
+	taker := claim(b, k, 0, true, true)
+	owned(a, opComplete, k, gone)
+	owned(a, opExtend, k, gone)
+	lookup(a, k)
+	owned(b, opComplete, k, taker)
+	lookup(a, k)
+
+	// A purge keeps to its fence.
+	k = prefix + "script-purge"
+	purged := claim(a, k, 0, false, false)
+	call(b, linInput{op: opPurge, key: k})
+	call(b, linInput{op: opPurge, key: k, inFlight: true, token: purged})
+	owned(a, opComplete, k, purged)
+	again := claim(a, k, 0, false, false)
+	call(b, linInput{op: opPurge, key: k, inFlight: true, token: purged})
+	owned(a, opComplete, k, again)
+	call(b, linInput{op: opPurge, key: k, inFlight: true})
+	call(b, linInput{op: opPurge, key: k, token: again})
+	lookup(a, k)
+}
+
+// linTokens are the tokens every client has seen, for calls with another
+// client's token or a stale one.
+type linTokens struct {
+	mu     sync.Mutex
+	tokens []string
+}
+
+func (p *linTokens) add(token string) {
+	if token == "" {
+		return
+	}
+	p.mu.Lock()
+	p.tokens = append(p.tokens, token)
+	p.mu.Unlock()
+}
+
+func (p *linTokens) pick(rng *rand.Rand) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.tokens) == 0 {
+		return "storetest: nobody's token"
+	}
+	return p.tokens[rng.IntN(len(p.tokens))]
+}
+
+// linClient makes random calls on a few keys shared with the other
+// clients.
+type linClient struct {
+	id   int
+	rng  *rand.Rand
+	s    store.Store
+	rec  *linRecorder
+	pool *linTokens
+	keys []string
+	// held is, by key, the token of this client's latest won claim, and
+	// fences the Info.Token of its latest look at the key.
+	held, fences map[string]string
+	noPurge      bool // LinearizabilityConfig.WithoutPurges
+	n            int
+}
+
+// run makes n calls.
+func (c *linClient) run(ctx context.Context, n int) {
+	for range n {
+		if ctx.Err() != nil {
+			return
+		}
+		c.step(ctx)
+	}
+}
+
+// step makes one random call: claims and looks most, and uses its own
+// token three times in four.
+func (c *linClient) step(ctx context.Context) {
+	c.n++
+	key := c.keys[c.rng.IntN(len(c.keys))]
+	token := c.held[key]
+	if token == "" || c.rng.IntN(4) == 0 {
+		token = c.pool.pick(c.rng)
+	}
+	in := linInput{key: key, token: token}
+	switch r := c.rng.IntN(100); {
+	case r < 30:
+		in = linInput{op: opClaim, key: key, fp: c.rng.IntN(2), keep: c.rng.IntN(2) == 0, takeOver: c.rng.IntN(2) == 0}
+	case r < 48:
+		in.op, in.data = opComplete, fmt.Sprintf("client %d call %d", c.id, c.n)
+	case r < 56:
+		in.op = opRelease
+	case r < 64:
+		in.op = opExtend
+	case r < 72:
+		in.op = opAbandon
+	case r < 80 && !c.noPurge:
+		in.op, in.inFlight = opPurge, c.rng.IntN(2) == 0
+		switch c.rng.IntN(3) {
+		case 0:
+			in.token = ""
+		case 1:
+			in.token = c.fences[key]
+		}
+	default:
+		in = linInput{op: opLookup, key: key}
+	}
+	out := c.rec.call(ctx, c.id, c.s, in)
+	if out.token != "" {
+		c.held[key] = out.token
+	}
+	if out.infoToken != "" {
+		c.fences[key] = out.infoToken
+	}
+	c.pool.add(out.token)
+}
