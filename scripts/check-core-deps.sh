@@ -18,6 +18,7 @@ allowed=(
   github.com/google/uuid                        # the client's keys
   github.com/grpc-ecosystem/go-grpc-middleware/v2 # the client's backoff
   go.uber.org/goleak                            # tests
+  github.com/anishathalye/porcupine             # storetest's linearizability check; no dependencies of its own
 )
 grpc=$(go list -m -f '{{.Path}}@{{.Version}}' google.golang.org/grpc)
 while read -r mod; do

@@ -26,9 +26,14 @@ const (
 	opAbandon
 	opPurge
 	opLookup
+	// opReleaseFailed is not a call: it stands for the release a store
+	// may make on its own with the token of a claim that failed after it
+	// was sent (redisstore does, so that no claim nobody owns blocks the
+	// key), recorded beside each indeterminate claim as indeterminate too.
+	opReleaseFailed
 )
 
-var linOpNames = [...]string{opClaim: "Claim", opComplete: "Complete", opRelease: "Release", opExtend: "Extend", opAbandon: "Abandon", opPurge: "Purge", opLookup: "Lookup"}
+var linOpNames = [...]string{opClaim: "Claim", opComplete: "Complete", opRelease: "Release", opExtend: "Extend", opAbandon: "Abandon", opPurge: "Purge", opLookup: "Lookup", opReleaseFailed: "release of a failed claim"}
 
 func (o linOp) String() string { return linOpNames[o] }
 
@@ -46,6 +51,9 @@ type linInput struct {
 	token    string
 	data     string // Complete
 	inFlight bool   // Purge
+	// claim numbers an indeterminate Claim, and the opReleaseFailed
+	// recorded beside it.
+	claim int
 	// fences is LinearizabilityConfig.Fences: the store's Info.Token is a
 	// fence made per call, which the model neither binds nor compares.
 	fences bool
@@ -92,8 +100,8 @@ type linOutput struct {
 type linEntry struct {
 	state store.State // 0: no entry
 	// owner is the owner token of the claim that made the entry (and
-	// completed it); empty when the claim's reply was lost, until a
-	// Lookup or Purge shows it.
+	// completed it); for a claim whose reply was lost, failedOwner of its
+	// number, which no call knows.
 	owner string
 	// info is the entry's Info.Token once a Lookup or a Purge showed it:
 	// the owner token, or derived from it ([store.Info]).
@@ -172,6 +180,9 @@ func linStep(s linEntry, in linInput, out linOutput) []any {
 func linStepKnown(s linEntry, in linInput, out linOutput) []any {
 	next, want := linApply(s, in)
 	if out.unknown {
+		if in.op == opClaim && want.token != "" {
+			next.owner = failedOwner(in.claim)
+		}
 		if next == s {
 			return []any{s}
 		}
@@ -209,6 +220,10 @@ func linStepKnown(s linEntry, in linInput, out linOutput) []any {
 	}
 	return []any{next}
 }
+
+// failedOwner is the owner the model gives the claim numbered n, whose
+// reply was lost.
+func failedOwner(n int) string { return fmt.Sprintf("\x00storetest: failed claim %d", n) }
 
 // sameEntry reports whether the entry a call returned is the one the
 // model holds: the same state and fingerprint, and the same data once
@@ -273,6 +288,11 @@ func linApply(s linEntry, in linInput) (linEntry, linOutput) {
 		return s, linOutput{err: errLeaseLost}
 	case opPurge:
 		return linPurge(s, in, found)
+	case opReleaseFailed:
+		if s.owner == failedOwner(in.claim) && s.state != store.StateCompleted {
+			return linEntry{}, linOutput{}
+		}
+		return s, linOutput{}
 	case opLookup:
 		if s.state == 0 {
 			return s, linOutput{err: errNotFound}
@@ -312,6 +332,8 @@ func describeLinOp(in linInput, out linOutput) string {
 	case opPurge:
 		args = fmt.Sprintf("inFlight=%t token=%s", in.inFlight, short(in.token))
 	case opLookup:
+	case opReleaseFailed:
+		args = fmt.Sprintf("claim %d", in.claim)
 	default:
 		args = short(in.token)
 	}

@@ -30,6 +30,7 @@ type linRecorder struct {
 	mu       sync.Mutex
 	ops      []porcupine.Operation
 	unknowns int
+	claims   int // the indeterminate claims, numbered
 }
 
 func newLinRecorder(timeout time.Duration, fences bool) *linRecorder {
@@ -58,6 +59,12 @@ func (r *linRecorder) call(ctx context.Context, client int, s store.Store, in li
 			return out
 		}
 		returned = math.MaxInt64
+		if in.op == opClaim {
+			r.claims++
+			in.claim = r.claims
+			release := linInput{op: opReleaseFailed, key: in.key, claim: in.claim, fences: in.fences}
+			r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: release, Call: called, Output: out, Return: returned})
+		}
 	}
 	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: called, Output: out, Return: returned})
 	return out
