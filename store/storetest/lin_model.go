@@ -28,8 +28,9 @@ const (
 	opLookup
 	// opReleaseFailed is not a call: it stands for the release a store
 	// may make on its own with the token of a claim that failed after it
-	// was sent (redisstore does, so that no claim nobody owns blocks the
-	// key), recorded beside each indeterminate claim as indeterminate too.
+	// was sent, so that no claim nobody owns blocks the key (a failed
+	// take-over is abandoned again instead): recorded beside each
+	// indeterminate claim, as indeterminate too.
 	opReleaseFailed
 )
 
@@ -289,7 +290,11 @@ func linApply(s linEntry, in linInput) (linEntry, linOutput) {
 	case opPurge:
 		return linPurge(s, in, found)
 	case opReleaseFailed:
-		if s.owner == failedOwner(in.claim) && s.state != store.StateCompleted {
+		switch {
+		case s.owner != failedOwner(in.claim) || s.state == store.StateCompleted:
+		case s.attempt > 1: // a take-over is abandoned again, not released
+			s.state = store.StateAbandoned
+		default:
 			return linEntry{}, linOutput{}
 		}
 		return s, linOutput{}

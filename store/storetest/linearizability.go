@@ -183,10 +183,17 @@ func checkLinearizability(t *testing.T, cfg LinearizabilityConfig, dir string) l
 
 	history, unknowns := rec.history()
 	res := linResult{operations: len(history), unknowns: unknowns, keys: len(keys) + 4}
+	causes := map[string]int{}
 	for _, op := range history {
-		if out := op.Output.(linOutput); out.unknown && res.firstCause == "" {
-			res.firstCause = out.cause
+		if out := op.Output.(linOutput); out.unknown && op.Input.(linInput).op != opReleaseFailed {
+			causes[linCause(out.cause)]++
+			if res.firstCause == "" {
+				res.firstCause = out.cause
+			}
 		}
+	}
+	for cause, n := range causes {
+		t.Logf("indeterminate: %d calls failed with %s", n, cause)
 	}
 	model := linModel()
 	result, info := porcupine.CheckOperationsVerbose(model, history, cfg.CheckTimeout)
@@ -301,4 +308,13 @@ func describeCalls(calls []porcupine.Operation) string {
 			describeLinOp(op.Input.(linInput), op.Output.(linOutput)))
 	}
 	return b.String()
+}
+
+// linCause is the last part of an error's message, where the cause is:
+// the same for the calls that failed alike.
+func linCause(msg string) string {
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
 }
