@@ -1,7 +1,10 @@
 package redisstore_test
 
 import (
+	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -43,4 +46,57 @@ func TestLinearizability(t *testing.T) {
 	}
 	faults, heal := faultproxy.Faults(proxies...)
 	storetest.RunLinearizability(t, storetest.LinearizabilityConfig{Stores: stores, Faults: faults, Heal: heal})
+}
+
+// TestLinearizabilityReshard checks a history of concurrent calls on two
+// stores over a Redis Cluster while the slots of the keys called move
+// between masters, one after another, back and forth: the calls meet ASK
+// and MOVED mid-migration.
+func TestLinearizabilityReshard(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t)
+	var stores []store.Store
+	for range 2 {
+		s := redisstore.New(cluster.Client())
+		if err := s.LoadScripts(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	var slots []int
+	var moves atomic.Int64
+	reshard := func() {
+		if len(slots) == 0 {
+			return
+		}
+		slot := slots[rand.IntN(len(slots))]
+		to := rand.IntN(len(cluster.Addrs()))
+		from, err := cluster.MigrateSlot(t.Context(), slot, to, redistest.MigrateOptions{Pause: 5 * time.Millisecond})
+		if err != nil {
+			t.Errorf("migrate slot %d: %v", slot, err)
+			return
+		}
+		if from != to {
+			moves.Add(1)
+		}
+	}
+	storetest.RunLinearizability(t, storetest.LinearizabilityConfig{
+		Stores: stores,
+		OnKeys: func(keys []string) {
+			rdb := cluster.Client()
+			defer rdb.Close()
+			for _, k := range keys {
+				slot, err := rdb.ClusterKeySlot(t.Context(), redisstore.DefaultPrefix+k).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				slots = append(slots, int(slot))
+			}
+		},
+		Faults: []func(){reshard}, FaultEvery: time.Millisecond,
+	})
+	t.Logf("%d slot migrations while the calls ran", moves.Load())
+	if moves.Load() == 0 {
+		t.Error("no slot moved while the calls ran")
+	}
 }

@@ -79,6 +79,10 @@ type LinearizabilityConfig struct {
 	// two stores in turn, and may refuse a purge with store.ErrChanged
 	// while a claim is between them).
 	WithoutPurges bool
+	// OnKeys, when set, is called with the keys of the random calls
+	// before they begin, for faults aimed at them (moving their slots in
+	// a Redis Cluster).
+	OnKeys func(keys []string)
 }
 
 func (c LinearizabilityConfig) withDefaults() LinearizabilityConfig {
@@ -172,6 +176,9 @@ func checkLinearizability(t *testing.T, cfg LinearizabilityConfig, dir string) l
 	keys := make([]string, cfg.Keys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("%sk%d", prefix, i)
+	}
+	if cfg.OnKeys != nil {
+		cfg.OnKeys(keys)
 	}
 	recordConcurrently(ctx, cfg, rec, keys)
 	if cfg.Heal != nil {
