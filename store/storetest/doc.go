@@ -33,6 +33,18 @@
 // instance over the same backend is each networked store's own test, and
 // [RunPurgeLog]'s for the stores whose purges a polled log carries.
 //
+// # Linearizability
+//
+// [RunLinearizability] proves more than the cases try: it records a
+// history of concurrent calls from many goroutines on several instances
+// over one backend, with faults injected between them and the backend
+// (dropped replies, cut connections, stalls, latency), and checks it with
+// Porcupine against a sequential model of one key's entry. A call whose
+// reply was lost may have taken effect or not (Jepsen's indeterminate
+// operations), and a failed claim may release itself. A history that is
+// not linearizable fails the test, and its drawing (an HTML page) and its
+// calls are written to files the failure names.
+//
 // # Time
 //
 // The suite uses real time. Cases about expiry claim with a short lease
