@@ -25,6 +25,7 @@ require (
 require (
 	connectrpc.com/connect v1.21.1 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
