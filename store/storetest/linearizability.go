@@ -123,8 +123,8 @@ func (c LinearizabilityConfig) withDefaults() LinearizabilityConfig {
 func RunLinearizability(t *testing.T, cfg LinearizabilityConfig) {
 	t.Helper()
 	res := checkLinearizability(t, cfg, os.Getenv(LinearizabilityOutEnv))
-	line := fmt.Sprintf("linearizability: %s: %d operations (%d indeterminate) on %d keys: %s",
-		t.Name(), res.operations, res.unknowns, res.keys, res.verdict)
+	line := fmt.Sprintf("linearizability: %T, %s: %d operations (%d indeterminate) on %d keys: %s",
+		cfg.Stores[0], t.Name(), res.operations, res.unknowns, res.keys, res.verdict)
 	t.Log(line)
 	if path := os.Getenv(LinearizabilityReportEnv); path != "" {
 		if err := appendLine(path, line); err != nil {
