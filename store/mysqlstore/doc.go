@@ -238,8 +238,9 @@
 //
 // # Vitess, PlanetScale and TiDB
 //
-// The store uses nothing but InnoDB's primary key, row locks and
-// autocommit statements, which these speak. What they need from a
+// The store uses nothing but InnoDB's primary key, row locks, autocommit
+// statements and, for a purge, one transaction over the records table and
+// its purge log, which these speak. What they need from a
 // deployment is stated in the repository's docs/stores.md; the store's
 // tests run on MariaDB.
 package mysqlstore

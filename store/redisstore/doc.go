@@ -161,7 +161,13 @@
 // key, one round trip; [Store.Purge] is one script that checks the entry's
 // state and token, deletes it and publishes the key on the Redis channel
 // prefix+"purged" for [Store.Invalidations], in one atomic step and one
-// round trip. An entry's claim time is read from its owner token (the
+// round trip. go-redis resends a script whose connection broke
+// (MaxRetries): a Purge without [store.PurgeOptions.Token] whose first send
+// landed while its reply was lost purges again, so the resend can delete
+// the entry claimed since, and a retry then runs its handler again (seen by
+// the linearizability check with resends on; docs/development.md). Purge
+// fenced by the Token a Lookup gave, or from a client with MaxRetries -1.
+// An entry's claim time is read from its owner token (the
 // claiming server's clock, to the millisecond; unknown for a token of an
 // earlier release), and its completion time is not kept by the layout:
 // Info.Completed is zero. A kept entry in flight Expires at the end of its

@@ -134,6 +134,8 @@ func RunLinearizability(t *testing.T, cfg LinearizabilityConfig) {
 	switch {
 	case res.result == porcupine.Illegal:
 		t.Errorf("the history is not linearizable: see %s; the calls on the first key found so:\n%s", res.page, res.illegalKey)
+	case res.reusedToken != "":
+		t.Errorf("two won claims returned the owner token %q: a token must be fresh", res.reusedToken)
 	case res.result == porcupine.Unknown:
 		t.Errorf("the check did not finish within %v", cfg.withDefaults().CheckTimeout)
 	case len(cfg.Faults) == 0 && res.unknowns > 0:
@@ -149,6 +151,7 @@ type linResult struct {
 	firstCause                 string
 	page                       string // the visualization of an illegal history
 	illegalKey                 string // the calls on the first key whose history is illegal
+	reusedToken                string // an owner token two won claims returned
 }
 
 // checkLinearizability records the history and checks it; an illegal
@@ -202,6 +205,7 @@ func checkLinearizability(t *testing.T, cfg LinearizabilityConfig, dir string) l
 	for cause, n := range causes {
 		t.Logf("indeterminate: %d calls failed with %s", n, cause)
 	}
+	res.reusedToken = reusedToken(history)
 	model := linModel()
 	result, info := porcupine.CheckOperationsVerbose(model, history, cfg.CheckTimeout)
 	res.result, res.verdict = result, map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable", porcupine.Unknown: "check timed out"}[result]
@@ -324,4 +328,23 @@ func linCause(msg string) string {
 		return msg[i+2:]
 	}
 	return msg
+}
+
+// reusedToken returns an owner token that two won claims of the history
+// returned, on any keys, or "": the model sees one key at a time, and a
+// token the store gave again after its first owner let go would own the
+// second claim for the first owner.
+func reusedToken(history []porcupine.Operation) string {
+	seen := map[string]bool{}
+	for _, op := range history {
+		token := op.Output.(linOutput).token
+		if token == "" {
+			continue
+		}
+		if seen[token] {
+			return token
+		}
+		seen[token] = true
+	}
+	return ""
 }

@@ -147,6 +147,9 @@ func (s *refStore) Claim(ctx context.Context, key string, fp []byte, lease time.
 	}
 	s.seq++
 	tok := strconv.Itoa(s.seq)
+	if s.bug == "token-per-key" { // fresh per claim of a key, not per claim
+		tok = "t:" + key
+	}
 	if s.bug == "constant-token" || s.bug == "takeover-keeps-token" && e != nil {
 		tok = "t"
 		if e != nil {
