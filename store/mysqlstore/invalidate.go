@@ -29,7 +29,7 @@ import (
 // emptied by hand. It returns an error when it cannot read the log (run
 // [Store.Migrate] first). The channel is closed once ctx is done.
 func (s *Store) Invalidations(ctx context.Context) (<-chan store.Invalidation, error) {
-	f := sqlcore.PurgeFeed{Interval: s.cfg.invalidationInterval, Last: s.logLast, From: s.logFrom}
+	f := sqlcore.PurgeFeed{Interval: s.cfg.invalidationInterval, Life: s.life, Last: s.logLast, From: s.logFrom}
 	ch, err := f.Subscribe(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: read the purge log of %s: %w", s.table, err)

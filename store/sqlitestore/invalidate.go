@@ -25,10 +25,11 @@ import (
 // has not read for that long finds ids missing and delivers an
 // Invalidation with All set, as it does when the log was emptied by hand.
 // It returns an error when it cannot read the log (run [Store.Migrate]
-// first). The channel is closed once ctx is done.
+// first). The channel is closed once ctx is done, or the store closed.
 func (s *Store) Invalidations(ctx context.Context) (<-chan store.Invalidation, error) {
 	f := sqlcore.PurgeFeed{
 		Interval: s.cfg.invalidationInterval,
+		Life:     s.life,
 		Last: func(ctx context.Context) (int64, error) {
 			var last int64
 			err := s.queryRow(ctx, s.lsql.last, nil, &last)

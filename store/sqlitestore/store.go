@@ -33,6 +33,7 @@ type Store struct {
 	stmts prepared
 
 	stop      context.CancelFunc
+	life      context.Context // ends with Close
 	sweeping  sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -57,7 +58,7 @@ func New(db *sql.DB, opts ...Option) *Store {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	t := quoteTable(c.table)
-	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), lsql: newLogStatements(quoteTable(logTable(c.table))), cfg: c, gate: make(chan struct{}, 1), stmts: prepared{db: db}, stop: stop}
+	s := &Store{db: db, table: t, sql: newStatements(t), isql: newInspectStatements(t), lsql: newLogStatements(quoteTable(logTable(c.table))), cfg: c, gate: make(chan struct{}, 1), stmts: prepared{db: db}, stop: stop, life: ctx}
 	if c.sweepInterval > 0 {
 		s.sweeping.Add(1)
 		go s.sweepLoop(ctx)

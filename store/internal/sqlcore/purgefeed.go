@@ -39,6 +39,9 @@ type LogRow struct {
 type PurgeFeed struct {
 	// Interval is the time between the end of a poll and the next.
 	Interval time.Duration
+	// Life is the store's: when it ends (the store closed), the
+	// subscription ends too. Nil for none.
+	Life context.Context
 	// Last returns the largest id of the log (0 for an empty log), as
 	// committed: no uncommitted row.
 	Last func(ctx context.Context) (int64, error)
@@ -49,7 +52,7 @@ type PurgeFeed struct {
 
 // Subscribe reads the log's last id, so that every purge committed after
 // it returns is delivered, and polls the log from there in a goroutine of
-// its own until ctx is done, when it closes the channel. It returns an
+// its own until ctx or Life is done, when it closes the channel. It returns an
 // error, and no channel, when it cannot read the log.
 //
 // A poll that fails (the database unreachable) is tried again at the next
@@ -60,13 +63,21 @@ type PurgeFeed struct {
 // delivered included (emptied or made anew by hand), is answered with All
 // too.
 func (f PurgeFeed) Subscribe(ctx context.Context) (<-chan store.Invalidation, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := func() bool { return false }
+	if f.Life != nil {
+		stop = context.AfterFunc(f.Life, cancel)
+	}
+	end := func() { stop(); cancel() }
 	cursor, err := f.Last(ctx)
 	if err != nil {
+		end()
 		return nil, err
 	}
 	out := make(chan store.Invalidation)
 	go func() {
 		defer close(out)
+		defer end()
 		f.follow(ctx, cursor, out)
 	}()
 	return out, nil
