@@ -187,8 +187,10 @@ func TestAbandonedSealedRotated(t *testing.T) {
 	if got := runs.all(); len(got) != 1 || got[0].Attempt != 2 {
 		t.Fatalf("runs under %+v, want one as Attempt 2", got)
 	}
-	if err := <-dead; err != nil { // its late outcome is refused by the store: the claim was taken over
-		t.Fatalf("the late run: %v, want its own answer", err)
+	// Its late outcome is refused by the store, the claim taken over: its
+	// caller is told to retry the key for the stored one (decision 314).
+	if err := <-dead; !errors.Is(err, idempotency.ErrKeyInUse) {
+		t.Fatalf("the late run: %v, want ErrKeyInUse", err)
 	}
 	resp, replayed, err := idempotency.Do(ctx, after, op, "k", req, func(context.Context) (*testingv1.DoResponse, error) {
 		t.Error("ran a third time")

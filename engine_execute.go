@@ -38,7 +38,12 @@ func (e *engine) execute(ctx context.Context, c *call) (any, error) {
 	// goroutine): the claim is settled once it has ended.
 	c.nesting.close()
 	finished = true
-	e.settle(ctx, c, resp, herr)
+	if e.settle(ctx, c, resp, herr) && c.kept() {
+		// The store holds another outcome, or will: an operator's
+		// resolution, or a take-over's run. The caller retries the key for
+		// it rather than take an answer no one else gets (decision 314).
+		return nil, ErrKeyInUse
+	}
 	return resp, herr
 }
 
@@ -65,8 +70,10 @@ func (e *engine) handlerContext(ctx context.Context, c *call) context.Context {
 	return h
 }
 
-// settle ends the claim after the handler returned.
-func (e *engine) settle(ctx context.Context, c *call, resp any, herr error) {
+// settle ends the claim after the handler returned. It reports whether
+// the store refused the outcome because the claim was lost
+// ([store.ErrLeaseLost]).
+func (e *engine) settle(ctx context.Context, c *call, resp any, herr error) (refused bool) {
 	recorded, keep := c.txRecorded.Load(), e.keeps(herr)
 	switch {
 	case recorded && keep:
@@ -80,17 +87,19 @@ func (e *engine) settle(ctx context.Context, c *call, resp any, herr error) {
 		e.release(ctx, c, herr)
 	default:
 		data := e.outcome(ctx, c, resp, herr)
-		e.complete(ctx, c, *data)
+		refused = e.complete(ctx, c, *data)
 		putBuffer(data)
 	}
+	return refused
 }
 
 // complete stores the outcome, and release deletes the claim. Each is
 // retried with backoff through transient store errors for up to the store
 // timeout, since giving up leaves the key in flight until its lease ends.
 // Both are detached from the caller's cancellation: the handler ran, so its
-// claim must be settled even if the caller has gone.
-func (e *engine) complete(ctx context.Context, c *call, data []byte) {
+// claim must be settled even if the caller has gone. complete reports
+// whether the store refused the outcome because the claim was lost.
+func (e *engine) complete(ctx context.Context, c *call, data []byte) (refused bool) {
 	err := e.settleStep(ctx, c, func(sctx context.Context) error {
 		return e.store.Complete(sctx, c.key, c.claim.Token, data, c.cfg.retention)
 	})
@@ -106,12 +115,14 @@ func (e *engine) complete(ctx context.Context, c *call, data []byte) {
 		e.observe(ctx, &c.subject, DecisionExecuted, c.storeTime, nil)
 	case errors.Is(err, store.ErrLeaseLost):
 		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, err)
+		return true
 	case !errors.Is(err, errLostEarlier):
 		// The store failed until the store timeout: nothing renews the
 		// claim any more, so it ends with its lease, and a retry then runs
 		// the work again (decision 9). That is a lost claim.
 		e.observe(ctx, &c.subject, DecisionLeaseLost, c.storeTime, fmt.Errorf("%w: %w", errNotStored, err))
 	}
+	return false
 }
 
 // errNotStored is the cause of the lease_lost event that follows a store

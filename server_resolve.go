@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -99,10 +98,7 @@ func (s *Server) Resolve(ctx context.Context, storeKey string, r Resolution) (st
 	if r.Rerun {
 		_, err = in.Purge(ctx, storeKey, store.PurgeOptions{InFlight: true, Token: r.Token})
 	} else {
-		var data []byte
-		if data, err = s.complete(ctx, storeKey, info, r); err == nil {
-			err = resolvedAs(ctx, in, storeKey, data)
-		}
+		err = s.complete(ctx, storeKey, info, r)
 	}
 	if s.e.cache != nil {
 		s.e.cache.invalidate(store.Invalidation{Key: storeKey})
@@ -115,25 +111,6 @@ func (s *Server) Resolve(ctx context.Context, storeKey string, r Resolution) (st
 	}
 	s.e.cfg.observer.Observe(ctx, Event{Decision: DecisionResolved, StoreKey: storeKey, StoreTime: time.Since(start)})
 	return info, nil
-}
-
-// resolvedAs returns nil when the entry under storeKey holds data, the
-// record a resolution completed it with, and an error wrapping
-// [store.ErrLeaseLost] when it holds another: a store answers a Complete
-// resent by the token that completed the entry with nil, so the late
-// handler's own outcome, stored under the same token since the entry was
-// looked up, would pass for the operator's.
-func resolvedAs(ctx context.Context, in store.Inspector, storeKey string, data []byte) error {
-	info, err := in.Lookup(ctx, storeKey)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.ErrLeaseLost
-	case err != nil:
-		return fmt.Errorf("idempotency: resolving %s: the resolution was sent, but reading the entry back failed (look it up): %w", storeKey, err)
-	case info.State != store.StateCompleted || !bytes.Equal(info.Data, data):
-		return store.ErrLeaseLost
-	}
-	return nil
 }
 
 // check returns an argument error unless r is exactly one resolution.
@@ -156,9 +133,9 @@ func (r Resolution) check() error {
 }
 
 // complete completes the abandoned entry info under storeKey with the
-// record of r, for r.Name's method or operation, sealed for r.Scope.
-// It returns the record it stored.
-func (s *Server) complete(ctx context.Context, storeKey string, info store.Info, r Resolution) ([]byte, error) {
+// record of r, for r.Name's method or operation, sealed for r.Scope,
+// under a token of its own ([Server.takeOver]).
+func (s *Server) complete(ctx context.Context, storeKey string, info store.Info, r Resolution) error {
 	e := s.e
 	m, md := e.otherOp, (protoreflect.MethodDescriptor)(nil)
 	if op, ok := e.ops[r.Name]; ok {
@@ -181,16 +158,51 @@ func (s *Server) complete(ctx context.Context, storeKey string, info store.Info,
 	}
 	rec, err := resolvedRecord(m, md, info, r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	data, err := record.Encode(rec)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: encoding the resolution: %w", err)
+		return fmt.Errorf("idempotency: encoding the resolution: %w", err)
 	}
 	if data, err = e.sealResolved(ctx, storeKey, r.Scope, info.Fingerprint, data); err != nil {
-		return nil, err
+		return err
 	}
-	return data, e.store.Complete(ctx, storeKey, r.Token, data, m.retention)
+	token, err := e.takeOver(ctx, storeKey, info, m)
+	if err != nil {
+		return err
+	}
+	return e.store.Complete(ctx, storeKey, token, data, m.retention)
+}
+
+// takeOver takes the abandoned entry info under storeKey over for a
+// resolution and returns the token it owns it by: the token that
+// abandoned it then can neither complete, release nor extend it, so the
+// late handler's outcome can no longer land beside the operator's
+// (decision 314). A claim of another attempt than the one info describes
+// (taken over and abandoned again since it was looked at, or purged and
+// free) is given back at once and refused with an error wrapping
+// [store.ErrChanged]; so is an entry no longer abandoned (completed by
+// its late handler, in flight under another claim).
+func (e *engine) takeOver(ctx context.Context, storeKey string, info store.Info, m *methodConfig) (string, error) {
+	c, err := e.store.Claim(ctx, storeKey, info.Fingerprint, m.lease, store.ClaimOptions{Keep: m.retention, TakeOver: true})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("idempotency: resolving %s: %w", storeKey, err)
+	case !c.Won():
+		return "", fmt.Errorf("idempotency: resolving %s: %w", storeKey, store.ErrChanged)
+	case c.Attempt != info.Attempt+1:
+		// Give back what it took: a free key (purged since) is released,
+		// another abandoned attempt is abandoned again, as it was.
+		giveBack := e.store.Abandon
+		if c.Attempt == 1 {
+			giveBack = e.store.Release
+		}
+		if err := giveBack(ctx, storeKey, c.Token); err != nil {
+			return "", fmt.Errorf("idempotency: resolving %s: the entry changed, and giving back the claim taken to resolve it failed (look it up): %w", storeKey, err)
+		}
+		return "", fmt.Errorf("idempotency: resolving %s: %w", storeKey, store.ErrChanged)
+	}
+	return c.Token, nil
 }
 
 // resolvedRecord returns the record the engine stores for r's outcome of

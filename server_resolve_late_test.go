@@ -6,26 +6,29 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/grpc-idempotency/idempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
+	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 
-// lateStore runs beforeComplete, once, before the first Complete it is
-// sent: the late handler's own Complete landing between Resolve's Lookup
-// and its Complete.
+// lateStore runs beforeClaim, once, before the first Claim it is sent:
+// the late handler's own Complete landing between Resolve's Lookup and
+// its take-over.
 type lateStore struct {
 	*memorystore.Store
-	beforeComplete func()
+	beforeClaim func()
 }
 
-func (s *lateStore) Complete(ctx context.Context, key, token string, data []byte, retention time.Duration) error {
-	if f := s.beforeComplete; f != nil {
-		s.beforeComplete = nil
+func (s *lateStore) Claim(ctx context.Context, key string, fp []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
+	if f := s.beforeClaim; f != nil {
+		s.beforeClaim = nil
 		f()
 	}
-	return s.Store.Complete(ctx, key, token, data, retention)
+	return s.Store.Claim(ctx, key, fp, lease, opts)
 }
 
 // TestServerResolveRacesLateComplete (decision 297): when the handler
@@ -48,7 +51,7 @@ func TestServerResolveRacesLateComplete(t *testing.T) {
 	}
 	token := abandonAs(t, st, sk, fp)
 	late := []byte("the late handler's outcome")
-	ls.beforeComplete = func() {
+	ls.beforeClaim = func() {
 		if err := st.Complete(t.Context(), sk, token, late, time.Hour); err != nil {
 			t.Errorf("the late handler's Complete: %v", err)
 		}
@@ -60,5 +63,73 @@ func TestServerResolveRacesLateComplete(t *testing.T) {
 	info, err := st.Lookup(t.Context(), sk)
 	if err != nil || string(info.Data) != string(late) {
 		t.Fatalf("entry %+v, %v; want the late handler's outcome", info, err)
+	}
+}
+
+// TestServerResolveBeforeLateComplete (decision 314): an operator
+// resolves a blocked key with a response while the handler that outlived
+// its lease still runs; when that handler returns, its Complete is
+// refused (the resolution took the entry over), so its caller does not
+// get the handler's answer as executed but the stored one's retry hint,
+// the store and the replay cache keep the operator's outcome, and every
+// retry replays it.
+func TestServerResolveBeforeLateComplete(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	var events testkit.Events
+	srv := idempotency.NewServer(st, idempotency.WithAbandonedClaims(idempotency.AbandonBlock),
+		idempotency.WithReplayCache(1000, 1<<20, time.Hour), idempotency.WithObserver(&events))
+	defer srv.Close()
+	const op = "charge"
+	req := &testingv1.DoRequest{Payload: "p"}
+	running, finish := make(chan idempotency.Claim, 1), make(chan struct{})
+	type answer struct {
+		resp     *testingv1.DoResponse
+		replayed bool
+		err      error
+	}
+	late := make(chan answer, 1)
+	go func() {
+		resp, replayed, err := idempotency.Do(context.Background(), srv, op, "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+			cl, _ := idempotency.ClaimFromContext(ctx)
+			running <- cl
+			<-finish
+			return &testingv1.DoResponse{Payload: "handler"}, nil
+		})
+		late <- answer{resp, replayed, err}
+	}()
+	cl := <-running
+	// The handler's lease lapses while it runs.
+	if err := st.Abandon(t.Context(), cl.StoreKey, cl.Token); err != nil {
+		t.Fatal(err)
+	}
+	operator := &testingv1.DoResponse{Payload: "operator"}
+	if _, err := srv.Resolve(t.Context(), cl.StoreKey, idempotency.Resolution{Token: cl.Token, Name: op, Response: operator}); err != nil {
+		t.Fatalf("Resolve = %v", err)
+	}
+	close(finish)
+	got := <-late
+	if got.err == nil && (!got.replayed || !proto.Equal(got.resp, operator)) {
+		t.Fatalf("the late caller got %v (replayed %v) as its answer; the key holds the operator's %v", got.resp, got.replayed, operator)
+	}
+	if n := events.Count(idempotency.DecisionExecuted); n != 0 {
+		t.Fatalf("%d executed events, want none: the handler's outcome was not stored", n)
+	}
+	if got.err != nil && !errors.Is(got.err, idempotency.ErrKeyInUse) {
+		t.Fatalf("the late caller got %v, want ErrKeyInUse (retry the key)", got.err)
+	}
+	// Twice: the first may read the store, the second the replay cache.
+	for range 2 {
+		resp, replayed, err := idempotency.Do(t.Context(), srv, op, "k", req, func(context.Context) (*testingv1.DoResponse, error) {
+			t.Error("the handler ran again")
+			return nil, errors.New("ran")
+		})
+		if err != nil || !replayed || !proto.Equal(resp, operator) {
+			t.Fatalf("retry = %v (replayed %v), %v; want the operator's %v, replayed", resp, replayed, err, operator)
+		}
+	}
+	info, err := st.Lookup(t.Context(), cl.StoreKey)
+	if err != nil || info.State != store.StateCompleted || info.Token == cl.Token {
+		t.Fatalf("entry %+v, %v; want it completed under the resolution's own token", info, err)
 	}
 }
