@@ -133,3 +133,90 @@ func TestServerResolveBeforeLateComplete(t *testing.T) {
 		t.Fatalf("entry %+v, %v; want it completed under the resolution's own token", info, err)
 	}
 }
+
+// TestServerResolveRerunBeforeLateComplete (decision 314): after a
+// re-run resolution purged the blocked key, the late handler's Complete
+// is refused (lease_lost), its caller is told to retry the key, and the
+// next call runs the handler again, as the operator asked.
+func TestServerResolveRerunBeforeLateComplete(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	var events testkit.Events
+	srv := idempotency.NewServer(st, idempotency.WithAbandonedClaims(idempotency.AbandonBlock), idempotency.WithObserver(&events))
+	defer srv.Close()
+	req := &testingv1.DoRequest{Payload: "p"}
+	running, finish := make(chan idempotency.Claim, 1), make(chan struct{})
+	late := make(chan error, 1)
+	go func() {
+		_, _, err := idempotency.Do(context.Background(), srv, "charge", "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+			cl, _ := idempotency.ClaimFromContext(ctx)
+			running <- cl
+			<-finish
+			return &testingv1.DoResponse{Payload: "handler"}, nil
+		})
+		late <- err
+	}()
+	cl := <-running
+	if err := st.Abandon(t.Context(), cl.StoreKey, cl.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Resolve(t.Context(), cl.StoreKey, idempotency.Resolution{Token: cl.Token, Rerun: true}); err != nil {
+		t.Fatalf("Resolve = %v", err)
+	}
+	close(finish)
+	if err := <-late; !errors.Is(err, idempotency.ErrKeyInUse) {
+		t.Fatalf("the late caller got %v, want ErrKeyInUse", err)
+	}
+	if n, lost := events.Count(idempotency.DecisionExecuted), events.Count(idempotency.DecisionLeaseLost); n != 0 || lost != 1 {
+		t.Fatalf("%d executed and %d lease_lost events, want 0 and 1", n, lost)
+	}
+	resp, replayed, err := idempotency.Do(t.Context(), srv, "charge", "k", req, func(context.Context) (*testingv1.DoResponse, error) {
+		return &testingv1.DoResponse{Payload: "again"}, nil
+	})
+	if err != nil || replayed || resp.GetPayload() != "again" {
+		t.Fatalf("next call = %v (replayed %v), %v; want the handler run again", resp, replayed, err)
+	}
+}
+
+// TestServerResolveAnotherAttempt (decision 314): when the entry the
+// operator looked at was taken over and abandoned again before the
+// resolution's own take-over, Resolve refuses with store.ErrChanged and
+// leaves the entry abandoned as the later attempt left it.
+func TestServerResolveAnotherAttempt(t *testing.T) {
+	t.Parallel()
+	st := memStore(t)
+	ls := &lateStore{Store: st}
+	srv := idempotency.NewServer(ls, idempotency.WithAbandonedClaims(idempotency.AbandonBlock))
+	defer srv.Close()
+	sk, err := srv.StoreKey("charge", "", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := idempotency.Fingerprint("charge", &testingv1.DoRequest{Payload: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := abandonAs(t, st, sk, fp)
+	var second string
+	ls.beforeClaim = func() {
+		c, err := st.Claim(t.Context(), sk, fp, time.Minute, store.ClaimOptions{Keep: time.Hour, TakeOver: true})
+		if err != nil || c.Attempt != 2 {
+			t.Fatalf("take-over = %+v, %v", c, err)
+		}
+		second = c.Token
+		if err := st.Abandon(t.Context(), sk, c.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: "charge", Response: &testingv1.DoResponse{Payload: "operator"}})
+	if !errors.Is(err, store.ErrChanged) {
+		t.Fatalf("Resolve = %v; want store.ErrChanged: another attempt was abandoned since", err)
+	}
+	info, err := st.Lookup(t.Context(), sk)
+	if err != nil || info.State != store.StateAbandoned || info.Attempt != 3 || info.Data != nil {
+		t.Fatalf("entry %+v, %v; want it abandoned again, as attempt 3, with no outcome", info, err)
+	}
+	if _, err := srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: second, Rerun: true}); !errors.Is(err, store.ErrChanged) {
+		t.Fatalf("Resolve under the second attempt's token = %v; want store.ErrChanged: the entry's token is the give-back's", err)
+	}
+}

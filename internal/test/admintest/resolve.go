@@ -90,10 +90,16 @@ func listAbandoned(t *testing.T, st store.Store) {
 // descriptors) is completed with it: GetKey reads it as a handler's
 // response, and the next call with the key replays exactly it, marked
 // replayed, without running the handler. The resolution is one resolved
-// event naming the store key, and one log line.
+// event naming the store key, and one log line. The resolution took the
+// entry over: the late handler's Complete under the abandoned claim's
+// token is refused (decision 314).
 func resolveResponse(t *testing.T, st store.Store) {
 	r := newRig(t, st)
 	e := r.abandon(t, st, "k-paid", "p")
+	abandoned, err := st.(store.Inspector).Lookup(t.Context(), e.GetStoreKey())
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := r.admin.ResolveKey(as(t.Context(), Alice), &adminv1.ResolveKeyRequest{
 		Key: resolveKey("k-paid"), Etag: e.GetEtag(),
 		Resolution: &adminv1.ResolveKeyRequest_ResponseJson{ResponseJson: `{"payload": "charged", "amount": "7", "execution": "1"}`},
@@ -106,6 +112,9 @@ func resolveResponse(t *testing.T, st store.Store) {
 	if got.GetState() != adminv1.State_STATE_COMPLETED || got.GetOutcome().GetKind() != adminv1.Kind_KIND_RESPONSE ||
 		!proto.Equal(got.GetOutcome().GetResponse().GetJson(), jsonOf(t, map[string]any{"payload": "charged", "amount": "7", "execution": "1"}).Json) {
 		t.Fatalf("ResolveKey answered %v, want the completed entry with the response", got)
+	}
+	if err := st.Complete(t.Context(), e.GetStoreKey(), abandoned.Token, []byte("the late handler's"), time.Hour); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the late handler's Complete after the resolution = %v, want store.ErrLeaseLost", err)
 	}
 	var header metadata.MD
 	call, err := r.client.Do(testkit.WithKey(t.Context(), "k-paid"), &testingv1.DoRequest{Payload: "p", Amount: 7}, grpc.Header(&header))
