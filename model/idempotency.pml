@@ -26,8 +26,6 @@
  *   -DCALLS=n          calls of the key in all (default 3)
  *   -DOPS=0|1|2        operator actions (default 1)
  *   -DMUTANT_...       a known bad variant (below)
- *   -DFINDING_LATE_COMPLETE  counts the answer of a Complete that returned
- *                      nil without storing (model/README.md, the finding)
  *
  * Invariants (assertions; the comment beside each names it):
  *   one_start          under block or recover, a handler that starts under
@@ -56,8 +54,10 @@
  *                               lease lapsed (decision 291 abandons it)
  *   MUTANT_TAKENOVER_RELEASES   engine.release releases a claim that took
  *                               another over (decision 293 abandons it)
- *   MUTANT_RESOLVE_NO_READBACK  Server.Resolve trusts Complete's nil
- *                               without reading the entry back
+ *   MUTANT_RESOLVE_SAME_TOKEN   Server.Resolve completes under the
+ *                               abandoned claim's token (as before
+ *                               engine.takeOver): the late handler's
+ *                               Complete under that token returns nil
  */
 
 #ifndef N
@@ -118,7 +118,6 @@ byte starts;             /* handler starts of this life of the key not resolved 
 byte completions;        /* completions that changed the entry, this life */
 byte answer;             /* the answer the store backs, this life (0: none yet) */
 byte purged;             /* bit t: the claim of token t was purged */
-bool changed;            /* the last Complete changed the entry (reset at once) */
 
 /* renewal.leaseEnd of each server, as ticks left, counted from the send
  * of its claim or of its last successful renewal (engine_lease.go). */
@@ -142,16 +141,17 @@ inline newLife() {
   starts = 0
 }
 
-/* memorystore.(*Store).Claim, with (*state).insert and (*state).takeOver */
-inline storeClaim(me, won, tok, att, found) {
+/* memorystore.(*Store).Claim, with (*state).insert and (*state).takeOver;
+ * keep and takeover are ClaimOptions.Keep > 0 and ClaimOptions.TakeOver */
+inline storeClaim(me, keep, takeover, won, tok, att, found) {
   won = false;
   if
   :: st == FREE ->
-    seq++; sTok = seq; st = INFLIGHT; sKept = KEEP; sAttempt = 1; sLease = L;
+    seq++; sTok = seq; st = INFLIGHT; sKept = keep; sAttempt = 1; sLease = L;
     sData = 0; sOwner = me; ownerDead = false; won = true; tok = sTok; att = 1;
     printf("c%d Claim: won, token %d, attempt 1\n", me, tok)
   :: st == INFLIGHT && !abandoned -> found = INFLIGHT
-  :: abandoned && TAKEOVER -> /* (*state).takeOver */
+  :: abandoned && takeover -> /* (*state).takeOver */
     seq++;
 #ifndef MUTANT_TAKEOVER_SAME_TOKEN
     sTok = seq;
@@ -161,7 +161,7 @@ inline storeClaim(me, won, tok, att, found) {
 #endif
     sLease = L; sOwner = me; ownerDead = false; won = true; tok = sTok; att = sAttempt;
     printf("c%d Claim: took over the abandoned entry, token %d, attempt %d\n", me, tok, att)
-  :: abandoned && !TAKEOVER -> found = ABANDONED; printf("c%d Claim: abandoned, blocked\n", me)
+  :: abandoned && !takeover -> found = ABANDONED; printf("c%d Claim: abandoned, blocked\n", me)
   :: st == COMPLETED -> found = COMPLETED; printf("c%d Claim: completed, replays %d\n", me, sData)
   fi
 }
@@ -179,7 +179,7 @@ inline storeComplete(who, tok, d, r) {
     assert((purged & (1 << tok)) == 0); /* purge_fences */
     completions++;
     assert(completions == 1); /* one_completion */
-    st = COMPLETED; sData = d; sTok = tok; r = OK; changed = true;
+    st = COMPLETED; sData = d; sTok = tok; r = OK;
     printf("Complete(token %d, outcome %d): stored\n", tok, d)
   :: st == COMPLETED && sTok == tok -> r = OK;
     printf("Complete(token %d, outcome %d): nil, the entry was completed by that token (outcome %d)\n", tok, d, sData)
@@ -332,7 +332,7 @@ claim:
    * (a crash before it lands is as if the call never came) */
   left[me] = L;
   atomic {
-    storeClaim(c, won, tok, att, found);
+    storeClaim(c, KEEP, TAKEOVER, won, tok, att, found);
     if
     :: !won -> left[me] = 0
     :: else -> skip
@@ -425,18 +425,9 @@ complete:
       storeComplete(c, tok, c + 1, r);
       if
       :: r == OK -> printf("c%d answers %d (executed)\n", c, c + 1); /* DecisionExecuted */
-#ifndef FINDING_LATE_COMPLETE
-        /* see FINDING_LATE_COMPLETE in model/README.md */
-        if
-        :: changed -> giveAnswer(c + 1)
-        :: else -> skip
-        fi
-#else
         giveAnswer(c + 1)
-#endif
-      :: else -> skip                    /* DecisionLeaseLost */
-      fi;
-      changed = false
+      :: else -> skip /* DecisionLeaseLost; a kept claim answers ErrKeyInUse (engine.execute) */
+      fi
     fi
   }
   goto done;
@@ -483,14 +474,15 @@ stop:
 
 /* ---- the operator (Server.Purge, Server.Resolve; server_resolve.go) ---- */
 active proctype Operator() {
-  byte n, tok, r, seen;
+  byte n, tok, r, seen, seenAtt, opTok, att, found;
+  bool won, deleted;
 end:
   do
   :: n < OPS ->
     n++;
     /* Inspector.Lookup: the token and the state the operator acts on */
     atomic {
-      tok = sTok;
+      tok = sTok; seenAtt = sAttempt;
       if
       :: st == FREE -> seen = FREE
       :: abandoned -> seen = ABANDONED
@@ -508,22 +500,37 @@ end:
        * both Purge{InFlight, Token} */
       atomic { storePurge(true, tok, r) }
     :: seen == ABANDONED ->
-      /* Server.Resolve with a Response: Complete under the abandoned
-       * claim's token, then resolvedAs reads the entry back */
-      atomic { storeComplete(OPERATOR, tok, OPDATA, r); changed = false }
+      /* Server.Resolve with a Response (server_resolve.go): engine.takeOver
+       * claims the entry with ClaimOptions{Keep, TakeOver}, under a token
+       * of its own, and goes on only when it replaced the attempt looked
+       * at (ClaimResult.Attempt == info.Attempt+1), giving back anything
+       * else it took (Abandon, or Release of a free key's claim); then
+       * Server.complete sends Complete under its own token. */
+#ifdef MUTANT_RESOLVE_SAME_TOKEN
+      won = true; opTok = tok; att = seenAtt + 1;
+#else
       atomic {
-#ifdef MUTANT_RESOLVE_NO_READBACK
+        storeClaim(OPERATOR, true, true, won, opTok, att, found);
+        if
+        :: won && att != seenAtt + 1 ->
+          if
+          :: att == 1 -> storeRelease(OPERATOR, opTok, r, deleted)
+          :: else -> storeAbandon(OPERATOR, opTok, r)
+          fi;
+          won = false
+        :: else -> skip
+        fi
+      }
+#endif
+      atomic {
+        if
+        :: won -> storeComplete(OPERATOR, opTok, OPDATA, r)
+        :: else -> r = LEASELOST
+        fi;
         if
         :: r == OK -> printf("op Resolve: resolved with %d\n", OPDATA); newLife(); giveAnswer(OPDATA)
-        :: else -> printf("op Resolve: ErrChanged\n")
-        fi
-#else
-        if
-        :: r == OK && st == COMPLETED && sData == OPDATA ->
-          printf("op Resolve: resolved with %d\n", OPDATA); newLife(); giveAnswer(OPDATA)
         :: else -> printf("op Resolve: ErrChanged\n") /* store.ErrChanged */
         fi
-#endif
       }
     :: else -> skip
     fi
