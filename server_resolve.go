@@ -59,16 +59,21 @@ type Resolution struct {
 // is [AbandonBlock] refuses its calls until it is resolved. r.Rerun
 // deletes it ([store.Inspector.Purge] of an in-flight entry fenced by
 // r.Token), so that the next call runs the handler; r.Response or r.Err
-// completes it ([store.Store.Complete] under r.Token) with the record the
-// engine stores for the method, sealed when the server seals records, so
-// that every call of the key replays it byte for byte, marked replayed.
+// takes it over ([store.Store.Claim] with TakeOver) and completes it
+// ([store.Store.Complete] under the take-over's own token) with the record
+// the engine stores for the method, sealed when the server seals records,
+// so that every call of the key replays it byte for byte, marked
+// replayed. Either way the handler that outlived its lease is fenced out:
+// its own Complete is refused, and its caller is told to retry the key
+// ([ErrKeyInUse]), for the resolution. A store that fails after the
+// take-over leaves the entry in flight under it until the method's lease
+// runs out, then abandoned again, as the next attempt: look it up again.
 //
 // It returns the entry as it was before. It refuses, changing nothing,
 // with an error wrapping [store.ErrChanged] when the entry is not the one
 // r.Token names (taken over, purged and claimed again, or completed by
-// its late handler since it was looked at: a completion is read back, one
-// Lookup more, since a store takes the late handler's Complete under the
-// same token for a resend of the resolution's), with [ErrNotAbandoned] when
+// its late handler since it was looked at; a take-over of another
+// attempt than the one looked at is given back), with [ErrNotAbandoned] when
 // the entry is not abandoned, with [store.ErrNotFound] when the key holds
 // no live entry, with [ErrRecordCorrupt] when a sealing server claimed the
 // entry and s has no sealing keys (its calls would refuse the unsealed
