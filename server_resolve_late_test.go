@@ -31,6 +31,46 @@ func (s *lateStore) Claim(ctx context.Context, key string, fp []byte, lease time
 	return s.Store.Claim(ctx, key, fp, lease, opts)
 }
 
+// abandonCharge leaves the key "k" of the operation "charge" of srv
+// abandoned in st, claimed for the request {Payload: "p"}, and returns
+// its store key, the request's fingerprint and the claim's token.
+func abandonCharge(t *testing.T, srv *idempotency.Server, st *memorystore.Store) (storeKey string, fp []byte, token string) {
+	t.Helper()
+	sk, err := srv.StoreKey("charge", "", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp, err = idempotency.Fingerprint("charge", &testingv1.DoRequest{Payload: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	return sk, fp, abandonAs(t, st, sk, fp)
+}
+
+// lateCharge calls the operation "charge" of srv with key "k" and the
+// request {Payload: "p"}, whose function answers {Payload: "handler"}
+// once finish is closed. It returns the call's claim, once the function
+// runs, and where its answer arrives.
+func lateCharge(srv *idempotency.Server, finish <-chan struct{}) (idempotency.Claim, <-chan lateAnswer) {
+	running, late := make(chan idempotency.Claim, 1), make(chan lateAnswer, 1)
+	go func() {
+		resp, replayed, err := idempotency.Do(context.Background(), srv, "charge", "k", &testingv1.DoRequest{Payload: "p"}, func(ctx context.Context) (*testingv1.DoResponse, error) {
+			cl, _ := idempotency.ClaimFromContext(ctx)
+			running <- cl
+			<-finish
+			return &testingv1.DoResponse{Payload: "handler"}, nil
+		})
+		late <- lateAnswer{resp, replayed, err}
+	}()
+	return <-running, late
+}
+
+// lateAnswer is the answer of a call of [lateCharge].
+type lateAnswer struct {
+	resp     *testingv1.DoResponse
+	replayed bool
+	err      error
+}
+
 // TestServerResolveRacesLateComplete (decision 297): when the handler
 // that outlived its lease stores its outcome after the operator looked the
 // key up, Resolve refuses with store.ErrChanged: the key holds the
@@ -41,22 +81,14 @@ func TestServerResolveRacesLateComplete(t *testing.T) {
 	st := memStore(t)
 	ls := &lateStore{Store: st}
 	srv := idempotency.NewServer(ls, idempotency.WithAbandonedClaims(idempotency.AbandonBlock))
-	sk, err := srv.StoreKey("charge", "", "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp, err := idempotency.Fingerprint("charge", &testingv1.DoRequest{Payload: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := abandonAs(t, st, sk, fp)
+	sk, _, token := abandonCharge(t, srv, st)
 	late := []byte("the late handler's outcome")
 	ls.beforeClaim = func() {
 		if err := st.Complete(t.Context(), sk, token, late, time.Hour); err != nil {
 			t.Errorf("the late handler's Complete: %v", err)
 		}
 	}
-	_, err = srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: "charge", Response: &testingv1.DoResponse{Payload: "operator"}})
+	_, err := srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: "charge", Response: &testingv1.DoResponse{Payload: "operator"}})
 	if !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("Resolve = %v; want store.ErrChanged: the late handler completed the key first", err)
 	}
@@ -82,23 +114,8 @@ func TestServerResolveBeforeLateComplete(t *testing.T) {
 	defer srv.Close()
 	const op = "charge"
 	req := &testingv1.DoRequest{Payload: "p"}
-	running, finish := make(chan idempotency.Claim, 1), make(chan struct{})
-	type answer struct {
-		resp     *testingv1.DoResponse
-		replayed bool
-		err      error
-	}
-	late := make(chan answer, 1)
-	go func() {
-		resp, replayed, err := idempotency.Do(context.Background(), srv, op, "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
-			cl, _ := idempotency.ClaimFromContext(ctx)
-			running <- cl
-			<-finish
-			return &testingv1.DoResponse{Payload: "handler"}, nil
-		})
-		late <- answer{resp, replayed, err}
-	}()
-	cl := <-running
+	finish := make(chan struct{})
+	cl, late := lateCharge(srv, finish)
 	// The handler's lease lapses while it runs.
 	if err := st.Abandon(t.Context(), cl.StoreKey, cl.Token); err != nil {
 		t.Fatal(err)
@@ -145,18 +162,8 @@ func TestServerResolveRerunBeforeLateComplete(t *testing.T) {
 	srv := idempotency.NewServer(st, idempotency.WithAbandonedClaims(idempotency.AbandonBlock), idempotency.WithObserver(&events))
 	defer srv.Close()
 	req := &testingv1.DoRequest{Payload: "p"}
-	running, finish := make(chan idempotency.Claim, 1), make(chan struct{})
-	late := make(chan error, 1)
-	go func() {
-		_, _, err := idempotency.Do(context.Background(), srv, "charge", "k", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
-			cl, _ := idempotency.ClaimFromContext(ctx)
-			running <- cl
-			<-finish
-			return &testingv1.DoResponse{Payload: "handler"}, nil
-		})
-		late <- err
-	}()
-	cl := <-running
+	finish := make(chan struct{})
+	cl, late := lateCharge(srv, finish)
 	if err := st.Abandon(t.Context(), cl.StoreKey, cl.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +171,7 @@ func TestServerResolveRerunBeforeLateComplete(t *testing.T) {
 		t.Fatalf("Resolve = %v", err)
 	}
 	close(finish)
-	if err := <-late; !errors.Is(err, idempotency.ErrKeyInUse) {
+	if err := (<-late).err; !errors.Is(err, idempotency.ErrKeyInUse) {
 		t.Fatalf("the late caller got %v, want ErrKeyInUse", err)
 	}
 	if n, lost := events.Count(idempotency.DecisionExecuted), events.Count(idempotency.DecisionLeaseLost); n != 0 || lost != 1 {
@@ -188,15 +195,7 @@ func TestServerResolveAnotherAttempt(t *testing.T) {
 	ls := &lateStore{Store: st}
 	srv := idempotency.NewServer(ls, idempotency.WithAbandonedClaims(idempotency.AbandonBlock))
 	defer srv.Close()
-	sk, err := srv.StoreKey("charge", "", "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp, err := idempotency.Fingerprint("charge", &testingv1.DoRequest{Payload: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := abandonAs(t, st, sk, fp)
+	sk, fp, token := abandonCharge(t, srv, st)
 	var second string
 	ls.beforeClaim = func() {
 		c, err := st.Claim(t.Context(), sk, fp, time.Minute, store.ClaimOptions{Keep: time.Hour, TakeOver: true})
@@ -208,7 +207,7 @@ func TestServerResolveAnotherAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: "charge", Response: &testingv1.DoResponse{Payload: "operator"}})
+	_, err := srv.Resolve(t.Context(), sk, idempotency.Resolution{Token: token, Name: "charge", Response: &testingv1.DoResponse{Payload: "operator"}})
 	if !errors.Is(err, store.ErrChanged) {
 		t.Fatalf("Resolve = %v; want store.ErrChanged: another attempt was abandoned since", err)
 	}
