@@ -18,6 +18,7 @@
 //	go run ./examples/payments -listen :50051     # only the server, for grpcurl
 //	go run ./examples/payments -http :8080        # the server behind a REST gateway, for curl
 //	go run ./examples/payments -otel              # the story, then its spans and metrics
+//	go run ./examples/payments -listen :50051 -prometheus :9464   # OTel metrics for Prometheus
 //	go run ./examples/payments -v                 # with every decision logged
 package main
 
@@ -40,6 +41,7 @@ func main() {
 	listen := flag.String("listen", "", "run only the server on `address` (for example :50051), with server reflection, until interrupted")
 	metricsAddr := flag.String("metrics", "", "with -listen or -http, serve Prometheus metrics on http://`address`/metrics")
 	httpAddr := flag.String("http", "", "run only the server, behind a grpc-gateway REST gateway on `address` (for example :8080), until interrupted")
+	promAddr := flag.String("prometheus", "", "with -listen or -http, serve the OpenTelemetry metrics (OTel Prometheus exporter) on http://`address`/metrics, instead of printing them")
 	otel := flag.Bool("otel", false, "trace and meter every call with OpenTelemetry and print the spans and metrics (SDK stdout exporters)")
 	latency := flag.Duration("latency", 0, "with -listen or -http, make each Charge take this `long`, to see a duplicate refused while it runs")
 	verbose := flag.Bool("v", false, "log every idempotency decision and every call to stderr (slog)")
@@ -55,7 +57,7 @@ func main() {
 	var err error
 	if *listen != "" || *httpAddr != "" {
 		cfg.LogLevel = slog.LevelInfo
-		err = listenAndServe(ctx, cfg, *listen, *metricsAddr, *httpAddr)
+		err = listenAndServe(ctx, cfg, *listen, *httpAddr, sideAddrs{metrics: *metricsAddr, prometheus: *promAddr})
 	} else {
 		err = run(ctx, cfg, os.Stdout)
 	}
@@ -66,15 +68,19 @@ func main() {
 	}
 }
 
-// listenAndServe opens the listeners of -listen, -metrics and -http and
-// serves. With -http alone, the gRPC server listens on a loopback port.
-func listenAndServe(ctx context.Context, cfg config, addr, metricsAddr, httpAddr string) error {
+// sideAddrs are the addresses of -metrics and -prometheus; empty for none.
+type sideAddrs struct{ metrics, prometheus string }
+
+// listenAndServe opens the listeners of -listen, -http, -metrics and
+// -prometheus and serves. With -http alone, the gRPC server listens on a
+// loopback port.
+func listenAndServe(ctx context.Context, cfg config, addr, httpAddr string, side sideAddrs) error {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
 	var lis listeners
 	defer func() { // when serving ends or cannot start; a second Close is harmless
-		for _, l := range []net.Listener{lis.grpc, lis.metrics, lis.http} {
+		for _, l := range []net.Listener{lis.grpc, lis.metrics, lis.http, lis.prometheus} {
 			if l != nil {
 				_ = l.Close()
 			}
@@ -84,8 +90,13 @@ func listenAndServe(ctx context.Context, cfg config, addr, metricsAddr, httpAddr
 	if lis.grpc, err = net.Listen("tcp", addr); err != nil {
 		return err
 	}
-	if metricsAddr != "" {
-		if lis.metrics, err = net.Listen("tcp", metricsAddr); err != nil {
+	if side.metrics != "" {
+		if lis.metrics, err = net.Listen("tcp", side.metrics); err != nil {
+			return err
+		}
+	}
+	if side.prometheus != "" {
+		if lis.prometheus, err = net.Listen("tcp", side.prometheus); err != nil {
 			return err
 		}
 	}

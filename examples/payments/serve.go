@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -24,6 +25,9 @@ type listeners struct {
 	grpc    net.Listener // the gRPC server (-listen, or a loopback port for -http alone)
 	metrics net.Listener // Prometheus metrics (-metrics)
 	http    net.Listener // the grpc-gateway REST gateway (-http)
+	// prometheus serves the OpenTelemetry metrics for Prometheus
+	// (-prometheus).
+	prometheus net.Listener
 }
 
 // serve runs only the server on lis.grpc, with server reflection, until
@@ -31,21 +35,37 @@ type listeners struct {
 // plain grpcurl and curl commands work; the demo tokens map to tenants as
 // in the story. With lis.metrics, it serves the counters there on
 // /metrics; with lis.http, the REST gateway; with cfg.OTel, it prints spans
-// as they end and the metrics every [metricInterval] to out.
+// as they end and the metrics every [metricInterval] to out; with
+// lis.prometheus, it serves the OpenTelemetry metrics there on /metrics
+// instead of printing them (and prints no spans).
 func serve(ctx context.Context, cfg config, lis listeners, out io.Writer) error {
 	b, err := openBackend(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer b.close()
+	logger := newLogger(cfg)
 	var tel *telemetry
-	if cfg.OTel {
+	switch {
+	case lis.prometheus != nil:
+		var reg *prometheus.Registry
+		if tel, reg, err = newPrometheusTelemetry(); err != nil {
+			return err
+		}
+		stop, err := servePrometheus(lis.prometheus, tel, reg, b.store, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		fmt.Fprintf(out, "OpenTelemetry metrics for Prometheus on http://%s/metrics\n", lis.prometheus.Addr())
+	case cfg.OTel:
 		if tel, err = newTelemetry(out, out, metricInterval); err != nil {
 			return err
 		}
+	}
+	if tel != nil {
 		defer func() { _ = tel.shutdown(context.WithoutCancel(ctx)) }()
 	}
-	logger := newLogger(cfg)
 	m := newMeter()
 	srv, _ := newServer(serverConfig{
 		store:     b.store,
