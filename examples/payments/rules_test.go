@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The rules a team loads pass promtool's check and its unit tests
@@ -71,4 +75,57 @@ func dashboardQueries(t *testing.T) []panelQuery {
 		}
 	}
 	return qs
+}
+
+// Every alert's runbook_url points at a file of this repository and at a
+// heading (or an <a id>) that it holds, as GitHub names headings.
+func TestRulesRunbookLinks(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	urls := regexp.MustCompile(`runbook_url: https://github\.com/grpc-idempotency/idempotency/blob/main/(\S+)#(\S+)`).FindAllStringSubmatch(string(b), -1)
+	if want := strings.Count(string(b), "runbook_url:"); len(urls) != want || want == 0 {
+		t.Fatalf("%d runbook_url lines link into this repository with an anchor, want all %d", len(urls), want)
+	}
+	for _, u := range urls {
+		doc, err := os.ReadFile(filepath.Join("..", "..", u[1]))
+		if err != nil {
+			t.Errorf("runbook_url %s#%s: %v", u[1], u[2], err)
+			continue
+		}
+		if !slices.Contains(anchorsOf(string(doc)), u[2]) {
+			t.Errorf("runbook_url %s#%s: no such heading", u[1], u[2])
+		}
+	}
+}
+
+var anchorTagRE = regexp.MustCompile(`<a id="([^"]+)">`)
+
+// anchorsOf returns the anchors of a Markdown file: its headings as GitHub
+// names them (lower case, punctuation dropped, spaces to hyphens) and its
+// <a id> tags.
+func anchorsOf(md string) []string {
+	var anchors []string
+	for _, line := range strings.Split(md, "\n") {
+		if m := anchorTagRE.FindStringSubmatch(line); m != nil {
+			anchors = append(anchors, m[1])
+		}
+		heading, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		slug := strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, heading)
+		anchors = append(anchors, slug)
+	}
+	return anchors
 }
