@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
 	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/store"
@@ -44,7 +46,21 @@ func TestClaimReplyLost(t *testing.T) {
 // preparation), and the proxy.
 func proxiedStore(t *testing.T, direct *postgresstore.Store) (*postgresstore.Store, *faultproxy.Proxy) {
 	t.Helper()
-	cfg := pgtest.Config(t, 1) // one connection: the warm-up prepares the claim on it
+	cfg, p := proxiedConfig(t, 1) // one connection: the warm-up prepares the claim on it
+	proxied := postgresstore.New(pgtest.PoolFrom(t, cfg), postgresstore.WithTable(tableOf(t, direct)), postgresstore.WithSweepInterval(0))
+	t.Cleanup(func() { _ = proxied.Close() })
+	if _, err := proxied.Claim(t.Context(), "warm-up", []byte("fp"), time.Hour, store.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return proxied, p
+}
+
+// proxiedConfig returns the configuration of a pool of maxConns
+// connections that reach PostgreSQL through a fault proxy, and the proxy,
+// closed when t ends.
+func proxiedConfig(t *testing.T, maxConns int32) (*pgxpool.Config, *faultproxy.Proxy) {
+	t.Helper()
+	cfg := pgtest.Config(t, maxConns)
 	p, err := faultproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	if err != nil {
 		t.Fatal(err)
@@ -53,12 +69,7 @@ func proxiedStore(t *testing.T, direct *postgresstore.Store) (*postgresstore.Sto
 	_, port, _ := net.SplitHostPort(p.Addr())
 	n, _ := strconv.ParseUint(port, 10, 16)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(n)
-	proxied := postgresstore.New(pgtest.PoolFrom(t, cfg), postgresstore.WithTable(tableOf(t, direct)), postgresstore.WithSweepInterval(0))
-	t.Cleanup(func() { _ = proxied.Close() })
-	if _, err := proxied.Claim(t.Context(), "warm-up", []byte("fp"), time.Hour, store.ClaimOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return proxied, p
+	return cfg, p
 }
 
 // TestTakeOverReplyLost: a take-over of an abandoned entry whose statement

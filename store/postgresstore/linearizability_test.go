@@ -1,8 +1,6 @@
 package postgresstore_test
 
 import (
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,15 +22,7 @@ func TestLinearizability(t *testing.T) {
 	var stores []store.Store
 	var proxies []*faultproxy.Proxy
 	for range 2 {
-		cfg := pgtest.Config(t, 8)
-		p, err := faultproxy.New(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Close() })
-		_, port, _ := net.SplitHostPort(p.Addr())
-		n, _ := strconv.ParseUint(port, 10, 16)
-		cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(n)
+		cfg, p := proxiedConfig(t, 8)
 		s := postgresstore.New(pgtest.PoolFrom(t, cfg), postgresstore.WithTable(tableOf(t, direct)), postgresstore.WithSweepInterval(10*time.Millisecond))
 		t.Cleanup(func() { _ = s.Close() })
 		stores, proxies = append(stores, s), append(proxies, p)

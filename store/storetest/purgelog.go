@@ -72,6 +72,31 @@ func CheckLogAdded(t *testing.T, s, sub PurgeLogStore, migrate func(t *testing.T
 	}
 }
 
+// CheckEndsWithClose checks that a subscription of s whose context lives
+// on ends when s closes: the channel closes, and no poll outlives the
+// store.
+func CheckEndsWithClose(t *testing.T, s interface {
+	store.Invalidator
+	Close() error
+}) {
+	t.Helper()
+	ch, err := s.Invalidations(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, open := <-ch:
+		if open {
+			t.Fatal("an invalidation arrived after Close; want the channel closed")
+		}
+	case <-time.After(10 * time.Second): // a bound on failure, not a wait for success
+		t.Fatal("the subscription outlived its store's Close")
+	}
+}
+
 // RunPurgeLog runs the purge log suite: the cases every store whose
 // purges a polled log carries passes, each a parallel subtest on a
 // backend of its own that newRig makes.
