@@ -58,9 +58,10 @@ lint:
 	$(TOOL) golangci-lint version
 	$$($(TOOL) -n golangci-lint) run -c .golangci.yml $(addsuffix /...,$(MODULES))
 
-## check-core-deps: fail when the core module requires more than grpc, protobuf and a few small modules.
+## check-core-deps: fail when the core module requires more than grpc, protobuf and a few small modules, or a published module requires an unpublished one.
 check-core-deps:
 	./scripts/check-core-deps.sh
+	./scripts/check-published-requires.sh
 
 ## check-docs: the docs' proto and Go snippets build, the README's examples and quickstart run, links and module tables agree.
 # Every proto snippet of the docs builds with buf (run with GOWORK=off, as it

@@ -11,9 +11,9 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/connectidempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest/gen/idempotency/testing/v1/testingv1connect"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest/gen/idempotency/testing/v1/testingv1connect"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/store"
 )

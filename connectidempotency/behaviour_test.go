@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/connectidempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest"
 	"github.com/grpc-idempotency/idempotency/internal/test/behaviourtest"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/connectidempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest"
 )
 
 // clientOpts are the client interceptor's options in these tests: a short

@@ -4,15 +4,11 @@ go 1.26.0
 
 // Modules of this repository, built from its working tree until they are
 // tagged (docs/releasing.md).
-replace (
-	github.com/grpc-idempotency/idempotency => ..
-	github.com/grpc-idempotency/idempotency/internal/test/connecttest => ../internal/test/connecttest
-)
+replace github.com/grpc-idempotency/idempotency => ..
 
 require (
 	connectrpc.com/connect v1.21.1
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/connecttest v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e
 	google.golang.org/grpc v1.85.0

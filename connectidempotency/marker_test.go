@@ -11,8 +11,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/connectidempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest"
 )
 
 // The replay marker has one name on HTTP: on the Connect protocol, a

@@ -13,8 +13,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/connectidempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest"
 	"github.com/grpc-idempotency/idempotency/internal/test/streamtest"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"

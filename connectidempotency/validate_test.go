@@ -7,7 +7,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/connectidempotency"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest/gen/idempotency/testing/v1/testingv1connect"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest/gen/idempotency/testing/v1/testingv1connect"
 )
 
 // Services gives Server.Validate a connect-go server's services: the

@@ -10,10 +10,6 @@ require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/examples/payments/gen v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/gatewayidempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/mysqltest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/natstest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/redistest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/jetstreamidempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/otelidempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
@@ -89,11 +85,6 @@ replace (
 	github.com/grpc-idempotency/idempotency => ..
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ./payments/gen
 	github.com/grpc-idempotency/idempotency/gatewayidempotency => ../gatewayidempotency
-	github.com/grpc-idempotency/idempotency/internal/test/gatewaytest => ../internal/test/gatewaytest
-	github.com/grpc-idempotency/idempotency/internal/test/mysqltest => ../internal/test/mysqltest
-	github.com/grpc-idempotency/idempotency/internal/test/natstest => ../internal/test/natstest
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest => ../internal/test/pgtest
-	github.com/grpc-idempotency/idempotency/internal/test/redistest => ../internal/test/redistest
 	github.com/grpc-idempotency/idempotency/jetstreamidempotency => ../jetstreamidempotency
 	github.com/grpc-idempotency/idempotency/otelidempotency => ../otelidempotency
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore

@@ -18,8 +18,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	testinggw "github.com/grpc-idempotency/idempotency/gatewayidempotency/internal/gatewaytest/gen/idempotency/testing/v1"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	testinggw "github.com/grpc-idempotency/idempotency/internal/test/gatewaytest/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )

@@ -14,8 +14,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	testinggw "github.com/grpc-idempotency/idempotency/gatewayidempotency/internal/gatewaytest/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/faultstore"
-	testinggw "github.com/grpc-idempotency/idempotency/internal/test/gatewaytest/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/internal/test/testserver"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"

@@ -4,10 +4,10 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/behaviourtest"
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // TestBehaviour runs the table of docs/semantics/README.md against every

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 )
 
 // The floor stores of the floor rows (floor_store_bench_test.go), one per

@@ -6,10 +6,6 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/connectidempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/connecttest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/mysqltest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/redistest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
@@ -54,10 +50,6 @@ replace (
 	github.com/grpc-idempotency/idempotency => ..
 	github.com/grpc-idempotency/idempotency/connectidempotency => ../connectidempotency
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../examples/payments/gen
-	github.com/grpc-idempotency/idempotency/internal/test/connecttest => ../internal/test/connecttest
-	github.com/grpc-idempotency/idempotency/internal/test/mysqltest => ../internal/test/mysqltest
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest => ../internal/test/pgtest
-	github.com/grpc-idempotency/idempotency/internal/test/redistest => ../internal/test/redistest
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../store/redisstore

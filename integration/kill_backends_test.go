@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/grpc-idempotency/idempotency/integration/internal/killtest/killpoint"
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // killBackend is a store the processes share and a place outside them

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/natstest v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	go.uber.org/goleak v1.3.0
@@ -32,7 +31,4 @@ require (
 
 // Modules of this repository, built from its working tree until they are
 // tagged (docs/releasing.md).
-replace (
-	github.com/grpc-idempotency/idempotency => ..
-	github.com/grpc-idempotency/idempotency/internal/test/natstest => ../internal/test/natstest
-)
+replace github.com/grpc-idempotency/idempotency => ..

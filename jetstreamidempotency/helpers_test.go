@@ -8,9 +8,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/natstest"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency/natstest"
 )
 
 const (

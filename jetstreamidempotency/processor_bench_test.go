@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/test/natstest"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency/natstest"
 )
 
 // BenchmarkJetStream compares a bare JetStream consumer with the

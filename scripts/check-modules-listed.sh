@@ -3,12 +3,14 @@
 # the modules to their readers, or a table names a module go.work does not
 # have: docs/releasing.md's modules table (a row per module, by directory)
 # and the README's Packages table (a row per published module, by import
-# path, marked "own"; the test-only modules under internal/test/, examples/
-# and integration/ are not published). What each row says is written by
+# path, marked "own"; the core's row is written otherwise, and the unpublished
+# modules of scripts/modules.sh have none). What each row says is written by
 # hand; which rows there are is checked against `go list -m` here. It
 # fails, too, when a go.mod of the tree is not a module of go.work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/modules.sh
+. scripts/modules.sh
 
 root=$(go list -m -f '{{.Path}}' | head -1)
 bad=0
@@ -30,10 +32,9 @@ while read -r path dir; do
   rel=${rel:-.}
   dirs+=("$rel")
   grep -qxF -- "$rel" <<<"$releasing" || fail "docs/releasing.md's modules table has no row for $rel"
-  case "$rel" in
-    . | internal/* | examples | examples/* | integration) ;;
-    *) grep -qxF -- "$path" <<<"$readme" || fail "the README's Packages table has no row for $path (module: own)" ;;
-  esac
+  if [ "$rel" != . ] && ! unpublished "$rel"; then
+    grep -qxF -- "$path" <<<"$readme" || fail "the README's Packages table has no row for $path (module: own)"
+  fi
 done < <(go list -m -f '{{.Path}} {{.Dir}}')
 
 # Every go.mod of the tree is a module of go.work: the lists above, make

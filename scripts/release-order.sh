@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prints the modules of go.work in the order they are tagged
+# Prints the published modules of go.work (all but those of
+# scripts/modules.sh) in the order they are tagged
 # (docs/releasing.md): one line per step, each naming the modules that
 # require, in their go.mod, only modules of this repository named on the
 # lines above. With a version (scripts/release-order.sh v0.1.0) it prints
@@ -8,6 +9,8 @@
 # so a new module needs no entry here; a requirement cycle fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/modules.sh
+. scripts/modules.sh
 
 version=${1:-}
 root=$(go list -m -f '{{.Path}}' | head -1)
@@ -16,6 +19,7 @@ paths=()
 while read -r path dir; do
   rel=${dir#"$PWD"}
   rel=${rel#/}
+  unpublished "${rel:-.}" && continue
   dir_of[$path]=${rel:-.}
   paths+=("$path")
   # The modules of this repository that go.mod requires, direct or indirect.
@@ -28,7 +32,7 @@ done < <(go list -m -f '{{.Path}} {{.Dir}}')
 # say so, rather than call it a cycle.
 for p in "${paths[@]}"; do
   for r in ${req_of[$p]}; do
-    [ -n "${dir_of[$r]:-}" ] || { echo "release-order: ${dir_of[$p]}/go.mod requires $r, which is not a module of go.work" >&2; exit 1; }
+    [ -n "${dir_of[$r]:-}" ] || { echo "release-order: ${dir_of[$p]}/go.mod requires $r, which is not a published module of go.work (scripts/check-published-requires.sh)" >&2; exit 1; }
   done
 done
 

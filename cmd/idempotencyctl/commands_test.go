@@ -22,11 +22,11 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 	"github.com/grpc-idempotency/idempotency/store/sqlitestore"
 )
 

@@ -7,9 +7,6 @@ go 1.26.0
 replace (
 	github.com/grpc-idempotency/idempotency => ../..
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
-	github.com/grpc-idempotency/idempotency/internal/test/mysqltest => ../../internal/test/mysqltest
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest => ../../internal/test/pgtest
-	github.com/grpc-idempotency/idempotency/internal/test/redistest => ../../internal/test/redistest
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../../store/redisstore
@@ -19,9 +16,6 @@ replace (
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/mysqltest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/redistest v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000

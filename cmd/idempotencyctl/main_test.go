@@ -8,8 +8,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"go.uber.org/goleak"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 )
 
 // TestMain makes the test binary idempotencyctl when the scripts run it

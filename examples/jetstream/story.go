@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-idempotency/idempotency"
-	"github.com/grpc-idempotency/idempotency/internal/test/natstest"
 	"github.com/grpc-idempotency/idempotency/jetstreamidempotency"
+	"github.com/grpc-idempotency/idempotency/jetstreamidempotency/natstest"
 	"github.com/grpc-idempotency/idempotency/store/memorystore"
 )
 

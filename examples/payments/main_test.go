@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // The story's lines that carry its outcomes; run itself also checks them

@@ -11,7 +11,7 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // The -mysql mode tells the same story with the ledger and the store in

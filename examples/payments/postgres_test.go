@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 )
 
 // The -postgres mode tells the same story with the ledger and the store in

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // scrapeInterval is the test Prometheus's scrape and rule evaluation

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // databaseDSN returns the DSN of a fresh database beside the package's

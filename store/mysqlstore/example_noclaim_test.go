@@ -12,8 +12,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // TestExampleCommitsWithoutClaim: on an optional method, a call without a

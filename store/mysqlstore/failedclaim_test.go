@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // TestClaimReplyLost: a claim whose INSERT (a new key) or takeover UPDATE

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // newTableName returns a table name no other test uses, in the package's

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // TestKeyAndFingerprintLimits: keys and fingerprints of up to 255 bytes

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // TestMain drops the package's test database at the end. Examples cannot

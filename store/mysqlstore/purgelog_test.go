@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 

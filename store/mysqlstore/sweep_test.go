@@ -3,8 +3,8 @@ package mysqlstore_test
 import (
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
 	"github.com/grpc-idempotency/idempotency/internal/test/testkit"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 // TestDuplicateNeverReadsUncommitted: on a pool whose connections read

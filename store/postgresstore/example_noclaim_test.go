@@ -11,8 +11,8 @@ import (
 
 	"github.com/grpc-idempotency/idempotency"
 	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 )
 
 // TestExampleCommitsWithoutClaim: on an optional method, a call without a

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/examples/payments/gen v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
@@ -31,5 +30,4 @@ require (
 replace (
 	github.com/grpc-idempotency/idempotency => ../..
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
-	github.com/grpc-idempotency/idempotency/internal/test/pgtest => ../../internal/test/pgtest
 )

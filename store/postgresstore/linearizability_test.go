@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 

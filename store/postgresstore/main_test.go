@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 )
 
 // TestMain drops the package's test database at the end. Examples cannot

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/pgtest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
+	"github.com/grpc-idempotency/idempotency/store/postgresstore/pgtest"
 )
 
 // TestPostgresStatementsPerCall counts, through the interceptor on a gRPC server,

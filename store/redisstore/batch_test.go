@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // slowRedis returns a client that reaches a fresh Redis through a proxy

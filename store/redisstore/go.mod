@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/internal/test/redistest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
@@ -25,7 +24,4 @@ require (
 
 // Modules of this repository, built from its working tree until they are
 // tagged (docs/releasing.md).
-replace (
-	github.com/grpc-idempotency/idempotency => ../..
-	github.com/grpc-idempotency/idempotency/internal/test/redistest => ../../internal/test/redistest
-)
+replace github.com/grpc-idempotency/idempotency => ../..

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // TestInspectKept checks how the inspector shows kept entries: in flight,

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // TestLayout checks the documented layout 2: one string under prefix+key,

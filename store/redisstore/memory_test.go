@@ -6,9 +6,9 @@ import (
 	"encoding/base64"
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // TestMemoryPerRecord measures with MEMORY USAGE what one entry costs, with

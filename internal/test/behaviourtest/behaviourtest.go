@@ -3,7 +3,7 @@
 // server interceptor (over bufconn), [idempotency.Do], [idempotency.Once]
 // and the net/http middleware (over httptest), and those of modules of
 // their own, which pass their [EntryPoint]s with [WithEntryPoints] (the
-// connect-go interceptor, in internal/test/connecttest). Each situation (new key,
+// connect-go interceptor, in connectidempotency/internal/connecttest). Each situation (new key,
 // replay, in flight, reused key, errors, panic, caller leaving, lease
 // lost, store down or full, outcome too large) states what every entry
 // point answers, in the small common terms of [Result]; an entry point

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest/gen/idempotency/testing/v1/testingv1connect"
 	"github.com/grpc-idempotency/idempotency/httpidempotency"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
 	"github.com/grpc-idempotency/idempotency/internal/test/behaviourtest"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest/gen/idempotency/testing/v1/testingv1connect"
 )
 
 // CallIDHeader carries a call's id to the work; the fingerprint (the

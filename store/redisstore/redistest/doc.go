@@ -16,4 +16,8 @@
 // for proofs such as "an executed call costs exactly two round trips".
 //
 // The helpers take testing.TB, so benchmarks can use them too.
+//
+// It is published with redisstore for the tests of this repository's
+// modules, which may require only published modules, and of services that
+// use redisstore; its API follows the module's version.
 package redistest

@@ -15,8 +15,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/grpc-idempotency/idempotency"
+	"github.com/grpc-idempotency/idempotency/connectidempotency/internal/connecttest/gen/idempotency/testing/v1/testingv1connect"
 	testingv1 "github.com/grpc-idempotency/idempotency/internal/gen/idempotency/testing/v1"
-	"github.com/grpc-idempotency/idempotency/internal/test/connecttest/gen/idempotency/testing/v1/testingv1connect"
 )
 
 // Handler answers one unary call of the TestService: procedure names its

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 func TestMain(m *testing.M) {

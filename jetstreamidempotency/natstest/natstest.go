@@ -1,8 +1,9 @@
 // Package natstest starts a NATS server with JetStream inside the process,
 // for the tests of jetstreamidempotency and the examples/jetstream demo: a
 // real broker on a free loopback port, never a NATS server the machine may
-// run on 4222. It is a module of its own so that only the modules that
-// test against NATS require nats-server.
+// run on 4222. It is published with jetstreamidempotency, for its tests,
+// the examples' and those of services that test against a real broker;
+// only a build that imports it compiles nats-server.
 package natstest
 
 import (

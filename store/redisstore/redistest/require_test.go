@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // recorder is a testing.TB that records Skipf and Fatalf instead of

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 func TestFillMemory(t *testing.T) {

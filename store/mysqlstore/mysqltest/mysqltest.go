@@ -19,6 +19,10 @@
 // Without a reachable server the test is skipped with a message that says
 // how to get one, or fails when [RequireEnv] (IDEMPOTENCY_REQUIRE_MYSQL)
 // is "1", as in CI.
+//
+// It is published with mysqlstore for the tests of this repository's modules,
+// which may require only published modules, and of services that use mysqlstore;
+// its API follows the module's version.
 package mysqltest
 
 import (

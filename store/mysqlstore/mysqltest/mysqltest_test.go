@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/mysqltest"
+	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
 func TestMain(m *testing.M) {
