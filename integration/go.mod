@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/connectidempotency v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/postgresstore v0.0.0-00010101000000-000000000000
 	github.com/grpc-idempotency/idempotency/store/redisstore v0.0.0-00010101000000-000000000000
@@ -19,7 +18,6 @@ require (
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -48,7 +46,6 @@ require (
 // tagged (docs/releasing.md).
 replace (
 	github.com/grpc-idempotency/idempotency => ..
-	github.com/grpc-idempotency/idempotency/connectidempotency => ../connectidempotency
 	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../examples/payments/gen
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
