@@ -13,7 +13,7 @@ PROTO_DIRS := $(shell sed -n 's/^  - path: //p' buf.yaml)
 # Each target has a line `## target: what it does.` above it, which
 # `make help` prints; more about it goes in plain comments below that line.
 
-.PHONY: all help generate check-generate check-docs check-core-deps lint test bench bench-floor model
+.PHONY: all help generate check-generate check-docs check-core-deps lint test bench bench-floor model release-rehearsal
 
 ## all: generate, lint and test.
 all: generate lint test
@@ -102,3 +102,9 @@ bench-floor:
 # 3 calls under every policy.
 model:
 	./scripts/check-model.sh
+
+## release-rehearsal: tag every published module in a scratch clone, serve the tags from a local module proxy, use each as a new user would (scripts/release.sh).
+# docs/releasing.md has the phases; nothing is pushed, and the clone, the
+# proxy and what the run added to the module cache are removed at the end.
+release-rehearsal:
+	./scripts/release.sh

@@ -22,7 +22,7 @@ while read -r mod dir; do
   rel=${dir#"$PWD"}
   rel=${rel#/}
   [ -n "$rel" ] || continue
-  unpublished "$rel" && continue
+  module_published "$rel" || continue
   checked=$((checked + 1))
   # The packages a user imports: those outside the module's internal/ trees.
   public=$(cd "$dir" && go list -e -f '{{.ImportPath}}' ./... | grep -v -e '/internal/' -e '/internal$' || true)

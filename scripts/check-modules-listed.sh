@@ -3,13 +3,12 @@
 # the modules to their readers, or a table names a module go.work does not
 # have: docs/releasing.md's modules table (a row per module, by directory)
 # and the README's Packages table (a row per published module, by import
-# path, marked "own"; the core's row is written otherwise, and the unpublished
-# modules of scripts/modules.sh have none). What each row says is written by
-# hand; which rows there are is checked against `go list -m` here. It
-# fails, too, when a go.mod of the tree is not a module of go.work.
+# path, marked "own"; scripts/modules.sh says which modules are
+# published). What each row says is written by hand; which rows there are
+# is checked against `go list -m` here. It fails, too, when a go.mod of the
+# tree is not a module of go.work.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/modules.sh
 . scripts/modules.sh
 
 root=$(go list -m -f '{{.Path}}' | head -1)
@@ -32,7 +31,8 @@ while read -r path dir; do
   rel=${rel:-.}
   dirs+=("$rel")
   grep -qxF -- "$rel" <<<"$releasing" || fail "docs/releasing.md's modules table has no row for $rel"
-  if [ "$rel" != . ] && ! unpublished "$rel"; then
+  # The root module's packages are the rows marked core.
+  if [ "$rel" != . ] && module_published "$rel"; then
     grep -qxF -- "$path" <<<"$readme" || fail "the README's Packages table has no row for $path (module: own)"
   fi
 done < <(go list -m -f '{{.Path}} {{.Dir}}')

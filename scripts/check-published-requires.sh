@@ -25,14 +25,14 @@ checked=0
 fail() { echo "check-published-requires: $*" >&2; bad=1; }
 for path in "${!dir_of[@]}"; do
   rel=${dir_of[$path]}
-  unpublished "$rel" && continue
+  module_published "$rel" || continue
   checked=$((checked + 1))
   # The go.mod's requirements, direct or indirect.
   while read -r req; do
     case "$req" in "$root" | "$root"/*) ;; *) continue ;; esac
     if [ -z "${dir_of[$req]:-}" ]; then
       fail "$rel/go.mod requires $req, which is not a module of go.work"
-    elif unpublished "${dir_of[$req]}"; then
+    elif ! module_published "${dir_of[$req]}"; then
       fail "$rel/go.mod requires $req, which is not published"
     fi
   done < <(go mod edit -json "$rel/go.mod" | sed -n 's/^\t\t\t"Path": "\(.*\)",\{0,1\}$/\1/p')
@@ -40,7 +40,7 @@ for path in "${!dir_of[@]}"; do
   # an import of an unpublished module builds without a requirement).
   while read -r pkg mod; do
     [ -n "${mod:-}" ] || continue
-    [ -n "${dir_of[$mod]:-}" ] && unpublished "${dir_of[$mod]}" &&
+    [ -n "${dir_of[$mod]:-}" ] && ! module_published "${dir_of[$mod]}" &&
       fail "$rel: a package or its tests import $pkg, of the unpublished module ${dir_of[$mod]}"
   done < <(cd "$rel" && go list -e -deps -test -f '{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}' ./... | sort -u)
 done

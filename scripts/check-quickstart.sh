@@ -7,7 +7,13 @@
 # module is this checkout (a replace), so nothing is downloaded but what
 # go mod tidy checks (the test dependencies of dependencies) when the
 # module cache does not hold it yet, as on a fresh machine.
+#
+# With a version (scripts/check-quickstart.sh v0.1.0), the module is the
+# one GOPROXY serves at that version, fetched with the Install section's
+# go get and no replace, as a user gets it: scripts/release.sh runs it so
+# against the release's module proxy.
 set -euo pipefail
+version=${1:-}
 cd "$(dirname "$0")/.."
 root=$(pwd)
 tmp=$(mktemp -d)
@@ -49,12 +55,20 @@ block 3 >buf.yaml
 block 4 >buf.gen.yaml
 block 5 >main.go
 block 6 >want.txt
-cp "$root/go.sum" .
 go mod init example.com/shop >/dev/null 2>&1
-go mod edit -require github.com/grpc-idempotency/idempotency@v0.0.0 \
-  -replace "github.com/grpc-idempotency/idempotency=$root"
 proxy=$(go env GOPROXY)
-export GOWORK=off GOFLAGS=-mod=mod GOPROXY=off
+if [ -n "$version" ]; then
+  export GOWORK=off GOFLAGS=-mod=mod
+  # The README's Install command, at the version.
+  install=$(sed -n '/^## Install$/,/^## /s/^\(go get github.com\/grpc-idempotency\/idempotency\)$/\1/p' "$root/README.md")
+  [ "$install" = "go get github.com/grpc-idempotency/idempotency" ] || fail "found no go get line in the README's Install section"
+  out=$($install@"$version" 2>&1) || { echo "$out" >&2; fail "$install@$version failed (above)"; }
+else
+  cp "$root/go.sum" .
+  go mod edit -require github.com/grpc-idempotency/idempotency@v0.0.0 \
+    -replace "github.com/grpc-idempotency/idempotency=$root"
+  export GOWORK=off GOFLAGS=-mod=mod GOPROXY=off
+fi
 
 # The README's commands that fetch options.proto, without the installs.
 block 2 | grep -v '^go install' | grep -v '^$' >fetch.sh
@@ -67,4 +81,4 @@ buf generate
 GOPROXY=$proxy go mod tidy >/dev/null
 go run . >got.txt
 diff -u want.txt got.txt || fail "main.go printed something else than the README shows"
-echo "quickstart ok: $(tr '\n' ' ' <got.txt)"
+echo "quickstart ok${version:+ at $version}: $(tr '\n' ' ' <got.txt)"

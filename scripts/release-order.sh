@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Prints the published modules of go.work (all but those of
-# scripts/modules.sh) in the order they are tagged
-# (docs/releasing.md): one line per step, each naming the modules that
-# require, in their go.mod, only modules of this repository named on the
-# lines above. With a version (scripts/release-order.sh v0.1.0) it prints
-# each module's tag instead of its directory (v0.1.0,
-# store/redisstore/v0.1.0, ...). The order is read from the go.mod files,
-# so a new module needs no entry here; a requirement cycle fails.
+# Prints the published modules of go.work (scripts/modules.sh) in the
+# order they are tagged (docs/releasing.md): one line per step, each naming
+# the modules that require, in their go.mod, only modules of this
+# repository named on the lines above. With a version
+# (scripts/release-order.sh v0.1.0) it prints each module's tag instead of
+# its directory (v0.1.0, store/redisstore/v0.1.0, ...). The order is read
+# from the go.mod files, so a new module needs no entry here. It fails on a
+# requirement cycle, and when a published module requires, directly or
+# indirectly, a module that is not published: no tag could satisfy it, and
+# every user of the module would carry it in their module graph.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=scripts/modules.sh
 . scripts/modules.sh
 
 version=${1:-}
@@ -19,8 +20,8 @@ paths=()
 while read -r path dir; do
   rel=${dir#"$PWD"}
   rel=${rel#/}
-  unpublished "${rel:-.}" && continue
   dir_of[$path]=${rel:-.}
+  module_published "${dir_of[$path]}" || continue
   paths+=("$path")
   # The modules of this repository that go.mod requires, direct or indirect.
   req_of[$path]=$(go mod edit -json "$dir/go.mod" |
@@ -32,9 +33,14 @@ done < <(go list -m -f '{{.Path}} {{.Dir}}')
 # say so, rather than call it a cycle.
 for p in "${paths[@]}"; do
   for r in ${req_of[$p]}; do
-    [ -n "${dir_of[$r]:-}" ] || { echo "release-order: ${dir_of[$p]}/go.mod requires $r, which is not a published module of go.work (scripts/check-published-requires.sh)" >&2; exit 1; }
+    [ -n "${dir_of[$r]:-}" ] || { echo "release-order: ${dir_of[$p]}/go.mod requires $r, which is not a module of go.work" >&2; exit 1; }
+    if ! module_published "${dir_of[$r]}"; then
+      echo "release-order: ${dir_of[$p]} is published but its go.mod requires ${dir_of[$r]} ($r), which is not (scripts/modules.sh): a published module may require only published modules of this repository" >&2
+      unpublished=1
+    fi
   done
 done
+[ -z "${unpublished:-}" ] || exit 1
 
 declare -A done_
 left=${#paths[@]}
@@ -60,10 +66,8 @@ while [ "$left" -gt 0 ]; do
     d=${dir_of[$p]}
     if [ -z "$version" ]; then
       line+=("$d")
-    elif [ "$d" = . ]; then
-      line+=("$version")
     else
-      line+=("$d/$version")
+      line+=("$(module_tag "$d" "$version")")
     fi
   done
   echo "${line[*]}"
