@@ -42,6 +42,9 @@ type replayCache struct {
 	bytes int64
 	gen   uint64 // moved on by every invalidation
 	off   bool   // closed ([Server.Close]): nothing is kept or found
+	// evictions counts the live entries put dropped to make room under
+	// the bounds ([Server.ReplayCacheStats]).
+	evictions uint64
 }
 
 type cacheEntry struct {
@@ -112,7 +115,24 @@ func (rc *replayCache) put(key string, fingerprint, data []byte, completed *time
 	rc.items[key] = rc.lru.PushFront(ce)
 	rc.bytes += size
 	for len(rc.items) > rc.cfg.maxEntries || rc.bytes > rc.cfg.maxBytes {
-		rc.remove(rc.lru.Back())
+		back := rc.lru.Back()
+		if now.Before(back.Value.(*cacheEntry).expires) { // one past its expiry is no eviction
+			rc.evictions++
+		}
+		rc.remove(back)
+	}
+}
+
+// stats returns the cache's figures now.
+func (rc *replayCache) stats() ReplayCacheStats {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return ReplayCacheStats{
+		Entries:    len(rc.items),
+		Bytes:      rc.bytes,
+		MaxEntries: rc.cfg.maxEntries,
+		MaxBytes:   rc.cfg.maxBytes,
+		Evictions:  rc.evictions,
 	}
 }
 

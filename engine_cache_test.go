@@ -388,9 +388,10 @@ func TestReplayCacheExpiry(t *testing.T) {
 
 // TestReplayCacheConcurrent runs many callers on a hot key and on keys
 // that churn a small cache, through two servers with caches of their own
-// over one store (under -race in CI): every key runs once, every caller
-// gets its key's answer, and each server then replays the hot key from
-// its cache.
+// over one store (under -race in CI), while their figures are read
+// (ReplayCacheStats, never past the bounds): every key runs once, every
+// caller gets its key's answer, and each server then replays the hot key
+// from its cache.
 func TestReplayCacheConcurrent(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -424,7 +425,25 @@ func TestReplayCacheConcurrent(t *testing.T) {
 			}
 		})
 	}
+	done := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		for {
+			for _, f := range servers {
+				if st, _ := f.Idempotency.ReplayCacheStats(); st.Entries > st.MaxEntries || st.Bytes > st.MaxBytes {
+					t.Errorf("ReplayCacheStats() = %+v, past its bounds", st)
+				}
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	})
 	wg.Wait()
+	close(done)
+	reader.Wait()
 	if failures.Load() > 0 {
 		return
 	}
