@@ -47,6 +47,10 @@
 // (idempotency.WithSealing), the records a server sealed with each key
 // ID, to watch each key against AES-GCM's bound of 2^32 records.
 //
+// [RegisterReplayCacheMetrics] reports, in every process whose server
+// has a replay cache (idempotency.WithReplayCache), the cache's entries
+// and bytes against its bounds, and the entries it evicted to make room.
+//
 // # Client
 //
 // [UnaryClientInterceptor] starts one span per logical call, chained before
@@ -77,12 +81,17 @@
 //
 // Metrics ([WithMeterProvider]; default otel.GetMeterProvider()):
 //
-//	name                                instrument             unit        attributes
-//	idempotency.server.decisions        Int64Counter           {decision}  rpc.*, idempotency.outcome
-//	idempotency.server.store.duration   Float64Histogram       s           rpc.*, idempotency.outcome
-//	idempotency.store.entries           Int64ObservableGauge   {entry}     idempotency.state, idempotency.estimated
-//	idempotency.store.size              Int64ObservableGauge   By          idempotency.state, idempotency.estimated
-//	idempotency.server.sealed_records   Int64ObservableCounter {record}    idempotency.sealing.key_id
+//	name                                           instrument             unit        attributes
+//	idempotency.server.decisions                   Int64Counter           {decision}  rpc.*, idempotency.outcome
+//	idempotency.server.store.duration              Float64Histogram       s           rpc.*, idempotency.outcome
+//	idempotency.store.entries                      Int64ObservableGauge   {entry}     idempotency.state, idempotency.estimated
+//	idempotency.store.size                         Int64ObservableGauge   By          idempotency.state, idempotency.estimated
+//	idempotency.server.sealed_records              Int64ObservableCounter {record}    idempotency.sealing.key_id
+//	idempotency.server.replay_cache.entries        Int64ObservableGauge   {entry}     none
+//	idempotency.server.replay_cache.entries.limit  Int64ObservableGauge   {entry}     none
+//	idempotency.server.replay_cache.size           Int64ObservableGauge   By          none
+//	idempotency.server.replay_cache.size.limit     Int64ObservableGauge   By          none
+//	idempotency.server.replay_cache.evictions      Int64ObservableCounter {entry}     none
 //
 // The histogram records [idempotency.Event.StoreTime] of the decisions that
 // made store calls (a missing or invalid key makes none), and of every
@@ -92,7 +101,10 @@
 // abandoned (a claim's lease ran out before its outcome was stored: under
 // a blocking policy, keys that refuse every call until an operator
 // resolves them) or completed, and idempotency.estimated true when the store estimated its
-// figures from a sample.
+// figures from a sample. The replay cache's evictions count the entries
+// dropped, least recently used first, to make room under its bounds
+// ([idempotency.ReplayCacheStats]): not those that expired or were
+// purged.
 //
 // Server span (the span in the call's context, otelgrpc's server span):
 //

@@ -27,6 +27,27 @@ const (
 	// [SealingKeyIDKey], since its process started (Int64ObservableCounter,
 	// unit {record}), reported by [RegisterSealingMetrics].
 	SealedRecordsMetric = "idempotency.server.sealed_records"
+	// ReplayCacheEntriesMetric is the number of entries of a server's
+	// replay cache (Int64ObservableGauge, unit {entry}), reported by
+	// [RegisterReplayCacheMetrics].
+	ReplayCacheEntriesMetric = "idempotency.server.replay_cache.entries"
+	// ReplayCacheEntriesLimitMetric is the most entries the cache holds
+	// (Int64ObservableGauge, unit {entry}), reported by
+	// [RegisterReplayCacheMetrics].
+	ReplayCacheEntriesLimitMetric = "idempotency.server.replay_cache.entries.limit"
+	// ReplayCacheSizeMetric is the bytes the cache's entries count against
+	// its bound (Int64ObservableGauge, unit By), reported by
+	// [RegisterReplayCacheMetrics].
+	ReplayCacheSizeMetric = "idempotency.server.replay_cache.size"
+	// ReplayCacheSizeLimitMetric is the most bytes the cache holds
+	// (Int64ObservableGauge, unit By), reported by
+	// [RegisterReplayCacheMetrics].
+	ReplayCacheSizeLimitMetric = "idempotency.server.replay_cache.size.limit"
+	// ReplayCacheEvictionsMetric is the number of entries the cache
+	// evicted to make room under its bounds, since its process started
+	// (Int64ObservableCounter, unit {entry}), reported by
+	// [RegisterReplayCacheMetrics].
+	ReplayCacheEvictionsMetric = "idempotency.server.replay_cache.evictions"
 )
 
 // Attribute keys of our own namespace.

@@ -8,8 +8,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Option configures [NewObserver], [UnaryClientInterceptor] and
-// [RegisterStoreMetrics].
+// Option configures [NewObserver], [UnaryClientInterceptor],
+// [RegisterStoreMetrics], [RegisterSealingMetrics] and
+// [RegisterReplayCacheMetrics].
 type Option func(*config)
 
 type config struct {
@@ -33,8 +34,9 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// WithMeterProvider sets the MeterProvider that [NewObserver] and
-// [RegisterStoreMetrics] create their instruments with. Default: otel.GetMeterProvider(), the global one, read
+// WithMeterProvider sets the MeterProvider that [NewObserver] and the
+// Register functions ([RegisterStoreMetrics], [RegisterSealingMetrics],
+// [RegisterReplayCacheMetrics]) create their instruments with. Default: otel.GetMeterProvider(), the global one, read
 // when the observer is built. A nil provider means the default.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.meterProvider = mp }
