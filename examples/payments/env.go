@@ -44,6 +44,9 @@ type config struct {
 	// Latency is how long each Charge takes in the server modes (-latency),
 	// so that a duplicate sent meanwhile finds its key in flight.
 	Latency time.Duration
+	// ReplayCache is the most completed outcomes the server keeps in its
+	// replay cache in the server modes (-replay-cache); 0: no cache.
+	ReplayCache int
 }
 
 // Demo tenants and their bearer tokens.
@@ -103,7 +106,7 @@ type demo struct {
 // and meters the server and both clients.
 func startDemo(b *backend, logger *slog.Logger, tel *telemetry) (*demo, error) {
 	d := &demo{ledger: b.ledger, backend: b, meter: newMeter(), network: &lossyNetwork{}}
-	srv, _ := newServer(serverConfig{
+	srv, _, _ := newServer(serverConfig{
 		store:      b.store,
 		payments:   b.payments(chargeLatency),
 		logger:     logger,

@@ -41,7 +41,7 @@ func startRig(t *testing.T, edit func(*serverConfig)) *rig {
 	if edit != nil {
 		edit(&cfg)
 	}
-	srv, hs := newServer(cfg)
+	srv, hs, _ := newServer(cfg)
 	r.health = hs
 	r.addr = listen(t, srv)
 	return r

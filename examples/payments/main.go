@@ -44,10 +44,11 @@ func main() {
 	promAddr := flag.String("prometheus", "", "with -listen or -http, serve the OpenTelemetry metrics (OTel Prometheus exporter) on http://`address`/metrics, instead of printing them")
 	otel := flag.Bool("otel", false, "trace and meter every call with OpenTelemetry and print the spans and metrics (SDK stdout exporters)")
 	latency := flag.Duration("latency", 0, "with -listen or -http, make each Charge take this `long`, to see a duplicate refused while it runs")
+	replayCache := flag.Int("replay-cache", 10_000, "with -listen or -http, keep up to `N` completed outcomes (64 MiB, 5 minutes each at most) in the server's replay cache, so that a replay of one makes no store call; 0 turns it off")
 	verbose := flag.Bool("v", false, "log every idempotency decision and every call to stderr (slog)")
 	flag.Parse()
 
-	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, MySQLDSN: *mysqlDSN, SQLitePath: *sqlitePath, Logs: os.Stderr, LogLevel: slog.LevelWarn, OTel: *otel, Latency: *latency}
+	cfg := config{RedisAddr: *redisAddr, PostgresURL: *postgresURL, MySQLDSN: *mysqlDSN, SQLitePath: *sqlitePath, Logs: os.Stderr, LogLevel: slog.LevelWarn, OTel: *otel, Latency: *latency, ReplayCache: *replayCache}
 	if *verbose {
 		cfg.LogLevel = slog.LevelInfo
 	}

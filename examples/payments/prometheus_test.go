@@ -45,7 +45,7 @@ func TestPrometheusScrape(t *testing.T) {
 	done := make(chan error, 1)
 	var out syncBuffer
 	go func() {
-		done <- serve(ctx, config{RedisAddr: redis.Addr(), Logs: t.Output()}, listeners{grpc: grpcLis, prometheus: promLis}, &out)
+		done <- serve(ctx, config{RedisAddr: redis.Addr(), Logs: t.Output(), ReplayCache: 100}, listeners{grpc: grpcLis, prometheus: promLis}, &out)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -68,8 +68,8 @@ func TestPrometheusScrape(t *testing.T) {
 			t.Fatalf("charge %s: %v, want %v", key, err, want)
 		}
 	}
-	charge("k1", 100, codes.OK)                 // executed
-	charge("k1", 100, codes.OK)                 // replayed
+	charge("k1", 100, codes.OK)                 // executed, and cached
+	charge("k1", 100, codes.OK)                 // replayed from the replay cache
 	charge("k1", 200, codes.FailedPrecondition) // key_reused
 	// The store gauges read Stats at most once a minute: let a scrape read
 	// them while Redis answers.
@@ -87,6 +87,9 @@ func TestPrometheusScrape(t *testing.T) {
 	prom.waitFor(t, func() (missing []string) {
 		if len(prom.query(t, "idempotency:store_errors:ratio5m == 0.25")) == 0 {
 			missing = append(missing, "the store error among 4 decisions, in idempotency:store_errors:ratio5m")
+		}
+		if len(prom.query(t, "idempotency_server_replay_cache_entries == 1 and on (job, instance) idempotency:replay_cache_fill:max == 0.01")) == 0 {
+			missing = append(missing, "k1's outcome, the one entry of the replay cache of 100, in idempotency:replay_cache_fill:max")
 		}
 		rules = prom.rules(t)
 		for _, r := range rules {

@@ -17,6 +17,7 @@ import (
 
 	paymentsgw "github.com/grpc-idempotency/idempotency/examples/payments/gengateway/payments/v1"
 	"github.com/grpc-idempotency/idempotency/gatewayidempotency"
+	"github.com/grpc-idempotency/idempotency/otelidempotency"
 )
 
 // listeners are what the server modes serve on; metrics and http may be
@@ -37,7 +38,9 @@ type listeners struct {
 // /metrics; with lis.http, the REST gateway; with cfg.OTel, it prints spans
 // as they end and the metrics every [metricInterval] to out; with
 // lis.prometheus, it serves the OpenTelemetry metrics there on /metrics
-// instead of printing them (and prints no spans).
+// instead of printing them (and prints no spans). With cfg.ReplayCache,
+// the server keeps that many outcomes in its replay cache, and the
+// OpenTelemetry metrics (either way) report its fill.
 func serve(ctx context.Context, cfg config, lis listeners, out io.Writer) error {
 	b, err := openBackend(ctx, cfg)
 	if err != nil {
@@ -67,14 +70,25 @@ func serve(ctx context.Context, cfg config, lis listeners, out io.Writer) error 
 		defer func() { _ = tel.shutdown(context.WithoutCancel(ctx)) }()
 	}
 	m := newMeter()
-	srv, _ := newServer(serverConfig{
-		store:     b.store,
-		payments:  b.payments(cfg.Latency),
-		logger:    logger,
-		meter:     m,
-		auth:      authenticator{tokens: demoTokens, allowAnonymous: true},
-		telemetry: tel,
+	srv, _, idem := newServer(serverConfig{
+		store:       b.store,
+		payments:    b.payments(cfg.Latency),
+		logger:      logger,
+		meter:       m,
+		auth:        authenticator{tokens: demoTokens, allowAnonymous: true},
+		telemetry:   tel,
+		replayCache: cfg.ReplayCache,
 	})
+	// After the gRPC server has stopped, before the store is closed: it
+	// ends the cache's subscription to the store's purges.
+	defer func() { _ = idem.Close() }()
+	if tel != nil {
+		reg, err := otelidempotency.RegisterReplayCacheMetrics(idem, otelidempotency.WithMeterProvider(tel.mp))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = reg.Unregister() }()
+	}
 	if lis.metrics != nil {
 		defer serveMetrics(lis.metrics, m, logger)()
 		fmt.Fprintf(out, "Prometheus metrics on http://%s/metrics\n", lis.metrics.Addr())

@@ -38,6 +38,22 @@ type serverConfig struct {
 	// telemetry, when set (-otel), traces calls with otelgrpc and adds the
 	// OpenTelemetry observer.
 	telemetry *telemetry
+	// replayCache is the most completed outcomes the idempotency server
+	// keeps in its replay cache ([replayCacheOption]); 0: no cache.
+	replayCache int
+}
+
+// The bounds of the server modes' replay cache (-replay-cache) besides
+// its entries: what idempotency.WithReplayCache is given.
+const (
+	replayCacheBytes = 64 << 20
+	replayCacheTTL   = 5 * time.Minute
+)
+
+// replayCacheOption is the replay cache of n entries, taking up to
+// [replayCacheBytes], each for up to [replayCacheTTL].
+func replayCacheOption(n int) idempotency.ServerOption {
+	return idempotency.WithReplayCache(n, replayCacheBytes, replayCacheTTL)
 }
 
 // newServer returns a gRPC server serving Payments, the health service and
@@ -53,8 +69,10 @@ type serverConfig struct {
 //
 // With c.telemetry (-otel), otelgrpc's stats handler gives every call a
 // span, and the OpenTelemetry observer records each decision beside the
-// slog and metrics observer. It also returns the health server, to flip its status.
-func newServer(c serverConfig) (*grpc.Server, *health.Server) {
+// slog and metrics observer. It also returns the health server, to flip its
+// status, and the idempotency server, to read its replay cache's figures
+// and to close it after the gRPC server has stopped.
+func newServer(c serverConfig) (*grpc.Server, *health.Server, *idempotency.Server) {
 	observer := newObserver(c.logger, c.meter)
 	var serverOpts []grpc.ServerOption
 	if c.telemetry != nil {
@@ -68,6 +86,10 @@ func newServer(c serverConfig) (*grpc.Server, *health.Server) {
 	if c.retryAfter > 0 {
 		opts = append(opts, idempotency.WithRetryAfter(c.retryAfter))
 	}
+	if c.replayCache > 0 {
+		opts = append(opts, replayCacheOption(c.replayCache))
+	}
+	idem := idempotency.NewServer(c.store, opts...)
 	chain := []grpc.UnaryServerInterceptor{
 		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(panicHandler(c.logger))),
 		logging.UnaryServerInterceptor(slogAdapter(c.logger), logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(callLevel)),
@@ -77,7 +99,7 @@ func newServer(c serverConfig) (*grpc.Server, *health.Server) {
 		chain = append(chain, c.network.intercept)
 	}
 	chain = append(chain, selector.UnaryServerInterceptor(
-		idempotency.UnaryServerInterceptor(c.store, opts...),
+		idem.UnaryServerInterceptor(),
 		selector.MatchFunc(isPayments),
 	))
 
@@ -86,7 +108,7 @@ func newServer(c serverConfig) (*grpc.Server, *health.Server) {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
-	return srv, hs
+	return srv, hs, idem
 }
 
 // isPayments matches the calls the idempotency interceptor handles.

@@ -45,7 +45,7 @@ type replica struct {
 // the backend's ledger; afterCommit runs after each commit.
 func startReplica(b *backend, logger *slog.Logger, afterCommit func()) (*replica, error) {
 	r := &replica{meter: newMeter(), done: make(chan struct{})}
-	r.srv, _ = newServer(serverConfig{
+	r.srv, _, _ = newServer(serverConfig{
 		store:    b.store,
 		payments: b.replica(afterCommit),
 		logger:   logger,
