@@ -113,8 +113,9 @@ func WithCallerCancellation() ServerOption {
 // that bound. Each [Server] has one cache,
 // shared by its entry points, and [Server.Close] ends its subscription to
 // the purges. Default: no cache. A maxEntries,
-// maxBytes or ttl that is zero or negative makes [NewServer] panic. What
-// it holds, and how to size it, is in [the operations guide].
+// maxBytes or ttl that is zero or negative makes [NewServer] panic.
+// [Server.ReplayCacheStats] tells how full it is and what it evicted. What
+// it holds, and how to size and watch it, is in [the operations guide].
 //
 // [the operations guide]: https://github.com/grpc-idempotency/idempotency/blob/main/docs/operations.md#a-replay-cache-in-front-of-the-store
 func WithReplayCache(maxEntries int, maxBytes int64, ttl time.Duration) ServerOption {
