@@ -46,7 +46,6 @@ require (
 // tagged (docs/releasing.md).
 replace (
 	github.com/grpc-idempotency/idempotency => ..
-	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../examples/payments/gen
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../store/redisstore

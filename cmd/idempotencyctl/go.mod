@@ -6,7 +6,6 @@ go 1.26.0
 // tagged (docs/releasing.md).
 replace (
 	github.com/grpc-idempotency/idempotency => ../..
-	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
 	github.com/grpc-idempotency/idempotency/store/mysqlstore => ../../store/mysqlstore
 	github.com/grpc-idempotency/idempotency/store/postgresstore => ../../store/postgresstore
 	github.com/grpc-idempotency/idempotency/store/redisstore => ../../store/redisstore

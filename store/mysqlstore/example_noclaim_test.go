@@ -1,25 +1,26 @@
 package mysqlstore_test
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"net"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-idempotency/idempotency"
-	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore"
 	"github.com/grpc-idempotency/idempotency/store/mysqlstore/mysqltest"
 )
 
-// TestExampleCommitsWithoutClaim: on an optional method, a call without a
-// key runs without a claim, and CompleteTx and CompleteErrorTx return
-// idempotency.ErrNoClaim. The example's Charge (and its decline) then
-// commit their ledger rows without a record.
+// TestExampleCommitsWithoutClaim: under WithFailOpen, Do runs its function
+// without a claim while the store is down, and CompleteTx and
+// CompleteErrorTx return idempotency.ErrNoClaim. The example's Charge (and
+// its decline) then commit their ledger rows without a record.
 func TestExampleCommitsWithoutClaim(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -36,24 +37,21 @@ func TestExampleCommitsWithoutClaim(t *testing.T) {
 	if err := createLedger(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-
-	// Charge is MODE_REQUIRED in its proto; the policy makes it optional.
-	srv := grpc.NewServer(grpc.UnaryInterceptor(idempotency.UnaryServerInterceptor(s,
-		idempotency.WithMethodPolicy(paymentsv1.Payments_Charge_FullMethodName,
-			idempotency.MethodPolicy{Mode: idempotency.ModeOptional}))))
-	paymentsv1.RegisterPaymentsServer(srv, &payments{db: db, store: s})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	// The server's store is down: every connection to it fails.
+	downCfg := cfg.Clone()
+	downCfg.DialFunc = func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("connection refused")
+	}
+	connector, err := mysql.NewConnector(downCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	client := paymentsv1.NewPaymentsClient(conn) // no client interceptor: no key
+	downDB := sql.OpenDB(connector)
+	t.Cleanup(func() { _ = downDB.Close() })
+	down := mysqlstore.New(downDB)
+	t.Cleanup(func() { _ = down.Close() })
+	idem := idempotency.NewServer(down, idempotency.WithFailOpen())
+	p := &payments{db: db, store: s}
 
 	for _, c := range []struct {
 		name   string
@@ -63,9 +61,10 @@ func TestExampleCommitsWithoutClaim(t *testing.T) {
 		{"charge", 1999, codes.OK},
 		{"decline", 250_000, codes.FailedPrecondition},
 	} {
-		_, err := client.Charge(ctx, &paymentsv1.ChargeRequest{Customer: "alice", AmountCents: c.amount})
+		_, _, err := idempotency.Do(ctx, idem, "payments.charge", "order-"+c.name, wrapperspb.Int64(c.amount),
+			func(ctx context.Context) (*wrapperspb.StringValue, error) { return p.Charge(ctx, "alice", c.amount) })
 		if status.Code(err) != c.code {
-			t.Fatalf("%s without a key: %v, want %s", c.name, err, c.code)
+			t.Fatalf("%s with the store down: %v, want %s", c.name, err, c.code)
 		}
 	}
 	var charges, declines, records int

@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/examples/payments/gen v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -24,7 +23,4 @@ require (
 
 // Modules of this repository, built from its working tree until they are
 // tagged (docs/releasing.md).
-replace (
-	github.com/grpc-idempotency/idempotency => ../..
-	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
-)
+replace github.com/grpc-idempotency/idempotency => ../..

@@ -4,59 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-idempotency/idempotency"
-	paymentsv1 "github.com/grpc-idempotency/idempotency/examples/payments/gen/payments/v1"
 	"github.com/grpc-idempotency/idempotency/store/postgresstore"
 )
 
-// payments keeps its ledger in PostgreSQL and records each Charge's
+// payments keeps its ledger in PostgreSQL and records each charge's
 // answer in the transaction that writes the charge.
 type payments struct {
-	paymentsv1.UnimplementedPaymentsServer
 	db    *pgxpool.Pool
 	store *postgresstore.Store
 }
 
-// Charge charges a customer once per idempotency key: the charge and its
-// recorded answer commit together, or neither does.
-func (p *payments) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*paymentsv1.ChargeResponse, error) {
+// Charge charges a customer once per idempotency key, run under
+// idempotency.Do (a gRPC handler under the interceptor does the same): the
+// charge and its recorded answer, the charge's id, commit together, or
+// neither does.
+func (p *payments) Charge(ctx context.Context, customer string, amountCents int64) (*wrapperspb.StringValue, error) {
 	tx, err := p.db.Begin(ctx)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, "ledger unavailable")
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
-	if req.GetAmountCents() > 100_000 {
-		return p.decline(ctx, tx, req)
+	if amountCents > 100_000 {
+		return p.decline(ctx, tx, customer, amountCents)
 	}
 
 	var id int64
 	if err := tx.QueryRow(ctx, "INSERT INTO charges (customer, amount_cents) VALUES ($1, $2) RETURNING id",
-		req.GetCustomer(), req.GetAmountCents()).Scan(&id); err != nil {
+		customer, amountCents).Scan(&id); err != nil {
 		return nil, status.Error(codes.Unavailable, "ledger unavailable")
 	}
-	resp := &paymentsv1.ChargeResponse{Payment: &paymentsv1.Payment{
-		Id: fmt.Sprintf("ch_%d", id), Customer: req.GetCustomer(), AmountCents: req.GetAmountCents(),
-	}}
+	resp := wrapperspb.String(fmt.Sprintf("ch_%d", id))
 	// The answer, in the same transaction, fenced by the call's claim.
 	switch err := p.store.CompleteTx(ctx, tx, resp); {
 	case errors.Is(err, idempotency.ErrNoClaim):
-		// A call without a claim (no key on an optional method, a
-		// disabled method, fail-open): nothing to record. Commit as
-		// without this store.
+		// A call without a claim (WithFailOpen while the store is down;
+		// for a gRPC handler, no key on an optional method or a disabled
+		// method): nothing to record. Commit as without this store.
 	case err != nil:
 		// The claim was lost (store.ErrLeaseLost): another server owns
-		// the key now. Roll back (deferred) and let the client retry.
+		// the key now. Roll back (deferred) and let the caller retry.
 		return nil, status.Error(codes.Unavailable, "claim lost: rolled back")
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -69,10 +65,10 @@ func (p *payments) Charge(ctx context.Context, req *paymentsv1.ChargeRequest) (*
 
 // decline writes a declined card to the ledger and records its answer,
 // FAILED_PRECONDITION, in the same transaction.
-func (p *payments) decline(ctx context.Context, tx pgx.Tx, req *paymentsv1.ChargeRequest) (*paymentsv1.ChargeResponse, error) {
+func (p *payments) decline(ctx context.Context, tx pgx.Tx, customer string, amountCents int64) (*wrapperspb.StringValue, error) {
 	declined := status.Error(codes.FailedPrecondition, "card declined")
 	if _, err := tx.Exec(ctx, "INSERT INTO declines (customer, amount_cents) VALUES ($1, $2)",
-		req.GetCustomer(), req.GetAmountCents()); err != nil {
+		customer, amountCents); err != nil {
 		return nil, status.Error(codes.Unavailable, "ledger unavailable")
 	}
 	if err := p.store.CompleteErrorTx(ctx, tx, declined); err != nil && !errors.Is(err, idempotency.ErrNoClaim) {
@@ -84,9 +80,10 @@ func (p *payments) decline(ctx context.Context, tx pgx.Tx, req *paymentsv1.Charg
 	return nil, declined
 }
 
-// Example_completeTx serves Charge with its answer recorded in the ledger's
-// transaction, and calls it twice with one key, then with an amount the
-// card declines, twice too: each runs once, and each retry is a replay.
+// Example_completeTx runs Charge under idempotency.Do with its answer
+// recorded in the ledger's transaction, twice with one key, then twice
+// with an amount the card declines: each runs once, and each retry is a
+// replay.
 func Example_completeTx() {
 	ctx := context.Background()
 	db, err := pgxpool.New(ctx, databaseURL())
@@ -105,40 +102,27 @@ func Example_completeTx() {
 		fmt.Println(err)
 		return
 	}
+	idem := idempotency.NewServer(s)
+	p := &payments{db: db, store: s}
 
-	srv := grpc.NewServer(grpc.UnaryInterceptor(idempotency.UnaryServerInterceptor(s)))
-	paymentsv1.RegisterPaymentsServer(srv, &payments{db: db, store: s})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-
-	conn, err := grpc.NewClient(lis.Addr().String(),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(idempotency.UnaryClientInterceptor()))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer conn.Close()
-	client := paymentsv1.NewPaymentsClient(conn)
-
+	const customer = "alice"
 	for _, c := range []struct {
 		key    string
 		amount int64
 	}{{"order-1", 1999}, {"order-1", 1999}, {"order-2", 250_000}, {"order-2", 250_000}} {
-		var header, trailer metadata.MD
-		resp, err := client.Charge(ctx, &paymentsv1.ChargeRequest{Customer: "alice", AmountCents: c.amount},
-			idempotency.WithKey(c.key), grpc.Header(&header), grpc.Trailer(&trailer))
-		replayed := idempotency.Replayed(header, trailer)
+		// What the key stands for: a retry with another amount is refused.
+		req, err := structpb.NewStruct(map[string]any{"customer": customer, "amount_cents": c.amount})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp, replayed, err := idempotency.Do(ctx, idem, "payments.charge", c.key, req,
+			func(ctx context.Context) (*wrapperspb.StringValue, error) { return p.Charge(ctx, customer, c.amount) })
 		if err != nil {
 			fmt.Printf("%s: %s %q, replayed: %t\n", c.key, status.Code(err), status.Convert(err).Message(), replayed)
 			continue
 		}
-		fmt.Printf("%s: charged %s %d cents, replayed: %t\n", c.key, resp.GetPayment().GetId(), resp.GetPayment().GetAmountCents(), replayed)
+		fmt.Printf("%s: charged %s %d cents, replayed: %t\n", c.key, resp.GetValue(), c.amount, replayed)
 	}
 	var charges, declines int
 	if err := db.QueryRow(ctx, "SELECT (SELECT count(*) FROM charges), (SELECT count(*) FROM declines)").Scan(&charges, &declines); err != nil {

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/grpc-idempotency/idempotency v0.0.0-00010101000000-000000000000
-	github.com/grpc-idempotency/idempotency/examples/payments/gen v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
@@ -27,7 +26,4 @@ require (
 
 // Modules of this repository, built from its working tree until they are
 // tagged (docs/releasing.md).
-replace (
-	github.com/grpc-idempotency/idempotency => ../..
-	github.com/grpc-idempotency/idempotency/examples/payments/gen => ../../examples/payments/gen
-)
+replace github.com/grpc-idempotency/idempotency => ../..
