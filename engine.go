@@ -222,7 +222,8 @@ func (e *engine) nested(ctx context.Context, c *call) (claimCtx context.Context,
 }
 
 // won executes the call whose claim, made at start, was won, unless the
-// caller gave up while the claim was under way.
+// caller gave up while the claim was under way, or its lease ran out
+// before its reply came.
 func (e *engine) won(ctx context.Context, c *call, cl store.ClaimResult, start time.Time) (any, error) {
 	c.claim, c.claimedAt = Claim{StoreKey: c.key, Token: cl.Token, Attempt: max(cl.Attempt, 1), Previous: cl.Previous}, start
 	c.caller = ctx
@@ -233,11 +234,26 @@ func (e *engine) won(ctx context.Context, c *call, cl store.ClaimResult, start t
 		e.release(ctx, c, err)
 		return nil, err
 	}
+	if time.Since(start) >= c.cfg.lease {
+		// The lease, which the store started after start, may have run
+		// out before the reply came (a stalled link): another server
+		// may own the key and run its work by now, so nothing starts
+		// here (decision 321). The release, fenced by the token, is
+		// refused if so.
+		e.release(ctx, c, errClaimLate)
+		return nil, errClaimLate
+	}
 	if c.claim.Attempt > 1 {
 		e.observeAttempt(ctx, c, DecisionTakenOver, nil)
 	}
 	return e.execute(ctx, c)
 }
+
+// errClaimLate is the error of a call whose claim's reply came after the
+// claim's lease ran out ([engine.won]): the key may be another call's now,
+// so the call fails as a duplicate of a call in flight does, and its
+// client retries.
+var errClaimLate = fmt.Errorf("idempotency: the claim's reply came after its lease ran out: %w: %w", ErrKeyInUse, store.ErrLeaseLost)
 
 // replayStored replays the completed record data of c's key, and keeps
 // it in the replay cache unless it is corrupt.

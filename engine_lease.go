@@ -49,7 +49,9 @@ func (r *renewal) start(c *call) {
 	r.c = c
 	r.mu.Lock() // renew waits until timer is set
 	r.leaseEnd = c.claimedAt.Add(c.cfg.lease)
-	r.timer = time.AfterFunc(c.cfg.lease/3, r.renew)
+	// A third of the lease after the claim was sent, which may be sooner
+	// than a third after now when the claim was slow.
+	r.timer = time.AfterFunc(time.Until(c.claimedAt.Add(c.cfg.lease/3)), r.renew)
 	r.mu.Unlock()
 }
 
