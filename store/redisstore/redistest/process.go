@@ -72,6 +72,7 @@ func (p *process) addr() string { return net.JoinHostPort("127.0.0.1", strconv.I
 func (p *process) startOn(port int) error {
 	cmd := exec.Command(p.bin, p.args(port)...)
 	cmd.Dir = p.dir
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
