@@ -138,7 +138,8 @@
 // A Store is a [store.Inspector] and a [store.Invalidator], for an admin
 // service or a command line. [Store.Lookup] is one SELECT by the primary
 // key; [Store.Purge] one statement that deletes the row fenced by its state
-// and token and NOTIFYs the key for [Store.Invalidations]; [Store.List]
+// and token and NOTIFYs the key for [Store.Invalidations] (run again when
+// another step changed the row under it); [Store.List]
 // reads pages in key order from the primary key's index (keyset
 // pagination: no index is added, so claims cost what they did), one index
 // range scan of Limit rows per page whatever the table's size; [Store.Stats]

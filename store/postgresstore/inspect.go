@@ -74,12 +74,29 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 	return s.info(r)
 }
 
+// maxPurgeRounds bounds how many times Purge runs its statement again
+// after its two reads of the row disagreed (see Purge).
+const maxPurgeRounds = 16
+
+// errPurgeContended is the error of a purge that ran out of rounds.
+var errPurgeContended = errors.New("the key's row kept changing while the purge read it")
+
 // Purge implements [store.Inspector.Purge] with one statement: a DELETE
 // of the key's live row fenced by its state (with opts.InFlight, in flight
 // or abandoned: both are state 1) and, with opts.Token, its token, followed in the same statement by a NOTIFY of the key for
 // [Store.Invalidations], sent when it commits: one atomic step and one
 // round trip. The channel is the table's, resolved in the same statement
 // as the DELETE's table (see [Store.Invalidations]).
+//
+// When the statement deleted nothing yet the row it read back is one its
+// DELETE would have deleted, the DELETE waited for a step that changed the
+// row (a completion, a take-over) and found the new row no longer matched,
+// while the read, which takes the lock FOR KEY SHARE so as to wait for no
+// handler, returned the row as the statement's snapshot held it
+// (decision 319). The statement then runs again, on a snapshot that holds
+// the new row: it answers from that row, and a third round needs the row
+// to change so again. After maxPurgeRounds rounds, Purge gives up with an
+// error that is not a verdict (it changed nothing).
 func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Info{}, s.fail("purge", key, err)
@@ -92,32 +109,34 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	if opts.Token != "" {
 		token = []byte(opts.Token)
 	}
-	var (
-		purged   bool
-		notified int64
-		r        = row{key: []byte(key)}
-	)
-	// A write, so a step: under READ COMMITTED whatever the connections'
-	// default isolation (decision 123).
-	err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
-		[]any{[]byte(key), state, token, s.table},
-		&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt, &notified)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Info{}, s.fail("purge", key, store.ErrNotFound)
+	for range maxPurgeRounds {
+		var (
+			purged   bool
+			notified int64
+			r        = row{key: []byte(key)}
+		)
+		// A write, so a step: under READ COMMITTED whatever the
+		// connections' default isolation (decision 123).
+		err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
+			[]any{[]byte(key), state, token, s.table},
+			&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt, &notified)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.Info{}, s.fail("purge", key, store.ErrNotFound)
+		}
+		if err != nil {
+			return store.Info{}, s.fail("purge", key, err)
+		}
+		info, err := s.info(r)
+		if err != nil || purged {
+			return info, err
+		}
+		// Not purged: the row the statement read tells why, unless it is
+		// one the DELETE would have deleted (see above).
+		if refusal := sqlcore.PurgeRefusal(info, opts); refusal != nil {
+			return info, s.fail("purge", key, refusal)
+		}
 	}
-	if err != nil {
-		return store.Info{}, s.fail("purge", key, err)
-	}
-	info, err := s.info(r)
-	if err != nil || purged {
-		return info, err
-	}
-	// Not purged: the row the statement read tells why.
-	refusal := sqlcore.PurgeRefusal(info, opts)
-	if refusal == nil {
-		refusal = store.ErrChanged
-	}
-	return info, s.fail("purge", key, refusal)
+	return store.Info{}, s.fail("purge", key, errPurgeContended)
 }
 
 // List implements [store.Inspector.List] with one SELECT per page, which

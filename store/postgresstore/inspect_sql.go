@@ -55,11 +55,17 @@ WHERE key = $1 AND expires_at > clock_timestamp()`),
 		// takeover, a completion, a purge) makes the DELETE wait for it
 		// and check its conditions again on the new version, so it never
 		// deletes a row that is not the one asked for. When it deleted
-		// nothing, the row is read again with FOR KEY SHARE, which also
-		// reads the newest committed version (a row another purge or a
-		// release deleted meanwhile is gone, not refused) and waits only
-		// for a DELETE under way, not for a transaction that updates the
-		// row (a handler's CompleteTx).
+		// nothing, the row is read again with FOR KEY SHARE, which waits
+		// only for a DELETE under way, not for a transaction that updates
+		// the row (a handler's CompleteTx). A row deleted since the
+		// statement's snapshot is gone, not refused; but a row updated
+		// since (every step but a delete leaves the key as it is) is
+		// returned as the snapshot holds it: FOR KEY SHARE neither waits
+		// for such an update nor moves to its new version. So when the
+		// DELETE waited for a completion or a take-over and then found
+		// the new version no longer matched, kept returns the old version,
+		// one that matches: Store.Purge then runs the statement again
+		// (decision 319).
 		purge: stmt(`
 WITH purged AS (
 	DELETE FROM {t}

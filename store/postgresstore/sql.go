@@ -137,13 +137,21 @@ WHERE key = $1 AND token = $2 AND state = 1 AND expires_at > clock_timestamp()`)
 		// expired: an expired one is garbage either way), and answers
 		// true when it did, or when the key holds no live row: nothing
 		// left to release. It answers false for another owner's live row or a
-		// live completed one, which it leaves alone.
+		// live completed one, which it leaves alone. The live row is
+		// looked for FOR KEY SHARE: a plain read would see the row as the
+		// statement's snapshot holds it, so a release whose DELETE waited
+		// for another step that deleted the row (a purge, the same
+		// release resent, an abandon) found it still there and answered
+		// false; the lock waits for a DELETE under way and skips a
+		// deleted row, and waits for no update (a handler's CompleteTx).
+		// A row updated since the snapshot (a completion, a take-over) is
+		// live either way (decision 319).
 		release: r.Replace(`
 WITH released AS (
 	DELETE FROM {t} WHERE key = $1 AND token = $2 AND state = 1 RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM released)
-	OR NOT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND expires_at > clock_timestamp())`),
+	OR NOT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND expires_at > clock_timestamp() FOR KEY SHARE)`),
 
 		// extend sets the lease of the token's in-flight row while its
 		// lease runs, and keeps its keep beyond the new lease: an
