@@ -70,9 +70,11 @@
 // A Claim that fails after it was sent (a connection lost before the
 // reply) may have landed all the same. Claim then releases it, fenced by
 // its fresh token and bounded by 500 ms, before returning the error, so
-// that no claim nobody owns blocks the key for a whole lease. A take-over
-// claim is abandoned instead, fenced the same way: the entry it took over
-// was abandoned, its handler may have run, and a release would forget it.
+// that no claim nobody owns blocks the key for a whole lease. A claim that
+// took an abandoned entry over (its row's attempt is above 1) is abandoned
+// instead, fenced the same way: its handler may have run, and a release
+// would forget it. A claim allowed to take over that found the key free
+// made a fresh entry, and is released.
 //
 // # Completion inside the handler's transaction
 //

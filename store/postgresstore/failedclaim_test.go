@@ -1,6 +1,7 @@
 package postgresstore_test
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"testing"
@@ -100,5 +101,29 @@ func TestTakeOverReplyLost(t *testing.T) {
 	info, err := direct.Lookup(ctx, "k")
 	if err != nil || info.State != store.StateAbandoned || info.Attempt != 2 {
 		t.Fatalf("entry after the failed take-over: %+v, %v, want it abandoned, as attempt 2", info, err)
+	}
+}
+
+// TestTakeOverOfAFreeKeyReplyLost: a claim that may take over (TakeOver)
+// but found the key free made a fresh entry, attempt 1, nobody's handler
+// behind it; when its answer is lost, it is released as any failed claim
+// is, and the key is free at once. It used to be abandoned, as a real
+// take-over is: the next claim then took over an attempt that never ran
+// (attempt 2), which postgresstore's TestLinearizability reported.
+func TestTakeOverOfAFreeKeyReplyLost(t *testing.T) {
+	t.Parallel()
+	direct, _ := newStore(t, 2)
+	proxied, p := proxiedStore(t, direct)
+	ctx, fp := t.Context(), []byte("fp")
+
+	p.CutNextReply(1)
+	if _, err := proxied.Claim(ctx, "k", fp, time.Hour, store.ClaimOptions{Keep: time.Hour, TakeOver: true}); err == nil {
+		t.Fatal("Claim succeeded though its answer was lost")
+	}
+	if p.Cuts() != 1 {
+		t.Fatalf("%d cuts, want the claim's answer cut", p.Cuts())
+	}
+	if info, err := direct.Lookup(ctx, "k"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("entry after the failed claim: %+v, %v, want none", info, err)
 	}
 }

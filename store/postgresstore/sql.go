@@ -19,7 +19,7 @@ const (
 // the servers' wall clocks; the sweep alone uses statement_timestamp().
 // Leases, keeps and retentions are passed in microseconds ($n::bigint).
 type statements struct {
-	claim, complete, completeTx, release, extend, abandon, sweep string
+	claim, complete, completeTx, release, releaseFresh, extend, abandon, sweep string
 
 	// held and whereAmI tell why a CompleteTx changed no row (see
 	// Store.notCompleted).
@@ -152,6 +152,12 @@ WITH released AS (
 )
 SELECT EXISTS (SELECT 1 FROM released)
 	OR NOT EXISTS (SELECT 1 FROM {t} WHERE key = $1 AND expires_at > clock_timestamp() FOR KEY SHARE)`),
+
+		// releaseFresh deletes the token's in-flight row when it is
+		// attempt 1: the undo of a failed claim that may have taken an
+		// abandoned entry over, which only a row of attempt 1 did not.
+		releaseFresh: r.Replace(`
+DELETE FROM {t} WHERE key = $1 AND token = $2 AND state = 1 AND attempt = 1`),
 
 		// extend sets the lease of the token's in-flight row while its
 		// lease runs, and keeps its keep beyond the new lease: an

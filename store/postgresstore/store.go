@@ -83,9 +83,11 @@ func (s *Store) Close() error {
 // When the statement fails after it was sent, its claim may have landed
 // all the same; Claim then releases it, fenced by the claim's fresh token,
 // before it returns the error, so that no claim nobody owns blocks the key
-// for a whole lease (see the package documentation). A take-over claim is
-// abandoned instead of released: what it took over was an abandoned entry,
-// whose handler may have run, and releasing it would forget that.
+// for a whole lease (see the package documentation). A claim that took an
+// abandoned entry over (its row's attempt is above 1) is abandoned instead
+// of released: the entry's first handler may have run, and releasing it
+// would forget that; a claim with opts.TakeOver that found the key free
+// made a fresh entry, and is released.
 func (s *Store) Claim(ctx context.Context, key string, fingerprint []byte, lease time.Duration, opts store.ClaimOptions) (store.ClaimResult, error) {
 	us, err := micros("lease", lease)
 	if err != nil {
@@ -162,9 +164,21 @@ func mayHaveLanded(err error) bool {
 func (s *Store) undoFailedClaim(ctx context.Context, key, token string, takeOver bool) {
 	undo := s.Release
 	if takeOver {
-		undo = s.Abandon
+		undo = s.undoTakeOver
 	}
 	sqlcore.ReleaseFailedClaim(ctx, func(ctx context.Context) error { return undo(ctx, key, token) })
+}
+
+// undoTakeOver undoes a failed claim made with TakeOver: the row of token
+// is released when it is attempt 1 (the claim found the key free, or
+// expired, and made a fresh entry that no handler ran under), and
+// abandoned otherwise (the claim took an abandoned entry over).
+func (s *Store) undoTakeOver(ctx context.Context, key, token string) error {
+	tag, err := s.exec(ctx, s.sql.releaseFresh, []byte(key), []byte(token))
+	if err != nil || tag.RowsAffected() > 0 {
+		return err
+	}
+	return s.Abandon(ctx, key, token)
 }
 
 // Complete implements [store.Store.Complete] with one UPDATE fenced by the
