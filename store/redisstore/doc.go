@@ -159,14 +159,17 @@
 // A Store is a [store.Inspector] and a [store.Invalidator], for an admin
 // service or a command line. [Store.Lookup] is one read-only script on the
 // key, one round trip; [Store.Purge] is one script that checks the entry's
-// state and token, deletes it and publishes the key on the Redis channel
-// prefix+"purged" for [Store.Invalidations], in one atomic step and one
-// round trip. go-redis resends a script whose connection broke
-// (MaxRetries): a Purge without [store.PurgeOptions.Token] whose first send
-// landed while its reply was lost purges again, so the resend can delete
-// the entry claimed since, and a retry then runs its handler again (seen by
-// the linearizability check with resends on; docs/development.md). Purge
-// fenced by the Token a Lookup gave, or from a client with MaxRetries -1.
+// state and owner token, deletes it and publishes the key on the Redis
+// channel prefix+"purged" for [Store.Invalidations], in one atomic step:
+// one round trip with [store.PurgeOptions.Token], two without, as the
+// store then looks the entry up first and fences the script with the
+// token it found. go-redis resends a script whose connection broke
+// (MaxRetries), and the first send may have run while its reply was
+// lost: as every purge script is fenced by a token, the resend deletes
+// nothing claimed since, and the mark the first send left (a key in the
+// key's hash slot, which holds the purged entry for a minute) makes the
+// resend answer what the first send purged (decision 318 of
+// docs/semantics; TestPurgeResentAfterReplyLost).
 // An entry's claim time is read from its owner token (the
 // claiming server's clock, to the millisecond; unknown for a token of an
 // earlier release), and its completion time is not kept by the layout:

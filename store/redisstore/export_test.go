@@ -84,3 +84,14 @@ func DecodeKeptClaimReply(reply any) (tag string, attempt int, keep int64, err e
 	k, err := decodeKeptClaimReply(reply)
 	return k.tag, k.attempt, k.d.keep, err
 }
+
+// PurgeScriptSHA is the SHA1 of the script Purge runs, for tests that
+// find its command on the wire.
+var PurgeScriptSHA = purgeScript.sha
+
+// SetPurgeMarkTTL sets how long the mark of each purge of s lives, before
+// its first call.
+func (s *Store) SetPurgeMarkTTL(d time.Duration) { s.markTTL = d }
+
+// MarkKey is the key of the mark of a purge of rkey with a nonce.
+var MarkKey = markKey

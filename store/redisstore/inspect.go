@@ -36,38 +36,6 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Info, error) {
 	return info, nil
 }
 
-// Purge implements [store.Inspector.Purge] with one script on the key,
-// which checks the entry's state and owner token, deletes it and then
-// publishes the key for [Store.Invalidations], all in one atomic step and
-// one round trip. It runs past maxmemory, as the steps of a granted claim
-// do. A value under the key that is not an entry is not purged: Purge
-// returns an error wrapping [store.ErrCorrupt], and the value stays.
-func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) (store.Info, error) {
-	rkey := s.prefix + key
-	state := string(stateCompleted)
-	if opts.InFlight {
-		state = string(stateInFlight)
-	}
-	reply, err := s.eval(ctx, s.rdb, purgeScript, []string{rkey}, state, opts.Token, s.channel(), key)
-	if err != nil {
-		return store.Info{}, fmt.Errorf("redisstore: purge %q: %w", rkey, err)
-	}
-	verdict, info, err := decodeVerdict(s.prefix, key, reply)
-	switch {
-	case err != nil:
-	case verdict == "inflight":
-		err = store.ErrInFlight
-	case verdict == "changed":
-		err = store.ErrChanged
-	case verdict != "purged":
-		err = corrupt("unexpected purge verdict %q", verdict)
-	}
-	if err != nil {
-		return info, fmt.Errorf("redisstore: purge %q: %w", rkey, err)
-	}
-	return info, nil
-}
-
 // eval runs sc on c by EVALSHA, and by EVAL when c answers NOSCRIPT (the
 // script was not loaded yet: one more round trip).
 func (s *Store) eval(ctx context.Context, c redis.Scripter, sc *script, keys []string, args ...any) (any, error) {

@@ -1,7 +1,7 @@
 package redisstore
 
-// The scripts of the store.Inspector. Lookup and Purge work on KEYS[1],
-// on the node that owns the key; List and Stats take no key and run on
+// The scripts of the store.Inspector. Lookup works on KEYS[1], and Purge
+// on KEYS[1] and a key in its hash slot, on the node that owns the key; List and Stats take no key and run on
 // one master each, scanning its keys (allow-cross-slot-keys: on a Cluster
 // a script may touch only the keys of one slot unless it says so).
 
@@ -36,22 +36,32 @@ var lookupScript = newScript("#!lua flags=no-writes,allow-oom\n" + describeEntry
 return {'found', d}
 `)
 
-// purgeScript: ARGV = the state to purge ('i': in flight or abandoned,
-// kept or not; or 'c'), the owner token to purge (empty for any), the
-// channel of Invalidations, the key to publish. It deletes the entry only
-// when it is in that state and, with a token, owned by it, and then
-// publishes the key. Replies {verdict, d}, verdict 'purged', 'inflight'
-// (in flight or abandoned, not asked for) or 'changed' (another token, or
-// completed where in flight was asked), or {'none'} or {'corrupt', t}. It
-// runs past maxmemory: a purge frees memory.
-var purgeScript = newScript(allowOOM + describeEntry + `
+// purgeScript: KEYS = the entry's key and the purge's mark (a key in the
+// same hash slot, named for this purge alone: see markKey). ARGV = the
+// state to purge ('i': in flight or abandoned, kept or not; or 'c'), the
+// owner token to purge, the channel of Invalidations, the key to publish,
+// the mark's TTL in milliseconds. It deletes the entry only when it is in
+// that state and owned by that token, then records the entry it deleted
+// under the mark and publishes the key. A mark already there is this very
+// purge's, resent by go-redis after the first send ran and lost its reply:
+// it replies what the first send deleted, and changes nothing. Replies
+// {verdict, d}, verdict 'purged', 'inflight' (in flight or abandoned, not
+// asked for), 'changed' (completed where in flight was asked) or 'other'
+// (another token's entry), or {'none'} or {'corrupt', t}. It runs past
+// maxmemory: a purge frees memory (the mark holds the entry it deleted for
+// the mark's TTL).
+var purgeScript = newScript(allowOOM + `
+local mark = redis.call('GET', KEYS[2])
+if mark then return {'purged', cmsgpack.unpack(mark)} end
+` + describeEntry + `
 local verdict = 'purged'
-if ARGV[2] ~= '' and o ~= ARGV[2] then verdict = 'changed'
+if o ~= ARGV[2] then verdict = 'other'
 elseif s ~= 'c' and ARGV[1] ~= 'i' then verdict = 'inflight'
 elseif s == 'c' and ARGV[1] == 'i' then verdict = 'changed'
 end
 if verdict == 'purged' then
   redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], cmsgpack.pack(d), 'PX', ARGV[5])
   redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
 return {verdict, d}

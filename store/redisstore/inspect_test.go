@@ -26,9 +26,10 @@ func completeKey(t *testing.T, st *redisstore.Store, key string, data []byte) {
 	}
 }
 
-// TestInspectRoundTrips: Lookup, Purge, a page of List and Stats each take
-// one round trip once the scripts are loaded (Stats and List one per
-// master they scan: one here).
+// TestInspectRoundTrips: Lookup, Purge with a token, a page of List and
+// Stats each take one round trip once the scripts are loaded (Stats and
+// List one per master they scan: one here); Purge without a token two,
+// the Lookup that finds the token to fence the purge with, and the purge.
 func TestInspectRoundTrips(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.StartServer(t).Client()
@@ -37,27 +38,34 @@ func TestInspectRoundTrips(t *testing.T) {
 	if err := st.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	key := newKey(t)
+	key, fenced := newKey(t), newKey(t)
 	completeKey(t, st, key, []byte("data"))
+	completeKey(t, st, fenced, []byte("data"))
+	info, err := st.Lookup(ctx, fenced)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var rt redistest.RoundTrips
 	if err := rt.Attach(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []struct {
-		op  string
-		run func() error
+		op   string
+		want int
+		run  func() error
 	}{
-		{"Lookup", func() error { _, err := st.Lookup(ctx, key); return err }},
-		{"List", func() error { _, err := st.List(ctx, store.ListOptions{}); return err }},
-		{"Stats", func() error { _, err := st.Stats(ctx); return err }},
-		{"Purge", func() error { _, err := st.Purge(ctx, key, store.PurgeOptions{}); return err }},
+		{"Lookup", 1, func() error { _, err := st.Lookup(ctx, key); return err }},
+		{"List", 1, func() error { _, err := st.List(ctx, store.ListOptions{}); return err }},
+		{"Stats", 1, func() error { _, err := st.Stats(ctx); return err }},
+		{"PurgeWithToken", 1, func() error { _, err := st.Purge(ctx, fenced, store.PurgeOptions{Token: info.Token}); return err }},
+		{"Purge", 2, func() error { _, err := st.Purge(ctx, key, store.PurgeOptions{}); return err }},
 	} {
 		rt.Reset()
 		if err := step.run(); err != nil {
 			t.Fatalf("%s: %v", step.op, err)
 		}
-		if rt.Count() != 1 {
-			t.Fatalf("%s took %d round trips %q, want 1", step.op, rt.Count(), rt.Commands())
+		if rt.Count() != step.want {
+			t.Fatalf("%s took %d round trips %q, want %d", step.op, rt.Count(), rt.Commands(), step.want)
 		}
 	}
 }

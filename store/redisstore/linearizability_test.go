@@ -21,10 +21,10 @@ import (
 // are dropped, connections cut, stalled and slowed. go-redis resends a
 // command whose connection broke (MaxRetries), and a resend is a second
 // call the history does not show: a resent claim finds its own first try
-// and reports it in flight (the package documentation's "Failed claims"),
-// and a resent Purge without a fence can purge the entry claimed after
-// the one it purged. So the clients here do not resend (MaxRetries -1):
-// a broken call is indeterminate, as the check expects.
+// and reports it in flight (the package documentation's "Failed claims").
+// So the clients here do not resend (MaxRetries -1): a broken call is
+// indeterminate, as the check expects. (A resent Purge deletes nothing
+// claimed since its first send: TestPurgeResentAfterReplyLost.)
 func TestLinearizability(t *testing.T) {
 	t.Parallel()
 	rs := redistest.StartServer(t)

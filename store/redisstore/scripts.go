@@ -13,7 +13,8 @@ func newScript(src string) *script {
 }
 
 // Every script works on KEYS[1] alone, so it runs on the one Cluster node
-// that owns the key.
+// that owns the key (the purge script also writes its mark, a key in
+// KEYS[1]'s hash slot: see markKey).
 //
 // The steps of a claim already granted (complete, release, extend,
 // abandon) start with the shebang allowOOM, so Redis at maxmemory with

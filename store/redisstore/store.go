@@ -24,6 +24,7 @@ type Store struct {
 	minReplicas  int
 	waitTimeout  time.Duration
 	maxRedirects int
+	markTTL      time.Duration // of a purge's mark: purgeMarkTTL
 
 	batch    *batcher // the batcher of rdb, when it is not a Cluster client
 	batchers sync.Map // *redis.Client of a Cluster master -> *batcher
@@ -53,6 +54,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{
 		rdb: rdb, prefix: c.prefix, pipelining: c.pipelining,
 		minReplicas: c.minReplicas, waitTimeout: c.waitTimeout, maxRedirects: 3,
+		markTTL: purgeMarkTTL,
 	}
 	readTimeout := time.Duration(0)
 	switch r := rdb.(type) {
