@@ -13,10 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/internal/test/wait"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 )
 
 // replyCutter is a redis.Hook on the connections of a client: once armed,
