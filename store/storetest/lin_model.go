@@ -32,11 +32,19 @@ const (
 	// take-over is abandoned again instead): recorded beside each
 	// indeterminate claim, as indeterminate too.
 	opReleaseFailed
+	// opCompleteLost is not a call either: it stands for a failover that
+	// loses the completion an indeterminate Complete made, which the
+	// replica promoted never received (LinearizabilityConfig.Failover):
+	// recorded beside each indeterminate Complete, as indeterminate too.
+	opCompleteLost
 )
 
-var linOpNames = [...]string{opClaim: "Claim", opComplete: "Complete", opRelease: "Release", opExtend: "Extend", opAbandon: "Abandon", opPurge: "Purge", opLookup: "Lookup", opReleaseFailed: "release of a failed claim"}
+var linOpNames = [...]string{opClaim: "Claim", opComplete: "Complete", opRelease: "Release", opExtend: "Extend", opAbandon: "Abandon", opPurge: "Purge", opLookup: "Lookup", opReleaseFailed: "release of a failed claim", opCompleteLost: "loss of a failed completion"}
 
 func (o linOp) String() string { return linOpNames[o] }
+
+// pseudo reports whether o stands for something else than a call.
+func (o linOp) pseudo() bool { return o == opReleaseFailed || o == opCompleteLost }
 
 // linInput is one call: the key, and what the operation was given.
 type linInput struct {
@@ -58,6 +66,9 @@ type linInput struct {
 	// fences is LinearizabilityConfig.Fences: the store's Info.Token is a
 	// fence made per call, which the model neither binds nor compares.
 	fences bool
+	// lossy is LinearizabilityConfig.Failover: a completion made by an
+	// indeterminate Complete may be lost later (opCompleteLost).
+	lossy bool
 }
 
 // linErr is the outcome class of a call.
@@ -111,6 +122,13 @@ type linEntry struct {
 	data    string
 	attempt int
 	keep    bool
+	// lossy is set on an entry completed by an indeterminate Complete
+	// (LinearizabilityConfig.Failover) until an acknowledged Complete of
+	// its owner confirms it: a failover may still lose the completion,
+	// and the entry is then again as it was before, in state before.
+	// before is only set while lossy.
+	lossy  bool
+	before store.State
 }
 
 // linModel is the model for porcupine, partitioned by key.
@@ -184,6 +202,9 @@ func linStepKnown(s linEntry, in linInput, out linOutput) []any {
 		if in.op == opClaim && want.token != "" {
 			next.owner = failedOwner(in.claim)
 		}
+		if in.op == opComplete && in.lossy && next.state != s.state {
+			next.lossy = true
+		}
 		if next == s {
 			return []any{s}
 		}
@@ -206,6 +227,13 @@ func linStepKnown(s linEntry, in linInput, out linOutput) []any {
 		}
 		next.owner = out.token
 		return []any{next}
+	case opComplete:
+		if want.err == errNone {
+			// An acknowledged Complete of the owner is on the replicas, and
+			// so is the completion it found, if it found one: no failover
+			// loses it.
+			next.lossy, next.before = false, 0
+		}
 	case opLookup, opPurge:
 		if want.err == errNone || want.err == errInFlight || want.err == errChanged {
 			if !sameEntry(out, want) || out.infoToken == "" || !in.fences && !sameToken(out.infoToken, s.info) {
@@ -257,6 +285,9 @@ func linApply(s linEntry, in linInput) (linEntry, linOutput) {
 	case opComplete:
 		switch {
 		case owned && s.state != store.StateCompleted:
+			if in.lossy {
+				s.before = s.state
+			}
 			s.state, s.data = store.StateCompleted, in.data
 			return s, linOutput{}
 		case owned: // a repeat of the Complete that completed it
@@ -296,6 +327,11 @@ func linApply(s linEntry, in linInput) (linEntry, linOutput) {
 			s.state = store.StateAbandoned
 		default:
 			return linEntry{}, linOutput{}
+		}
+		return s, linOutput{}
+	case opCompleteLost:
+		if s.lossy && s.state == store.StateCompleted && s.owner == in.token && s.data == in.data {
+			s.state, s.data, s.lossy, s.before = s.before, "", false, 0
 		}
 		return s, linOutput{}
 	case opLookup:
@@ -339,6 +375,8 @@ func describeLinOp(in linInput, out linOutput) string {
 	case opLookup:
 	case opReleaseFailed:
 		args = fmt.Sprintf("claim %d", in.claim)
+	case opCompleteLost:
+		args = fmt.Sprintf("%s, %q", short(in.token), in.data)
 	default:
 		args = short(in.token)
 	}

@@ -26,6 +26,7 @@ type linRecorder struct {
 	// call indeterminate rather than hanging the run.
 	timeout time.Duration
 	fences  bool // LinearizabilityConfig.Fences
+	lossy   bool // LinearizabilityConfig.Failover
 
 	mu       sync.Mutex
 	ops      []porcupine.Operation
@@ -33,8 +34,8 @@ type linRecorder struct {
 	claims   int // the indeterminate claims, numbered
 }
 
-func newLinRecorder(timeout time.Duration, fences bool) *linRecorder {
-	return &linRecorder{start: time.Now(), timeout: timeout, fences: fences}
+func newLinRecorder(timeout time.Duration, fences, lossy bool) *linRecorder {
+	return &linRecorder{start: time.Now(), timeout: timeout, fences: fences, lossy: lossy}
 }
 
 // now is the monotonic time since the recording began.
@@ -47,7 +48,7 @@ func (r *linRecorder) now() int64 { return int64(time.Since(r.start)) }
 func (r *linRecorder) call(ctx context.Context, client int, s store.Store, in linInput) linOutput {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	in.fences = r.fences
+	in.fences, in.lossy = r.fences, r.lossy
 	called := r.now()
 	out := linDo(ctx, s, in)
 	returned := r.now()
@@ -64,6 +65,10 @@ func (r *linRecorder) call(ctx context.Context, client int, s store.Store, in li
 			in.claim = r.claims
 			release := linInput{op: opReleaseFailed, key: in.key, claim: in.claim, fences: in.fences}
 			r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: release, Call: called, Output: out, Return: returned})
+		}
+		if in.op == opComplete && r.lossy {
+			lost := linInput{op: opCompleteLost, key: in.key, token: in.token, data: in.data, fences: in.fences, lossy: true}
+			r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: lost, Call: called, Output: out, Return: returned})
 		}
 	}
 	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Call: called, Output: out, Return: returned})

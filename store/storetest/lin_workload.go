@@ -113,17 +113,60 @@ type linClient struct {
 	// fences the Info.Token of its latest look at the key.
 	held, fences map[string]string
 	noPurge      bool // LinearizabilityConfig.WithoutPurges
+	failover     bool // LinearizabilityConfig.Failover
 	n            int
 }
 
-// run makes n calls.
-func (c *linClient) run(ctx context.Context, n int) {
-	for range n {
+// run makes n calls, or, when until is not nil, calls until it is
+// closed.
+func (c *linClient) run(ctx context.Context, n int, until <-chan struct{}) {
+	for i := 0; until != nil || i < n; i++ {
 		if ctx.Err() != nil {
 			return
 		}
+		if until != nil {
+			select {
+			case <-until:
+				return
+			default:
+			}
+		}
 		c.step(ctx)
 	}
+}
+
+// linMix is how often step makes each call, in percent: a call's share
+// is its bound less the one before it, and the rest are lookups.
+// linFailoverMix is the mix of LinearizabilityConfig.Failover: claims,
+// completions and extensions, the steps whose writes replicas
+// acknowledge (or whose loss the model cannot see: nothing expires).
+var (
+	linMix         = []linShare{{opClaim, 30}, {opComplete, 48}, {opRelease, 56}, {opExtend, 64}, {opAbandon, 72}, {opPurge, 80}}
+	linFailoverMix = []linShare{{opClaim, 40}, {opComplete, 75}, {opExtend, 82}}
+)
+
+// linShare is an operation of a mix, and the bound of its share.
+type linShare struct {
+	op   linOp
+	upTo int
+}
+
+// pick picks the operation of the next call.
+func (c *linClient) pick() linOp {
+	r, mix := c.rng.IntN(100), linMix
+	if c.failover {
+		mix = linFailoverMix
+	}
+	for _, m := range mix {
+		switch {
+		case r >= m.upTo:
+		case m.op == opPurge && c.noPurge:
+			return opLookup
+		default:
+			return m.op
+		}
+	}
+	return opLookup
 }
 
 // step makes one random call: claims and looks most, and uses its own
@@ -135,28 +178,22 @@ func (c *linClient) step(ctx context.Context) {
 	if token == "" || c.rng.IntN(4) == 0 {
 		token = c.pool.pick(c.rng)
 	}
-	in := linInput{key: key, token: token}
-	switch r := c.rng.IntN(100); {
-	case r < 30:
+	in := linInput{op: c.pick(), key: key, token: token}
+	switch in.op {
+	case opClaim:
 		in = linInput{op: opClaim, key: key, fp: c.rng.IntN(2), keep: c.rng.IntN(2) == 0, takeOver: c.rng.IntN(2) == 0}
-	case r < 48:
-		in.op, in.data = opComplete, fmt.Sprintf("client %d call %d", c.id, c.n)
-	case r < 56:
-		in.op = opRelease
-	case r < 64:
-		in.op = opExtend
-	case r < 72:
-		in.op = opAbandon
-	case r < 80 && !c.noPurge:
-		in.op, in.inFlight = opPurge, c.rng.IntN(2) == 0
+	case opComplete:
+		in.data = fmt.Sprintf("client %d call %d", c.id, c.n)
+	case opPurge:
+		in.inFlight = c.rng.IntN(2) == 0
 		switch c.rng.IntN(3) {
 		case 0:
 			in.token = ""
 		case 1:
 			in.token = c.fences[key]
 		}
-	default:
-		in = linInput{op: opLookup, key: key}
+	case opLookup:
+		in.token = ""
 	}
 	out := c.rec.call(ctx, c.id, c.s, in)
 	if out.token != "" {

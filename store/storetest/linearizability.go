@@ -83,6 +83,29 @@ type LinearizabilityConfig struct {
 	// before they begin, for faults aimed at them (moving their slots in
 	// a Redis Cluster).
 	OnKeys func(keys []string)
+	// Until, when set, ends the random calls once it is closed, in place
+	// of Operations: for faults that take their time (a failover), so
+	// that the faults decide how long the clients call before, between
+	// and after them.
+	Until <-chan struct{}
+	// Failover is for a backend that fails over, while the clients run,
+	// to a replica that holds every acknowledged claim and completion but
+	// perhaps not the rest (a Redis master under Sentinel, with
+	// redisstore.WithMinReplicas): what the check holds the store to is
+	// then that promise. The random calls make no release, abandon or
+	// purge, whose writes no replica acknowledges and a failover may
+	// lose; and a completion whose call failed may be lost at any time
+	// after it took effect, even after other calls saw it, until an
+	// acknowledged Complete of its owner confirms it (a claim whose call
+	// failed may already be undone: its release). A claim or completion
+	// acknowledged, and lost, fails the check.
+	Failover bool
+	// WantIllegal turns the verdict round, for a test that shows the
+	// check catches a backend that breaks the promise checked (a
+	// failover that loses an acknowledged claim): the test fails when
+	// the history is linearizable, and logs the drawing's page when it
+	// is not.
+	WantIllegal bool
 }
 
 func (c LinearizabilityConfig) withDefaults() LinearizabilityConfig {
@@ -131,6 +154,14 @@ func RunLinearizability(t *testing.T, cfg LinearizabilityConfig) {
 			t.Errorf("write the report: %v", err)
 		}
 	}
+	if cfg.WantIllegal {
+		if res.result != porcupine.Illegal && res.reusedToken == "" {
+			t.Errorf("the history was found %s; want a history that is not linearizable", res.verdict)
+			return
+		}
+		t.Logf("as wanted, the history is not linearizable: see %s; the calls on the first key found so:\n%s", res.page, res.illegalKey)
+		return
+	}
 	switch {
 	case res.result == porcupine.Illegal:
 		t.Errorf("the history is not linearizable: see %s; the calls on the first key found so:\n%s", res.page, res.illegalKey)
@@ -168,7 +199,7 @@ func checkLinearizability(t *testing.T, cfg LinearizabilityConfig, dir string) l
 		}
 	}
 	ctx := t.Context()
-	rec := newLinRecorder(cfg.CallTimeout, cfg.Fences)
+	rec := newLinRecorder(cfg.CallTimeout, cfg.Fences, cfg.Failover)
 	prefix := t.Name() + "/" + rand.Text() + "/"
 	other := cfg.Stores[len(cfg.Stores)-1]
 	if cfg.TokensPerInstance {
@@ -195,7 +226,7 @@ func checkLinearizability(t *testing.T, cfg LinearizabilityConfig, dir string) l
 	res := linResult{operations: len(history), unknowns: unknowns, keys: len(keys) + 4}
 	causes := map[string]int{}
 	for _, op := range history {
-		if out := op.Output.(linOutput); out.unknown && op.Input.(linInput).op != opReleaseFailed {
+		if out := op.Output.(linOutput); out.unknown && !op.Input.(linInput).op.pseudo() {
 			causes[linCause(out.cause)]++
 			if res.firstCause == "" {
 				res.firstCause = out.cause
@@ -237,9 +268,10 @@ func recordConcurrently(ctx context.Context, cfg LinearizabilityConfig, rec *lin
 	for i := range cfg.Clients {
 		c := &linClient{
 			id: i + 1, rng: mrand.New(mrand.NewPCG(seed, uint64(i))), s: cfg.Stores[i%len(cfg.Stores)],
-			rec: rec, pool: pools[i%len(cfg.Stores)], keys: keys, noPurge: cfg.WithoutPurges, held: map[string]string{}, fences: map[string]string{},
+			rec: rec, pool: pools[i%len(cfg.Stores)], keys: keys, noPurge: cfg.WithoutPurges, failover: cfg.Failover,
+			held: map[string]string{}, fences: map[string]string{},
 		}
-		clients.Go(func() { c.run(ctx, cfg.Operations) })
+		clients.Go(func() { c.run(ctx, cfg.Operations, cfg.Until) })
 	}
 	if len(cfg.Faults) == 0 {
 		clients.Wait()

@@ -46,3 +46,11 @@ func TestLinearizabilityCatchesBugs(t *testing.T) {
 		})
 	}
 }
+
+// TestLinearizabilityReferenceFailover: the reference store's histories
+// are linearizable with the calls and the model of
+// LinearizabilityConfig.Failover.
+func TestLinearizabilityReferenceFailover(t *testing.T) {
+	t.Parallel()
+	storetest.RunLinearizability(t, storetest.LinearizabilityConfig{Stores: []store.Store{newRefStore("")}, Failover: true, Keys: 32})
+}
