@@ -43,7 +43,10 @@
 // reply was lost may have taken effect or not (Jepsen's indeterminate
 // operations), and a failed claim may release itself. A history that is
 // not linearizable fails the test, and its drawing (an HTML page) and its
-// calls are written to files the failure names.
+// calls are written to files the failure names. With
+// [LinearizabilityConfig.Failover] it checks a backend that fails over to
+// a replica while the calls run against what replica acknowledgement
+// promises: no acknowledged claim or completion is lost.
 //
 // # Time
 //

@@ -114,7 +114,12 @@ type linClient struct {
 	held, fences map[string]string
 	noPurge      bool // LinearizabilityConfig.WithoutPurges
 	failover     bool // LinearizabilityConfig.Failover
-	n            int
+	// open is, with Failover, the key of this client's latest won claim
+	// until it completes it: its completions and extensions go there
+	// three times in four, as a handler's would, since no release frees
+	// keys for more claims.
+	open string
+	n    int
 }
 
 // run makes n calls, or, when until is not nil, calls until it is
@@ -179,6 +184,9 @@ func (c *linClient) step(ctx context.Context) {
 		token = c.pool.pick(c.rng)
 	}
 	in := linInput{op: c.pick(), key: key, token: token}
+	if c.open != "" && (in.op == opComplete || in.op == opExtend) && c.rng.IntN(4) != 0 {
+		in.key, in.token = c.open, c.held[c.open]
+	}
 	switch in.op {
 	case opClaim:
 		in = linInput{op: opClaim, key: key, fp: c.rng.IntN(2), keep: c.rng.IntN(2) == 0, takeOver: c.rng.IntN(2) == 0}
@@ -198,6 +206,12 @@ func (c *linClient) step(ctx context.Context) {
 	out := c.rec.call(ctx, c.id, c.s, in)
 	if out.token != "" {
 		c.held[key] = out.token
+		if c.failover {
+			c.open = key
+		}
+	}
+	if in.op == opComplete && in.key == c.open && !out.unknown && out.err == errNone {
+		c.open = ""
 	}
 	if out.infoToken != "" {
 		c.fences[key] = out.infoToken

@@ -104,7 +104,8 @@ type LinearizabilityConfig struct {
 	// check catches a backend that breaks the promise checked (a
 	// failover that loses an acknowledged claim): the test fails when
 	// the history is linearizable, and logs the drawing's page when it
-	// is not.
+	// is not. Its line in the report (LinearizabilityReportEnv) ends
+	// "NOT linearizable, as wanted".
 	WantIllegal bool
 }
 
@@ -146,8 +147,16 @@ func (c LinearizabilityConfig) withDefaults() LinearizabilityConfig {
 func RunLinearizability(t *testing.T, cfg LinearizabilityConfig) {
 	t.Helper()
 	res := checkLinearizability(t, cfg, os.Getenv(LinearizabilityOutEnv))
+	illegal, verdict := res.result == porcupine.Illegal || res.reusedToken != "", res.verdict
+	switch {
+	case !cfg.WantIllegal:
+	case illegal:
+		verdict += ", as wanted"
+	default:
+		verdict += ", but one that is not was wanted"
+	}
 	line := fmt.Sprintf("linearizability: %T, %s: %d operations (%d indeterminate) on %d keys: %s",
-		cfg.Stores[0], t.Name(), res.operations, res.unknowns, res.keys, res.verdict)
+		cfg.Stores[0], t.Name(), res.operations, res.unknowns, res.keys, verdict)
 	t.Log(line)
 	if path := os.Getenv(LinearizabilityReportEnv); path != "" {
 		if err := appendLine(path, line); err != nil {
@@ -155,7 +164,7 @@ func RunLinearizability(t *testing.T, cfg LinearizabilityConfig) {
 		}
 	}
 	if cfg.WantIllegal {
-		if res.result != porcupine.Illegal && res.reusedToken == "" {
+		if !illegal {
 			t.Errorf("the history was found %s; want a history that is not linearizable", res.verdict)
 			return
 		}
