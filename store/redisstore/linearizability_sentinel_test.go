@@ -52,7 +52,9 @@ const (
 // survives a failover that promotes the most up-to-date replica, as
 // Sentinel does with equal priorities. Two stores, each on a failover
 // client of its own, call a Sentinel-managed master with two replicas
-// (each link 5 ms each way) with WithMinReplicas(1, 500ms), while the
+// (each replication link 5 ms each way, and each store's link to a
+// server too, which paces the calls) with WithMinReplicas(1, 500ms),
+// while the
 // master fails over twice: its replication links stall (the stream in
 // flight is lost) and its process stops (SIGSTOP: its connections hang,
 // as a dead host's do), Sentinel promotes a replica (the test waits for
