@@ -17,9 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/grpc-idempotency/idempotency/internal/test/faultproxy"
-	"github.com/grpc-idempotency/idempotency/internal/test/redistest"
 	"github.com/grpc-idempotency/idempotency/store"
 	"github.com/grpc-idempotency/idempotency/store/redisstore"
+	"github.com/grpc-idempotency/idempotency/store/redisstore/redistest"
 	"github.com/grpc-idempotency/idempotency/store/storetest"
 )
 
