@@ -35,6 +35,7 @@ type config struct {
 	// log by one subscription.
 	invalidationInterval time.Duration
 	ungated              bool // tests only: no in-process write gate
+	purgeRead            func() // tests only: runs between Purge's read and its delete
 	err                  error
 }
 
