@@ -166,8 +166,9 @@
 // token it found. go-redis resends a script whose connection broke
 // (MaxRetries), and the first send may have run while its reply was
 // lost: as every purge script is fenced by a token, the resend deletes
-// nothing claimed since, and the mark the first send left (a key in the
-// key's hash slot, which holds the purged entry for a minute) makes the
+// nothing claimed since, and the mark the first send left (a key under the
+// prefix and in the key's hash slot, which holds the purged entry for a
+// minute) makes the
 // resend answer what the first send purged (decision 318 of
 // docs/semantics; TestPurgeResentAfterReplyLost).
 // An entry's claim time is read from its owner token (the

@@ -93,5 +93,6 @@ var PurgeScriptSHA = purgeScript.sha
 // its first call.
 func (s *Store) SetPurgeMarkTTL(d time.Duration) { s.markTTL = d }
 
-// MarkKey is the key of the mark of a purge of rkey with a nonce.
+// MarkKey is the key of the mark of a purge of rkey, a key of the store
+// with prefix, with a nonce.
 var MarkKey = markKey

@@ -76,7 +76,7 @@ func (s *Store) purge(ctx context.Context, key, rkey string, opts store.PurgeOpt
 	}
 	for range purgeRounds {
 		start := time.Now()
-		keys := []string{rkey, markKey(rkey, store.NewToken())}
+		keys := []string{rkey, markKey(s.prefix, rkey, store.NewToken())}
 		reply, err := s.eval(ctx, s.rdb, purgeScript, keys, state, token, s.channel(), key, s.markTTL.Milliseconds())
 		if err != nil {
 			return store.Info{}, err
@@ -106,20 +106,40 @@ func (s *Store) purge(ctx context.Context, key, rkey string, opts store.PurgeOpt
 	return store.Info{}, fmt.Errorf("the key was claimed anew %d times while it was being purged; nothing was purged", purgeRounds)
 }
 
-// markKey returns the key of the mark of one purge of rkey, named by the
-// purge's nonce: "{tag}:purge:nonce", tag a hash tag of rkey's slot, so
-// that the purge script may touch both keys on a Redis Cluster. The ':'
-// after the tag keeps it out of [Store.List] and [Store.Stats] (see
-// ownKey), whatever the prefix.
-func markKey(rkey, nonce string) string {
-	return "{" + slotTag(rkey) + "}:purge:" + nonce
+// markKey returns the key of the mark of one purge of rkey, a key of the
+// store whose prefix is prefix, named by the purge's nonce:
+// prefix+"{tag}:purge:"+nonce, tag chosen so that the mark is in rkey's
+// hash slot and the purge script may touch both keys on a Redis Cluster.
+// It stays under the prefix, so that an ACL that limits the store's user to
+// its prefix (~prefix*) lets it write the mark, and the ':' after the
+// prefix keeps it out of [Store.List] and [Store.Stats] (see ownKey).
+func markKey(prefix, rkey, nonce string) string {
+	slot := hashSlot(rkey)
+	mark := prefix + "{" + slotTag(rkey) + "}:purge:" + nonce
+	// A prefix with a '{' of its own may take the tag over: try numbers
+	// as the tag until the mark's slot is rkey's.
+	for n := 0; hashSlot(mark) != slot && n < 1<<24; n++ {
+		mark = prefix + "{" + strconv.Itoa(n) + "}:purge:" + nonce
+	}
+	return mark
+}
+
+// hashSlot returns the hash slot of a Redis key, as Redis Cluster computes
+// it: the CRC16 of its hash tag (the text between its first '{' and the
+// first '}' after it, when not empty), or of the whole key.
+func hashSlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) % clusterSlots
 }
 
 // slotTag returns a string that, as a hash tag, puts a key in rkey's hash
-// slot: the part of rkey that Redis Cluster hashes (the text between its
-// first '{' and the first '}' after it, when not empty; otherwise the
-// whole key), or, when that part holds a '}' (which would end the tag),
-// the first decimal number whose hash slot is rkey's.
+// slot: the part of rkey that Redis Cluster hashes, when it holds no '}'
+// (which would end the tag), or else the first decimal number whose hash
+// slot is rkey's.
 func slotTag(rkey string) string {
 	if i := strings.IndexByte(rkey, '{'); i >= 0 {
 		if j := strings.IndexByte(rkey[i+1:], '}'); j > 0 {
@@ -129,7 +149,7 @@ func slotTag(rkey string) string {
 	if rkey != "" && !strings.Contains(rkey, "}") {
 		return rkey
 	}
-	slot := crc16(rkey) % clusterSlots
+	slot := hashSlot(rkey)
 	for n := 0; ; n++ {
 		if tag := strconv.Itoa(n); crc16(tag)%clusterSlots == slot {
 			return tag

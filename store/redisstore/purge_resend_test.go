@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,20 +271,24 @@ func TestPurgeResentAfterItsMarkExpired(t *testing.T) {
 }
 
 // TestPurgeMarkInKeySlot: a purge's mark is in its key's hash slot, for
-// keys with and without hash tags of their own, so that the purge script
-// may touch both on a Cluster (which refuses a script whose keys are in
-// two slots with CROSSSLOT).
+// keys and prefixes with and without hash tags of their own, so that the
+// purge script may touch both on a Cluster (which refuses a script whose
+// keys are in two slots with CROSSSLOT), and under the store's prefix,
+// which an ACL may limit the store's user to.
 func TestPurgeMarkInKeySlot(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t)
 	ctx := t.Context()
 	rdb := cluster.Client()
-	for _, prefix := range []string{redisstore.DefaultPrefix, "{idem}:", "", "}"} {
+	for _, prefix := range []string{redisstore.DefaultPrefix, "{idem}:", "", "}", "a{b:", "{}:"} {
 		st := redisstore.New(rdb, redisstore.WithPrefix(prefix))
 		for _, key := range []string{"plain", "a{b}c", "x}y", "{}z", "{open", "}", "{", "{}", "a{}b{c}"} {
 			rkey := prefix + key
 			want := rdb.ClusterKeySlot(ctx, rkey).Val()
-			mark := redisstore.MarkKey(rkey, "nonce")
+			mark := redisstore.MarkKey(prefix, rkey, "nonce")
+			if !strings.HasPrefix(mark, prefix) {
+				t.Errorf("mark %q of key %q is not under the store's prefix %q", mark, rkey, prefix)
+			}
 			if got := rdb.ClusterKeySlot(ctx, mark).Val(); got != want {
 				t.Errorf("slot of mark %q = %d, of key %q = %d", mark, got, rkey, want)
 			}

@@ -97,7 +97,10 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		if err := sqlcore.PurgeRefusal(info, opts); err != nil {
 			return info, s.fail("purge", key, err)
 		}
-		n, err := s.purgeLogged(ctx, r.Key, r.Token, r.State)
+		if s.cfg.purgeRead != nil {
+			s.cfg.purgeRead()
+		}
+		n, err := s.purgeLogged(ctx, r.Key, r.Token, r.State, r.Abandoned)
 		if err != nil {
 			return store.Info{}, s.fail("purge", key, err)
 		}

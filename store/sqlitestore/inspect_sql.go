@@ -29,12 +29,14 @@ func newInspectStatements(table string) inspectStatements {
 		// lookup reads the key's live row through the primary key.
 		lookup: r.Replace("SELECT " + cols + ", data FROM {t} WHERE key = ?1 AND expires_at > {now}"),
 
-		// purge deletes the key's live row in the state and with the
-		// token it had when Purge read it: the entry Purge read and no
-		// other (a row claimed again since has another token; a completed
-		// row never changes; an in-flight row completed since has another
-		// state). An abandoned row's state is 1 here.
-		purge: r.Replace("DELETE FROM {t} WHERE key = ?1 AND token = ?2 AND state = ?3 AND expires_at > {now}"),
+		// purge deletes the key's live row in the state, with the token
+		// and abandoned or not as it was when Purge read it: the entry
+		// Purge read and no other (a row claimed again since has another
+		// token; a completed row never changes; an in-flight row completed
+		// since has another state, one abandoned since is abandoned), so
+		// that what Purge reports is what it deleted. An abandoned row's
+		// state is 1 here.
+		purge: r.Replace("DELETE FROM {t} WHERE key = ?1 AND token = ?2 AND state = ?3 AND {abandoned} = ?4 AND expires_at > {now}"),
 
 		// listFirst and listNext read the next ? rows in key order from the
 		// primary key, whatever their state or expiry (a page examines

@@ -63,12 +63,12 @@ func (s *Store) logFrom(ctx context.Context, id int64, n int) ([]sqlcore.LogRow,
 }
 
 // purgeLogged deletes the entry Purge read (the key's live row, with the
-// token and state it was read with) and, when it did, logs the purge in
+// token and state it was read with, abandoned or not as it was) and, when it did, logs the purge in
 // the same transaction and trims the log's old rows. It returns the rows
 // it deleted: 0 or 1. Its statements are not prepared: the transaction
 // holds a connection of the pool, and a preparation would wait for
 // another (purges are rare).
-func (s *Store) purgeLogged(ctx context.Context, key, token []byte, state int64) (int64, error) {
+func (s *Store) purgeLogged(ctx context.Context, key, token []byte, state int64, abandoned bool) (int64, error) {
 	var n int64
 	err := s.write(ctx, func(ctx context.Context) error {
 		tx, err := s.db.BeginTx(ctx, nil)
@@ -76,7 +76,7 @@ func (s *Store) purgeLogged(ctx context.Context, key, token []byte, state int64)
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		res, err := tx.ExecContext(ctx, s.isql.purge, key, token, state)
+		res, err := tx.ExecContext(ctx, s.isql.purge, key, token, state, abandoned)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,8 @@ type config struct {
 	// invalidationInterval is the time between two reads of the purge
 	// log by one subscription.
 	invalidationInterval time.Duration
-	ungated              bool // tests only: no in-process write gate
+	ungated              bool   // tests only: no in-process write gate
+	purgeRead            func() // tests only: runs between Purge's read and its delete
 	err                  error
 }
 
