@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,5 +74,45 @@ func TestClaimWonAfterItsLeaseRanOutStartsNothing(t *testing.T) {
 	resp, replayed, err := idempotency.Do(t.Context(), slow, "payments.charge", "k-late", req, numbered(&runs, req))
 	if err != nil || !replayed || resp.GetExecution() != 1 {
 		t.Fatalf("retry on the slow server: %v, replayed %t, execution %d; want the other server's outcome replayed", err, replayed, resp.GetExecution())
+	}
+}
+
+// A claim whose reply came late, but in time, has its lease renewed a
+// third of the lease after the claim was sent, at once here, not a third
+// of the lease after the handler started: that would be past the lease's
+// end, and the handler would be cancelled although a renewal could have
+// kept its claim.
+func TestSlowClaimRenewedOnTime(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	late := &lateReplyStore{Store: memStore(t), landed: make(chan struct{}), release: make(chan struct{})}
+	renewed := make(chan struct{})
+	var once sync.Once
+	srv := idempotency.NewServer(late, idempotency.WithLease(lease),
+		idempotency.WithObserver(idempotency.ObserverFunc(func(_ context.Context, e idempotency.Event) {
+			if e.Decision == idempotency.DecisionLeaseRenewed {
+				once.Do(func() { close(renewed) })
+			}
+		})))
+	req := &testingv1.DoRequest{Payload: "p"}
+	sent := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := idempotency.Do(t.Context(), srv, "payments.charge", "k-slow", req, func(ctx context.Context) (*testingv1.DoResponse, error) {
+			select {
+			case <-renewed:
+				return &testingv1.DoResponse{Payload: "done"}, nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		})
+		done <- err
+	}()
+	<-late.landed
+	// The reply comes back with a quarter of the lease left.
+	wait.For(t, func() bool { return time.Since(sent) >= lease*3/4 })
+	close(late.release)
+	if err := <-done; err != nil {
+		t.Fatalf("Do = %v; want the handler's answer, its lease renewed in time", err)
 	}
 }

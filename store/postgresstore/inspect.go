@@ -109,6 +109,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 	if opts.Token != "" {
 		token = []byte(opts.Token)
 	}
+	purge := newInspectStatements(s.cfg.table).purge
 	for range maxPurgeRounds {
 		var (
 			purged   bool
@@ -117,7 +118,7 @@ func (s *Store) Purge(ctx context.Context, key string, opts store.PurgeOptions) 
 		)
 		// A write, so a step: under READ COMMITTED whatever the
 		// connections' default isolation (decision 123).
-		err := s.queryRow(ctx, newInspectStatements(s.cfg.table).purge,
+		err := s.queryRow(ctx, purge,
 			[]any{[]byte(key), state, token, s.table},
 			&purged, &r.state, &r.token, &r.fingerprint, &r.data, &r.expires, &r.size, &r.abandoned, &r.attempt, &notified)
 		if errors.Is(err, pgx.ErrNoRows) {
